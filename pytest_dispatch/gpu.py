@@ -1,0 +1,198 @@
+"""Choosing a WebGPU adapter and describing it (``GpuInfo``, with a stable fingerprint)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import os
+import re
+from typing import Any
+
+from pytest_dispatch import recorder
+
+IMPLEMENTATIONS = {"wgpu": "wgpu-native", "dawn": "dawn"}
+BACKENDS = ("auto", "vulkan", "metal", "d3d12", "opengl")
+_PACKAGES = {"wgpu-native": "wgpu", "dawn": "wgpudawn"}
+_INSTALL_HINT = {
+    "wgpu-native": "pip install wgpu",
+    "dawn": "pip install 'pytest-dispatch[dawn]'",
+}
+# Adapter types from most to least preferred when several match.
+_TYPE_RANK = {"discretegpu": 0, "integratedgpu": 1, "virtualgpu": 2, "cpu": 3}
+# Features a test may need; the device gets each one the adapter has.
+WANTED_FEATURES = (
+    "shader-f16",
+    "timestamp-query",
+    "timestamp-query-inside-passes",
+    "timestamp-query-inside-encoders",
+    "subgroup",
+)
+# Limits raised to the adapter's maximum, so large models fit.  The others keep
+# WebGPU's defaults, so kernels that exceed a portable limit fail here too.
+RAISED_LIMITS = ("max-buffer-size", "max-storage-buffer-binding-size")
+
+
+class NoAdapterError(RuntimeError):
+    """No adapter matches the request; the message says what was tried and found."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuInfo:
+    """What runs the dispatches.  ``fingerprint`` keys baselines: equal fingerprints
+    mean comparable per-dispatch timings."""
+
+    implementation: str  # "wgpu-native" or "dawn"
+    implementation_version: str  # the Python package's version (it pins the native library)
+    backend: str  # "Vulkan", "Metal", "D3D12", "OpenGL", "Null"
+    adapter_name: str
+    vendor: str
+    vendor_id: int
+    device_id: int
+    driver: str  # the adapter's description, e.g. "Mesa 22.3.6 (LLVM 15.0.6)"
+    adapter_type: str  # "DiscreteGPU", "IntegratedGPU", "CPU", ...
+    features: frozenset[str] = frozenset()
+
+    @property
+    def fingerprint(self) -> str:
+        """A file-name-safe id from the fields that change performance."""
+        stable = (
+            self.implementation,
+            self.implementation_version,
+            self.backend,
+            self.adapter_name,
+            f"{self.vendor_id:04x}:{self.device_id:04x}",
+            self.driver,
+            self.adapter_type,
+        )
+        digest = hashlib.sha256("\x1f".join(stable).encode()).hexdigest()[:10]
+        name = re.sub(r"[^a-z0-9]+", "-", f"{self.adapter_name} {self.backend}".lower()).strip("-")
+        return f"{name[:48]}-{digest}"
+
+    @property
+    def is_cpu(self) -> bool:
+        """True for CPU emulation (lavapipe, SwiftShader): timings are indicative only."""
+        return self.adapter_type.lower() == "cpu"
+
+    def describe(self) -> str:
+        """One line for headers: adapter, backend, type, implementation, driver."""
+        return (
+            f"{self.adapter_name} ({self.adapter_type}) via {self.backend}, "
+            f"{self.implementation} {self.implementation_version}, driver {self.driver or '?'}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["features"] = sorted(self.features)
+        data["fingerprint"] = self.fingerprint
+        return data
+
+
+@dataclasses.dataclass(frozen=True)
+class AdapterRequest:
+    """The user's choice, from --gpu-impl/--gpu-backend/--gpu-adapter."""
+
+    impl: str = "wgpu"
+    backend: str = "auto"
+    adapter: str = ""
+
+    def describe(self) -> str:
+        parts = [f"{IMPLEMENTATIONS.get(self.impl, self.impl)}", f"backend {self.backend}"]
+        if self.adapter:
+            parts.append(f"adapter matching {self.adapter!r}")
+        return ", ".join(parts)
+
+
+def gpu_entry(implementation: str):
+    """The ``gpu`` object of an implementation's package (``wgpu.gpu`` or ``wgpudawn.gpu``)."""
+    package = _PACKAGES[implementation]
+    try:
+        module = importlib.import_module(package)
+    except ImportError as error:
+        raise NoAdapterError(
+            f"{implementation} is not installed ({error}); {_INSTALL_HINT[implementation]}"
+        ) from None
+    if implementation == "wgpu-native":
+        importlib.import_module("wgpu.backends.auto")
+    recorder.install(implementation)
+    return module.gpu
+
+
+def _summary(adapter) -> str:
+    info = adapter.info
+    return f"{info.get('device') or '?'} ({info.get('adapter_type')}, {info.get('backend_type')})"
+
+
+def select_adapter(request: AdapterRequest):
+    """Return the best adapter for ``request`` or raise NoAdapterError naming what was tried."""
+    if request.impl not in IMPLEMENTATIONS:
+        raise ValueError(f"--gpu-impl must be one of {sorted(IMPLEMENTATIONS)}, not {request.impl!r}")
+    if request.backend not in BACKENDS:
+        raise ValueError(f"--gpu-backend must be one of {list(BACKENDS)}, not {request.backend!r}")
+    implementation = IMPLEMENTATIONS[request.impl]
+    gpu = gpu_entry(implementation)
+    tried = f"tried {request.describe()}"
+    if request.backend == "auto" and not request.adapter:
+        # Let the implementation choose, so its own environment variables
+        # (e.g. WGPU_BACKEND_TYPE=Null) keep working.
+        try:
+            return gpu.request_adapter_sync(power_preference="high-performance")
+        except Exception as error:  # wgpu raises plain RuntimeError here
+            raise NoAdapterError(f"no WebGPU adapter: {tried}: {_one_line(error)}; {_hint()}") from None
+    try:
+        adapters = list(gpu.enumerate_adapters_sync())
+    except Exception as error:
+        raise NoAdapterError(f"no WebGPU adapter: {tried}: {_one_line(error)}; {_hint()}") from None
+    matching = [
+        adapter
+        for adapter in adapters
+        if (request.backend == "auto" or adapter.info.get("backend_type", "").lower() == request.backend)
+        and request.adapter.lower() in _searchable(adapter)
+    ]
+    if not matching:
+        found = "; ".join(_summary(a) for a in adapters) or "none"
+        raise NoAdapterError(f"no WebGPU adapter: {tried}; found: {found}")
+    return min(matching, key=lambda a: _TYPE_RANK.get(a.info.get("adapter_type", "").lower(), 9))
+
+
+def _searchable(adapter) -> str:
+    info = adapter.info
+    return " ".join(str(info.get(key, "")) for key in ("device", "vendor", "description", "architecture")).lower()
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def _hint() -> str:
+    if os.name == "posix" and not os.path.exists("/usr/share/vulkan/icd.d"):
+        return "no Vulkan driver is installed: on Debian/Ubuntu, apt-get install mesa-vulkan-drivers gives lavapipe"
+    return "check the GPU driver, or pass --gpu-backend/--gpu-adapter"
+
+
+def gpu_info(adapter, implementation: str | None = None) -> GpuInfo:
+    """Describe an adapter (of either implementation)."""
+    module = type(adapter).__module__
+    implementation = implementation or ("dawn" if module.startswith("wgpudawn") else "wgpu-native")
+    package = importlib.import_module(_PACKAGES[implementation])
+    info = adapter.info
+    return GpuInfo(
+        implementation=implementation,
+        implementation_version=str(getattr(package, "__version__", "?")),
+        backend=str(info.get("backend_type", "?")),
+        adapter_name=str(info.get("device", "") or "?"),
+        vendor=str(info.get("vendor", "")),
+        vendor_id=int(info.get("vendor_id", 0) or 0),
+        device_id=int(info.get("device_id", 0) or 0),
+        driver=str(info.get("description", "")),
+        adapter_type=str(info.get("adapter_type", "?")),
+        features=frozenset(str(f) for f in adapter.features),
+    )
+
+
+def request_device(adapter, label: str = "pytest-dispatch"):
+    """A device with the adapter's useful features and its maximum buffer sizes."""
+    features = [f for f in WANTED_FEATURES if f in adapter.features]
+    limits = {name: adapter.limits[name] for name in RAISED_LIMITS if name in adapter.limits}
+    return adapter.request_device_sync(label=label, required_features=features, required_limits=limits)

@@ -1,0 +1,78 @@
+"""Command-line options, each with an ini twin (the command line wins)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import pytest
+
+from pytest_dispatch.gpu import BACKENDS, IMPLEMENTATIONS
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    name: str  # ini name; the flag is --name with dashes
+    help: str
+    default: Any = None
+    type: str = "string"  # "string", "bool", "int", "float", "path"
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+GPU_OPTIONS = (
+    Option("gpu_impl", "WebGPU implementation: wgpu (wgpu-native) or dawn (wgpudawn).", "wgpu",
+           choices=tuple(IMPLEMENTATIONS)),
+    Option("gpu_backend", "Graphics backend of the adapter.", "auto", choices=BACKENDS),
+    Option("gpu_adapter", "Use the adapter whose name, vendor or driver contains this substring.", ""),
+    Option("gpu_required", "Error, instead of skip, when no adapter is found.", False, type="bool"),
+)
+
+ALL_OPTIONS = GPU_OPTIONS
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dispatch", "WebGPU dispatch counting and timing (pytest-dispatch)")
+    for option in ALL_OPTIONS:
+        kwargs: dict[str, Any] = {"dest": option.name, "default": None, "help": option.help}
+        if option.type == "bool":
+            kwargs["action"] = "store_true"
+        else:
+            kwargs["choices"] = option.choices
+            kwargs["type"] = _CONVERTERS.get(option.type, str)
+        group.addoption(option.flag, **kwargs)
+        parser.addini(
+            option.name,
+            f"{option.help} (default: {option.default!r})",
+            type="bool" if option.type == "bool" else "string",
+            default=option.default if option.type == "bool" else None,
+        )
+
+
+_CONVERTERS: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "string": str, "path": str}
+
+
+def get(config: pytest.Config, name: str) -> Any:
+    """The option's value: command line, else ini, else default; ini strings are validated too."""
+    option = _BY_NAME[name]
+    value = config.getoption(name)
+    if value not in (None, False):
+        return value
+    ini_value = config.getini(name)
+    if option.type == "bool":
+        return bool(ini_value)
+    if ini_value in (None, ""):
+        return option.default
+    try:
+        converted = _CONVERTERS.get(option.type, str)(str(ini_value).strip())
+    except ValueError:
+        raise pytest.UsageError(f"ini option {name} = {ini_value!r} is not a valid {option.type}") from None
+    if option.choices and converted not in option.choices:
+        raise pytest.UsageError(f"ini option {name} = {converted!r}: choose one of {', '.join(option.choices)}")
+    return converted
+
+
+_BY_NAME = {option.name: option for option in ALL_OPTIONS}
