@@ -1,0 +1,120 @@
+"""Plugin behaviour through pytester: options, ini twins, skip/error paths, header."""
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+GPU_TEST = """
+def test_uses_gpu(gpu_device, gpu_info):
+    assert gpu_info.fingerprint
+"""
+
+
+def test_header_names_the_adapter(pytester, gpu_info):
+    pytester.makepyfile("def test_nothing(): pass")
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines([f"dispatch: {gpu_info.adapter_name}*via {gpu_info.backend}*"])
+
+
+def test_gpu_fixtures_work(pytester, gpu_info):
+    pytester.makepyfile(GPU_TEST)
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_no_matching_adapter_skips_with_a_one_line_reason(pytester):
+    pytester.makepyfile(GPU_TEST)
+    result = pytester.runpytest("--gpu-adapter", "no-such-gpu-xyz", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*no WebGPU adapter: tried wgpu-native, backend auto, adapter matching 'no-such-gpu-xyz'; found: *"])
+    result.stdout.fnmatch_lines(["dispatch: no WebGPU adapter*"])
+
+
+def test_gpu_required_turns_the_skip_into_an_error(pytester):
+    pytester.makepyfile(GPU_TEST)
+    result = pytester.runpytest("--gpu-adapter", "no-such-gpu-xyz", "--gpu-required")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*no WebGPU adapter*(--gpu-required)*"])
+
+
+def test_ini_twins_apply(pytester):
+    pytester.makeini("[pytest]\ngpu_adapter = no-such-gpu-xyz\ngpu_required = true\n")
+    pytester.makepyfile(GPU_TEST)
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+
+
+def test_command_line_overrides_ini(pytester, gpu_info):
+    pytester.makeini("[pytest]\ngpu_adapter = no-such-gpu-xyz\n")
+    pytester.makepyfile(GPU_TEST)
+    pytester.runpytest("--gpu-adapter", gpu_info.adapter_name[:6]).assert_outcomes(passed=1)
+
+
+def test_backend_filter(pytester, gpu_info):
+    pytester.makepyfile(GPU_TEST)
+    pytester.runpytest("--gpu-backend", gpu_info.backend.lower()).assert_outcomes(passed=1)
+    other = "metal" if gpu_info.backend.lower() != "metal" else "d3d12"
+    result = pytester.runpytest("--gpu-backend", other, "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines([f"*tried wgpu-native, backend {other}*"])
+
+
+def test_bad_ini_value_is_a_usage_error(pytester):
+    pytester.makeini("[pytest]\ngpu_backend = vulcan\n")
+    pytester.makepyfile(GPU_TEST)
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*gpu_backend = 'vulcan': choose one of auto, vulkan, metal, d3d12, opengl*"])
+
+
+def test_bad_command_line_choice_is_a_usage_error(pytester):
+    result = pytester.runpytest("--gpu-impl", "webgl")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_dawn_without_its_package_or_adapter_skips_with_reason(pytester):
+    pytester.makepyfile(GPU_TEST)
+    result = pytester.runpytest("--gpu-impl", "dawn", "-rs", "-p", "no:cacheprovider")
+    outcomes = result.parseoutcomes()
+    if outcomes.get("passed"):
+        pytest.skip("Dawn finds an adapter on this machine")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*tried dawn, backend auto*"])
+
+
+def test_wgpu_error_log_fails_the_test(pytester, gpu_info):
+    pytester.makepyfile(
+        """
+        import logging
+        def test_logs_error():
+            logging.getLogger("wgpu").error("Device lost: simulated")
+        def test_warning_is_fine():
+            logging.getLogger("wgpu").warning("just a warning")
+        """
+    )
+    # In a subprocess: in-process, the inner test's records would reach this test's handler too.
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*wgpu logged an error during the test: Device lost: simulated*"])
+
+
+def test_call_phase_counts_are_stashed_for_every_test(pytester, gpu_info):
+    pytester.makeconftest(
+        """
+        import pytest
+        from pytest_dispatch.plugin import CALL_COUNTS_KEY
+        @pytest.hookimpl(trylast=True)
+        def pytest_runtest_teardown(item):
+            print(f"COUNTS {item.name} {item.stash[CALL_COUNTS_KEY].dispatches}")
+        """
+    )
+    pytester.makepyfile(
+        """
+        from pytest_dispatch.workloads import AddOne
+        def test_three(gpu_device):
+            AddOne(gpu_device).sequential(3)
+        def test_none():
+            pass
+        """
+    )
+    result = pytester.runpytest("-s")
+    result.stdout.fnmatch_lines(["*COUNTS test_three 3*", "*COUNTS test_none 0*"])
