@@ -319,22 +319,23 @@ def judge_timings(
 
     BH families: one family of regress-direction p-values (one per conclusive
     comparison) and one family of improve-direction p-values, each adjusted
-    separately. Each direction's p-value is fixed before looking at the data,
-    so it is uniform under the null and BH bounds the false discovery rate of
-    ``regressed`` verdicts at alpha (and of ``improved`` at alpha) for
-    independent comparisons. Taking one p per comparison in the direction of
-    its observed shift would be a post-hoc choice (that p is min of the two
-    one-sided p's, so its error rate is 2x) and would let many genuine
-    improvements raise the BH cut-off for regressions. A null comparison can
-    be called either way, so its total false-verdict rate is up to 2*alpha;
-    regressions alone fail the gate. Inconclusive comparisons are left out of
-    the families: their sizes alone (not their data) rule out p < alpha, so
-    dropping them only stops them from diluting the others (Tarone's argument).
+    separately. Each direction is fixed before the data are seen, so its p is
+    a valid p-value under the null, and BH bounds the false discovery rate of
+    the regress-direction significance calls at alpha (likewise improve) for
+    independent or positively dependent comparisons. One p per comparison in
+    the direction of its observed shift would be a post-hoc choice (that p is
+    the smaller one-sided p, so its false-positive rate is 2x) and would let
+    genuine improvements raise the BH cut-off for regressions. A null
+    comparison can be called either way, so its total false-verdict rate is
+    up to 2*alpha; only regressions fail the gate. Inconclusive comparisons
+    are left out: their sizes alone (not their data) rule out p < alpha, so
+    they could only dilute the others (Tarone's argument for discrete tests).
 
     ``overrides`` maps a key to any of ``alpha``, ``threshold``, ``floor_us``
     for that comparison (keys not in ``pairs`` are ignored); the BH-adjusted p
-    is compared with the comparison's own alpha. ``with_ci=False`` skips the
-    bootstrap interval (ratio_ci is None); the verdict does not depend on it.
+    is compared with the comparison's own alpha, so with mixed alphas the FDR
+    bound is the largest alpha in use. ``with_ci=False`` skips the bootstrap
+    interval (ratio_ci is None); the verdict does not depend on it.
     """
     defaults = {"alpha": float(alpha), "threshold": float(threshold), "floor_us": float(floor_us)}
     _check_confidence(ci_confidence)
@@ -379,9 +380,7 @@ def judge_timings(
         p_adjusted = None
         if conclusive:
             p_adjusted = float((adjusted_greater if upward else adjusted_less)[key])
-        ratio_ci = (
-            ratio_of_medians_ci(current, baseline, ci_confidence, seed=seed) if with_ci else None
-        )
+        ratio_ci = ratio_of_medians_ci(current, baseline, ci_confidence, seed=seed) if with_ci else None
         verdicts[key] = TimingVerdict(
             key=key,
             status=status,

@@ -76,7 +76,9 @@ def test_aa_rate_per_direction_is_alpha_when_effect_gates_are_off():
         assert low <= statuses.count(direction) <= high, (direction, statuses.count(direction))
 
 
-@pytest.mark.parametrize(("ratio", "expected", "opposite"), [(1.10, "regressed", "improved"), (1 / 1.10, "improved", "regressed")])
+@pytest.mark.parametrize(
+    ("ratio", "expected", "opposite"), [(1.10, "regressed", "improved"), (1 / 1.10, "improved", "regressed")]
+)
 def test_ten_percent_change_is_detected_in_95_percent_of_trials(ratio, expected, opposite):
     baseline, current = simulate_trials(seed=103, ratio=ratio)
     statuses = judge_each_alone(baseline, current, alpha=ALPHA)
@@ -138,7 +140,12 @@ def test_bh_family_is_every_comparison_in_the_call():
 
 def test_strong_improvements_elsewhere_do_not_loosen_the_regression_gate():
     rng = np.random.default_rng(106)
-    pairs = {"slower": (simulate_lavapipe_rounds(rng, DEFAULT_ROUNDS), simulate_lavapipe_rounds(rng, DEFAULT_ROUNDS, ratio=1.05))}
+    pairs = {
+        "slower": (
+            simulate_lavapipe_rounds(rng, DEFAULT_ROUNDS),
+            simulate_lavapipe_rounds(rng, DEFAULT_ROUNDS, ratio=1.05),
+        )
+    }
     for i in range(20):
         pairs[f"faster{i}"] = (
             simulate_lavapipe_rounds(rng, DEFAULT_ROUNDS),
@@ -155,7 +162,10 @@ def test_strong_improvements_elsewhere_do_not_loosen_the_regression_gate():
 def test_inconclusive_comparisons_do_not_dilute_the_family():
     rng = np.random.default_rng(107)
     pairs = {
-        f"c{i}": (simulate_lavapipe_rounds(rng, DEFAULT_ROUNDS), simulate_lavapipe_rounds(rng, DEFAULT_ROUNDS, ratio=1.03))
+        f"c{i}": (
+            simulate_lavapipe_rounds(rng, DEFAULT_ROUNDS),
+            simulate_lavapipe_rounds(rng, DEFAULT_ROUNDS, ratio=1.03),
+        )
         for i in range(5)
     }
     tiny = {f"tiny{i}": (simulate_lavapipe_rounds(rng, 3), simulate_lavapipe_rounds(rng, 3)) for i in range(10)}
