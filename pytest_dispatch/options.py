@@ -31,7 +31,14 @@ GPU_OPTIONS = (
     Option("gpu_required", "Error, instead of skip, when no adapter is found.", False, type="bool"),
 )
 
-ALL_OPTIONS = GPU_OPTIONS
+REPORT_OPTIONS = (
+    Option("dispatch_report", "Print the dispatch report (one row per measured test) at the end.", False, type="bool"),
+    Option("dispatch_json", "Write the results to this JSON file (pytest-benchmark's schema).", None, type="path"),
+    Option("dispatch_timestamps", "Add GPU timestamp queries (one pair per pass) to measurements, "
+           "where the adapter has timestamp-query.", False, type="bool"),
+)
+
+ALL_OPTIONS = GPU_OPTIONS + REPORT_OPTIONS
 
 
 def add_options(parser: pytest.Parser) -> None:

@@ -1,4 +1,4 @@
-"""pytest entry point: options, fixtures, header and per-test recording."""
+"""pytest entry point: options, fixtures, the marker, per-test recording, the report."""
 
 from __future__ import annotations
 
@@ -6,13 +6,17 @@ import logging
 
 import pytest
 
-from pytest_dispatch import options, recorder
+from pytest_dispatch import budget, options, recorder
 from pytest_dispatch.gpu import AdapterRequest, GpuInfo, NoAdapterError
 from pytest_dispatch.meter import DispatchMeter
+from pytest_dispatch.reporter import DispatchReporter
+from pytest_dispatch.results import USER_PROPERTY, TestResult, observations
 from pytest_dispatch.session import GpuSession
 
 GPU_SESSION_KEY = pytest.StashKey[GpuSession]()
 CALL_COUNTS_KEY = pytest.StashKey[recorder.Counts]()
+METER_KEY = pytest.StashKey[DispatchMeter]()
+BUDGET_KEY = pytest.StashKey[budget.Budget]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -20,6 +24,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", budget.MARKER_HELP)
     request = AdapterRequest(
         impl=options.get(config, "gpu_impl"),
         backend=options.get(config, "gpu_backend"),
@@ -29,10 +34,27 @@ def pytest_configure(config: pytest.Config) -> None:
     # Wrap wgpu before any test imports it, so the first test is counted too.
     recorder.install("wgpu-native")
     recorder.install_imported()
+    wants_report = options.get(config, "dispatch_report") or options.get(config, "dispatch_json")
+    if wants_report and not hasattr(config, "workerinput"):  # xdist workers send their results up
+        config.pluginmanager.register(
+            DispatchReporter(config, config.stash[GPU_SESSION_KEY]), DispatchReporter.PLUGIN_NAME
+        )
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     return config.stash[GPU_SESSION_KEY].header_line()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Parse every dispatch_budget marker now, so a bad one stops the run before any test."""
+    for item in items:
+        marker = item.get_closest_marker(budget.MARKER)
+        if marker is None:
+            continue
+        try:
+            item.stash[BUDGET_KEY] = budget.parse_budget(marker.args, marker.kwargs)
+        except budget.BudgetUsageError as error:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{budget.MARKER}: {error}") from None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -44,12 +66,38 @@ def pytest_runtest_call(item: pytest.Item):
     try:
         with recorder.count(all_threads=True) as counts:
             item.stash[CALL_COUNTS_KEY] = counts
+            _attach_benchmark_counts(item)
             result = yield
     finally:
         wgpu_logger.removeHandler(handler)
     if handler.messages:
         pytest.fail("wgpu logged an error during the test: " + " | ".join(handler.messages), pytrace=False)
     return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if report.when != "call" or CALL_COUNTS_KEY not in item.stash:
+        return report
+    meter = item.stash.get(METER_KEY, None)
+    result = TestResult(
+        nodeid=item.nodeid,
+        measurements=list(meter.measurements) if meter else [],
+        call=item.stash[CALL_COUNTS_KEY].as_dict(),
+        outcome=report.outcome,
+    )
+    item_budget = item.stash.get(BUDGET_KEY, None)
+    if item_budget is not None:
+        failure = budget.judge(item_budget, observations(result))
+        result.budget_lines = list(failure.lines) if failure else []
+        if failure and report.passed:
+            report.outcome = "failed"
+            report.longrepr = failure.message
+            report.sections.append(("dispatch budget: dispatches per kernel", failure.kernel_table))
+    if result.measurements or result.budget_lines is not None:
+        report.user_properties.append((USER_PROPERTY, result.as_dict()))
+    return report
 
 
 class _ErrorCollector(logging.Handler):
@@ -59,6 +107,43 @@ class _ErrorCollector(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.messages.append(record.getMessage().strip())
+
+
+def _attach_benchmark_counts(item: pytest.Item) -> None:
+    """With pytest-benchmark's fixture, put the benchmarked function's counts per call
+    into ``benchmark.extra_info["dispatch"]``."""
+    benchmark = getattr(item, "funcargs", {}).get("benchmark")
+    if benchmark is None or not hasattr(benchmark, "_make_runner"):
+        return
+    make_runner = benchmark._make_runner
+
+    def counting_make_runner(function_to_benchmark, args, kwargs):
+        calls = 0
+
+        def counted(*a, **kw):
+            nonlocal calls
+            calls += 1
+            return function_to_benchmark(*a, **kw)
+
+        runner = make_runner(counted, args, kwargs)
+
+        def counting_runner(*runner_args, **runner_kwargs):
+            with recorder.count() as counts:
+                before = calls
+                outcome = runner(*runner_args, **runner_kwargs)
+            invocations = calls - before
+            if invocations:
+                data = counts.as_dict()
+                benchmark.extra_info["dispatch"] = {
+                    "dispatches_per_call": data["dispatches"] / invocations,
+                    "calls_per_call": {k: v / invocations for k, v in data["calls"].items()},
+                    "by_kernel_per_call": {k: v / invocations for k, v in data["by_kernel"].items()},
+                }
+            return outcome
+
+        return counting_runner
+
+    benchmark._make_runner = counting_make_runner
 
 
 def _gpu_session(request: pytest.FixtureRequest) -> GpuSession:
@@ -95,5 +180,11 @@ def gpu_device(request: pytest.FixtureRequest, gpu_adapter):
 
 @pytest.fixture
 def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeter:
-    """Counts (and measures) WebGPU dispatches: ``with dispatch_meter.count() as c: ...``."""
-    return DispatchMeter(request)
+    """Counts and measures WebGPU dispatches.
+
+    ``with dispatch_meter.count() as c: ...`` counts; ``dispatch_meter.measure(fn)``
+    times by the sequential method; ``dispatch_meter.single_op(fn)`` the naive way.
+    """
+    meter = DispatchMeter(request, timestamps_enabled=options.get(request.config, "dispatch_timestamps"))
+    request.node.stash[METER_KEY] = meter
+    return meter

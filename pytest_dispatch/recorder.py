@@ -358,6 +358,24 @@ def _describe_submit(queue, args, kwargs) -> str:
 _ERROR_CONTEXT = {"finish": _describe_finish, "submit": _describe_submit}
 
 
+def set_pass_timestamp_writer(writer) -> None:
+    """While set (in this thread), compute passes begun without ``timestamp_writes``
+    get ``writer()``'s (see ``pytest_dispatch.timestamps``)."""
+    _local.timestamp_writer = writer
+
+
+def _with_timestamp_writes(wrapped):
+    @functools.wraps(wrapped)
+    def wrapper(self, *args, **kwargs):
+        writer = getattr(_local, "timestamp_writer", None)
+        if writer is not None and kwargs.get("timestamp_writes") is None:
+            kwargs["timestamp_writes"] = writer()
+        return wrapped(self, *args, **kwargs)
+
+    wrapper.__dispatch_original__ = wrapped.__dispatch_original__
+    return wrapper
+
+
 def install(impl: str = "wgpu-native") -> bool:
     """Wrap the API classes of backend ``impl`` (idempotent); False if it is not importable."""
     with _install_lock:
@@ -381,6 +399,8 @@ def install(impl: str = "wgpu-native") -> bool:
                 wrapper = _with_after(wrapper, _AFTER[kind])
             if kind in _ERROR_CONTEXT:
                 wrapper = _with_error_context(wrapper, _ERROR_CONTEXT[kind])
+            if kind == "pass":
+                wrapper = _with_timestamp_writes(wrapper)
             setattr(cls, method_name, wrapper)
         _installed[impl] = originals
         return True

@@ -2,7 +2,6 @@
 
 import pytest
 
-pytest_plugins = ["pytester"]
 
 GPU_TEST = """
 def test_uses_gpu(gpu_device, gpu_info):

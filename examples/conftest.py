@@ -1,0 +1,4 @@
+import os
+import tempfile
+
+os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="xdg-"))

@@ -1,0 +1,97 @@
+"""What one test produced: its measurements, its call-phase counts, its budget verdict.
+
+A ``TestResult`` travels as plain JSON in the test report's ``user_properties``,
+so the controller of a pytest-xdist run sees every worker's results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from pytest_dispatch.budget import COUNT_KINDS, Observation
+from pytest_dispatch.meter import SEQUENTIAL, SINGLE_OP, Measurement
+
+USER_PROPERTY = "pytest_dispatch"
+
+
+@dataclasses.dataclass
+class TestResult:
+    __test__ = False  # not a pytest test class
+
+    nodeid: str
+    measurements: list[Measurement]
+    call: dict[str, Any]  # recorder.Counts.as_dict() of the whole call phase
+    budget_lines: list[str] | None = None  # None: no budget; []: within budget
+    outcome: str = "passed"
+
+    @property
+    def budget_verdict(self) -> str:
+        if self.budget_lines is None:
+            return "-"
+        return "fail" if self.budget_lines else "ok"
+
+    def single_op_inflation(self, measurement: Measurement) -> float | None:
+        """single-op / sequential median wall per dispatch, for the same function name."""
+        if measurement.method != SEQUENTIAL:
+            return None
+        for other in self.measurements:
+            if other.method == SINGLE_OP and other.name == measurement.name:
+                sequential = float(np.median(measurement.wall_us_per_dispatch))
+                if sequential > 0:
+                    return float(np.median(other.wall_us_per_dispatch)) / sequential
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "measurements": [m.as_dict() for m in self.measurements],
+            "call": self.call,
+            "budget_lines": self.budget_lines,
+            "outcome": self.outcome,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TestResult":
+        return cls(
+            nodeid=data["nodeid"],
+            measurements=[Measurement.from_dict(m) for m in data["measurements"]],
+            call=data["call"],
+            budget_lines=data.get("budget_lines"),
+            outcome=data.get("outcome", "passed"),
+        )
+
+
+def observation_of_measurement(measurement: Measurement) -> Observation:
+    return Observation(
+        name=measurement.name,
+        counts={kind: measurement.count(kind) for kind in COUNT_KINDS},
+        by_kernel=measurement.by_kernel,
+        per_call=True,
+        us_per_dispatch_median=float(np.median(measurement.wall_us_per_dispatch))
+        if measurement.method == SEQUENTIAL
+        else None,
+    )
+
+
+def observation_of_call(call: dict[str, Any]) -> Observation:
+    calls = call["calls"]
+    return Observation(
+        name="test",
+        counts={
+            "dispatches": call["dispatches"],
+            "submits": calls["submit"],
+            "passes": calls["pass"],
+            "encoders": calls["encoder"],
+        },
+        by_kernel=call["by_kernel"],
+        per_call=False,
+    )
+
+
+def observations(result: TestResult) -> list[Observation]:
+    """What the budget applies to: the sequential measurements, else the whole call phase."""
+    measured = [observation_of_measurement(m) for m in result.measurements if m.method == SEQUENTIAL]
+    return measured or [observation_of_call(result.call)]

@@ -1,0 +1,134 @@
+"""Results as JSON in pytest-benchmark's schema, so ``pytest-benchmark compare`` reads them.
+
+Each measurement is one entry of ``benchmarks[]``; its ``stats`` are over the
+per-dispatch wall time of each round, in seconds (pytest-benchmark's unit), and
+``extra_info`` carries the counts, the per-kernel dispatches, the host breakdown,
+the sync cost and the method.  Files are written atomically (temp file + rename).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pytest_dispatch import __version__
+from pytest_dispatch.gpu import GpuInfo
+from pytest_dispatch.results import TestResult
+
+SCHEMA_VERSION = 1
+
+
+def _stats(samples_seconds: list[float]) -> dict[str, Any]:
+    from pytest_benchmark.stats import Stats
+
+    stats = Stats()
+    for value in samples_seconds:
+        stats.update(value)
+    data = stats.as_dict()
+    data["data"] = list(samples_seconds)
+    data["iterations"] = 1
+    return data
+
+
+def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
+    entries = []
+    for measurement in result.measurements:
+        dispatches = max(measurement.dispatches, 1)
+        name = result.nodeid.split("::", 1)[-1]
+        suffix = measurement.name if measurement.method != "single-op" else f"{measurement.name}:single-op"
+        entries.append(
+            {
+                "group": "pytest-dispatch",
+                "name": f"{name}[{suffix}]",
+                "fullname": f"{result.nodeid}::{suffix}",
+                "params": None,
+                "param": None,
+                "extra_info": {
+                    "nodeid": result.nodeid,
+                    "measurement": measurement.name,
+                    "method": measurement.method,
+                    "unit": "seconds per dispatch (wall, sync subtracted)",
+                    "dispatches_per_call": measurement.dispatches,
+                    "calls_per_call": measurement.calls,
+                    "by_kernel": measurement.by_kernel,
+                    "host_breakdown_us": measurement.host_breakdown_us,
+                    "host_us_per_dispatch": [v / dispatches for v in measurement.host_us.tolist()],
+                    "sync_us": measurement.sync_us.tolist(),
+                    "sync_method": measurement.sync_method,
+                    "gpu_us_per_call": None if measurement.gpu_us is None else measurement.gpu_us.tolist(),
+                    "budget": result.budget_verdict,
+                    "budget_lines": result.budget_lines,
+                    "inflation": result.single_op_inflation(measurement),
+                },
+                "options": {
+                    "timer": "perf_counter_ns",
+                    "warmup": measurement.warmup,
+                    "rounds": measurement.rounds,
+                    "per_round": measurement.per_round,
+                },
+                "stats": _stats([v / 1e6 for v in measurement.wall_us_per_dispatch.tolist()]),
+            }
+        )
+    return entries
+
+
+def _machine_info(gpu: GpuInfo | None) -> dict[str, Any]:
+    try:
+        from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
+
+        info = pytest_benchmark_generate_machine_info()
+    except Exception:  # cpuinfo can fail in sandboxes; the GPU part is what matters here
+        import platform
+
+        info = {"node": platform.node(), "machine": platform.machine(), "python_version": platform.python_version()}
+    info["gpu"] = None if gpu is None else gpu.as_dict()
+    info["gpu_fingerprint"] = None if gpu is None else gpu.fingerprint
+    return info
+
+
+def _commit_info() -> dict[str, Any]:
+    try:
+        from pytest_benchmark.utils import get_commit_info
+
+        return get_commit_info()
+    except Exception as error:
+        return {"id": None, "error": str(error)}
+
+
+def session_json(results: list[TestResult], gpu: GpuInfo | None) -> dict[str, Any]:
+    """The whole session's document."""
+    import pytest_benchmark
+
+    return {
+        "machine_info": _machine_info(gpu),
+        "commit_info": _commit_info(),
+        "benchmarks": [entry for result in results for entry in benchmark_entries(result)],
+        "datetime": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "version": pytest_benchmark.__version__,
+        "pytest_dispatch": {
+            "schema": SCHEMA_VERSION,
+            "version": __version__,
+            "tests": [result.as_dict() for result in results],
+        },
+    }
+
+
+def write_json_atomically(path: str | os.PathLike, document: dict[str, Any]) -> Path:
+    """Write ``document`` to ``path`` via a temp file in the same folder and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            json.dump(document, file, indent=2, allow_nan=False)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Set up a development environment: a venv with pytest-dispatch and its extras, and
+# Mesa's lavapipe (a CPU Vulkan driver) when no Vulkan adapter is found.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$(mktemp -d)}
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+apt_updated=""
+apt_install() {
+    [ -n "$apt_updated" ] || { $SUDO apt-get update -qq; apt_updated=1; }
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
+
+if [ ! -x "$VENV/bin/python" ]; then
+    if ! "$PYTHON" -m venv "$VENV" 2>/dev/null; then
+        command -v apt-get >/dev/null || { echo "setup: '$PYTHON -m venv' failed; install Python's venv module" >&2; exit 1; }
+        echo "setup: installing python3-venv"
+        rm -rf "$VENV"
+        apt_install python3-venv
+        "$PYTHON" -m venv "$VENV"
+    fi
+fi
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q -e '.[dawn,plot,xdist,test]'
+
+has_adapter() {
+    "$VENV/bin/python" - <<'PY' 2>/dev/null
+import sys
+import wgpu
+adapters = [a for a in wgpu.gpu.enumerate_adapters_sync() if a.info["backend_type"] == "Vulkan"]
+sys.exit(0 if adapters else 1)
+PY
+}
+
+if ! has_adapter; then
+    if command -v apt-get >/dev/null; then
+        echo "setup: no Vulkan adapter found; installing Mesa's lavapipe (mesa-vulkan-drivers)"
+        apt_install mesa-vulkan-drivers
+    else
+        echo "setup: no Vulkan adapter and no apt-get: install a Vulkan driver (e.g. Mesa lavapipe) yourself" >&2
+    fi
+fi
+"$VENV/bin/python" -c "import wgpu; print('setup: adapter', wgpu.gpu.request_adapter_sync().summary)"
