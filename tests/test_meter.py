@@ -1,0 +1,98 @@
+"""The meter on a real device: counts per call, the sequential method, its errors."""
+
+import numpy as np
+import pytest
+
+from pytest_dispatch.meter import SINGLE_OP, DispatchMeter, InconsistentCountsError, Measurement
+from pytest_dispatch.workloads import AddOne
+
+
+@pytest.fixture(scope="module")
+def kernel(gpu_device):
+    return AddOne(gpu_device)
+
+
+@pytest.fixture
+def meter(gpu_device):
+    return DispatchMeter(device=gpu_device)
+
+
+def test_counts_are_per_call_and_arrays_per_round(meter, kernel):
+    m = meter.measure(kernel.pass_per_dispatch, 7, warmup=2, rounds=4, per_round=3)
+    assert (m.dispatches, m.passes, m.encoders, m.submits) == (7, 7, 1, 1)
+    assert m.by_kernel == {"add_one": 7}
+    assert m.wall_us.shape == m.host_us.shape == m.sync_us.shape == (4,)
+    assert np.all(m.host_us > 0) and np.all(m.sync_us > 0)
+    assert set(m.host_breakdown_us) >= {"submit", "dispatch", "finish"}
+    assert m.host_breakdown_us["readback"] == 0  # the meter's own syncs are not charged to fn
+
+
+def test_the_work_really_ran_every_call(meter, kernel):
+    kernel.reset(0.0)
+    meter.measure(kernel.single_pass, 5, warmup=2, rounds=3, per_round=2)
+    assert np.all(kernel.read() == 5 * (2 + 3 * 2))
+
+
+def test_per_dispatch_arrays_divide_by_dispatches(meter, kernel):
+    m = meter.measure(kernel.single_pass, 10, warmup=2, rounds=3, per_round=1)
+    assert np.allclose(m.wall_us_per_dispatch, m.wall_us / 10)
+    assert np.allclose(m.host_us_per_dispatch, m.host_us / 10)
+
+
+def test_single_op_keeps_its_sync_and_sequential_subtracts_it(meter, kernel):
+    sequential = meter.measure(kernel.sequential, 1, warmup=2, rounds=5, per_round=1)
+    naive = meter.single_op(kernel.sequential, 1, warmup=2, rounds=5)
+    assert naive.method == SINGLE_OP and naive.per_round == 1
+    # The naive figure includes a sync; the sequential one has the median empty sync removed.
+    assert np.median(naive.wall_us) > np.median(sequential.wall_us)
+
+
+def test_counts_that_differ_between_calls_name_the_kernels(meter, gpu_device):
+    a, b = AddOne(gpu_device, label="steady"), AddOne(gpu_device, label="grows")
+    state = {"n": 0}
+
+    def unsteady():
+        state["n"] += 1
+        a.single_pass(2)
+        b.single_pass(state["n"])
+
+    with pytest.raises(InconsistentCountsError, match=r"unsteady: wgpu calls differ .*kernels: grows 2 vs 3"):
+        meter.measure(unsteady, warmup=3, rounds=2)
+
+
+def test_first_call_may_differ(meter, kernel):
+    state = {"first": True}
+
+    def lazy():
+        if state.pop("first", False):
+            kernel.single_pass(50)  # e.g. a one-time upload or warm-up kernel
+        kernel.single_pass(2)
+
+    assert meter.measure(lazy, warmup=2, rounds=2).dispatches == 2
+
+
+def test_argument_checks(meter, kernel):
+    with pytest.raises(ValueError, match="warmup must be >= 2"):
+        meter.measure(kernel.single_pass, 1, warmup=1)
+    with pytest.raises(ValueError, match="rounds and per_round must be >= 1"):
+        meter.measure(kernel.single_pass, 1, rounds=0)
+
+
+def test_no_device_says_what_to_do(kernel):
+    with pytest.raises(ValueError, match="pass device="):
+        DispatchMeter().measure(kernel.single_pass, 1)
+
+
+def test_measurement_round_trips_through_json(meter, kernel):
+    m = meter.measure(kernel.single_pass, 3, warmup=2, rounds=2)
+    again = Measurement.from_dict(m.as_dict())
+    assert again.dispatches == 3 and np.array_equal(again.wall_us, m.wall_us)
+
+
+def test_timestamps_give_gpu_time_per_call(gpu_device, gpu_info, kernel):
+    if "timestamp-query" not in gpu_info.features:
+        pytest.skip("adapter has no timestamp-query")
+    meter = DispatchMeter(device=gpu_device, timestamps_enabled=True)
+    m = meter.measure(kernel.pass_per_dispatch, 4, warmup=2, rounds=3, per_round=2)
+    assert m.gpu_us is not None and m.gpu_us.shape == (3,) and np.all(m.gpu_us > 0)
+    assert m.gpu_is_indicative == gpu_info.is_cpu

@@ -1,0 +1,210 @@
+"""The marker, --dispatch-report and --dispatch-json, end to end through pytester."""
+
+import json
+
+import pytest
+
+WORKLOAD = """
+import pytest
+from pytest_dispatch import exact
+from pytest_dispatch.workloads import AddOne
+
+@pytest.fixture(scope="module")
+def kernel(gpu_device):
+    return AddOne(gpu_device)
+"""
+
+
+@pytest.fixture
+def gpu(gpu_info):
+    """These tests need an adapter (lavapipe in CI)."""
+    return gpu_info
+
+
+def test_marker_is_registered_with_its_docstring(pytester):
+    result = pytester.runpytest("--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.dispatch_budget(dispatches=None, submits=None, *"])
+
+
+def test_budget_pass_and_exact_failure_message(pytester, gpu):
+    pytester.makepyfile(
+        WORKLOAD
+        + """
+@pytest.mark.dispatch_budget(dispatches=10, submits=exact(1))
+def test_within(dispatch_meter, kernel):
+    dispatch_meter.measure(kernel.single_pass, 10, rounds=2)
+
+@pytest.mark.dispatch_budget(dispatches=8)
+def test_over(dispatch_meter, kernel):
+    dispatch_meter.measure(kernel.single_pass, 10, rounds=2)
+"""
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "dispatch budget exceeded: 10 dispatches per call > 8 allowed (+2; by kernel: add_one 10)",
+            "*dispatch budget: dispatches per kernel*",
+            "kernel * AddOne.single_pass",
+            "add_one *10",
+        ]
+    )
+    result.stdout.fnmatch_lines(["FAILED *test_over - dispatch bu*"])
+
+
+def test_budget_without_measure_applies_to_the_whole_call(pytester, gpu):
+    pytester.makepyfile(
+        WORKLOAD
+        + """
+@pytest.mark.dispatch_budget(submits=2)
+def test_three_submits(kernel):
+    kernel.sequential(3)
+"""
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["dispatch budget exceeded: 3 submits in the test > 2 allowed (+1)"])
+
+
+def test_a_failing_test_keeps_its_own_failure(pytester, gpu):
+    pytester.makepyfile(
+        WORKLOAD
+        + """
+@pytest.mark.dispatch_budget(dispatches=0)
+def test_fails_anyway(kernel):
+    kernel.sequential(3)
+    assert False, "own failure"
+"""
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*own failure*"])
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        ("dispatch_budget(dispatchs=3)", "unknown argument(s) dispatchs"),
+        ("dispatch_budget(dispatches=(4, 2))", "lo must not exceed hi"),
+        ("dispatch_budget(submits=-1)", "a budget cannot be negative"),
+    ],
+)
+def test_bad_marker_is_a_usage_error_at_collection(pytester, marker, message):
+    pytester.makepyfile(f"import pytest\n@pytest.mark.{marker}\ndef test_x():\n    pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*test_x: @pytest.mark.dispatch_budget: *{message}*"])
+
+
+def test_report_rows_and_verbose_breakdown(pytester, gpu):
+    pytester.makepyfile(
+        WORKLOAD
+        + """
+def test_sequential(dispatch_meter, kernel):
+    dispatch_meter.measure(kernel.sequential, 4, rounds=3)
+    dispatch_meter.single_op(kernel.sequential, 1, rounds=3)
+
+@pytest.mark.dispatch_budget(dispatches=5)
+def test_counted_only(kernel):
+    kernel.single_pass(5)
+
+def test_not_in_report(kernel):
+    kernel.single_pass(1)
+"""
+    )
+    result = pytester.runpytest("--dispatch-report")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*dispatch report*",
+            f"adapter: {gpu.adapter_name}*",
+            "test * disp/call sub/call  wall µs/disp [[]95% CI[]] host µs/d sync µs infl. budget",
+            "test_counted_only * 5 * 1 * (not measured) * ok",
+            "test_sequential * 4 * 4 * [[]*-*[]]* *x *-",
+            "test_sequential (single-op) * 1 * 1 *",
+        ]
+    )
+    assert "test_not_in_report" not in result.stdout.str()
+    assert max(len(line) for line in report_section(result)) <= 100
+    verbose = pytester.runpytest("--dispatch-report", "-v")
+    verbose.stdout.fnmatch_lines(["*kernels/call: add_one 4*", "*host per call: encoder 4x *submit 4x*"])
+    assert max(len(line) for line in report_section(verbose)) <= 100
+
+
+def report_section(result):
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if "dispatch report" in line)
+    return [line for line in lines[start + 1:] if not line.startswith("====")]
+
+
+def test_json_is_pytest_benchmark_schema(pytester, gpu):
+    pytester.makepyfile(
+        WORKLOAD
+        + """
+def test_one(dispatch_meter, kernel):
+    dispatch_meter.measure(kernel.single_pass, 6, rounds=4, per_round=2)
+"""
+    )
+    result = pytester.runpytest("--dispatch-json", "out/results.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["dispatch results written to out/results.json"])
+    document = json.loads((pytester.path / "out" / "results.json").read_text())
+    assert set(document) >= {"machine_info", "commit_info", "benchmarks", "datetime", "version"}
+    assert document["machine_info"]["gpu_fingerprint"] == gpu.fingerprint
+    (entry,) = document["benchmarks"]
+    assert entry["fullname"].endswith("test_one::AddOne.single_pass")
+    assert entry["stats"]["rounds"] == 4 and len(entry["stats"]["data"]) == 4
+    assert entry["stats"]["median"] > 0 and entry["stats"]["median"] < 1  # seconds per dispatch
+    assert entry["extra_info"]["dispatches_per_call"] == 6
+    assert entry["extra_info"]["by_kernel"] == {"add_one": 6}
+    assert entry["extra_info"]["method"] == "sequential"
+    assert entry["options"]["per_round"] == 2
+
+
+def test_pytest_benchmark_compare_reads_the_json(pytester, gpu):
+    pytester.makepyfile(
+        WORKLOAD
+        + """
+def test_one(dispatch_meter, kernel):
+    dispatch_meter.measure(kernel.single_pass, 2, rounds=3)
+"""
+    )
+    pytester.runpytest("--dispatch-json", "r.json").assert_outcomes(passed=1)
+    from pytest_benchmark.cli import main as benchmark_cli
+
+    import sys
+    argv, sys.argv = sys.argv, ["pytest-benchmark", "compare", str(pytester.path / "r.json")]
+    try:
+        benchmark_cli()
+    finally:
+        sys.argv = argv
+
+
+def test_benchmark_fixture_gets_dispatch_counts(pytester, gpu):
+    pytester.makepyfile(
+        WORKLOAD
+        + """
+def test_bench(benchmark, kernel):
+    benchmark.pedantic(kernel.single_pass, args=(3,), rounds=4, iterations=1)
+    assert benchmark.extra_info["dispatch"]["dispatches_per_call"] == 3
+    assert benchmark.extra_info["dispatch"]["by_kernel_per_call"] == {"add_one": 3}
+"""
+    )
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_xdist_workers_report_to_the_controller(pytester, gpu):
+    pytest.importorskip("xdist")
+    pytester.makepyfile(
+        WORKLOAD
+        + """
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_n(dispatch_meter, kernel, n):
+    dispatch_meter.measure(kernel.single_pass, n, rounds=2)
+"""
+    )
+    result = pytester.runpytest_subprocess("-n", "2", "--dispatch-report", "--dispatch-json", "x.json")
+    result.assert_outcomes(passed=4)
+    assert result.stdout.str().count("dispatch report") == 1
+    document = json.loads((pytester.path / "x.json").read_text())
+    assert sorted(e["extra_info"]["dispatches_per_call"] for e in document["benchmarks"]) == [1, 2, 3, 4]
