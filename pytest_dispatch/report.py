@@ -99,7 +99,7 @@ def breakdown_lines(measurement: Measurement) -> list[str]:
 
 def render(results: list[TestResult], gpu: GpuInfo | None, header: str, verbose: bool = False) -> list[str]:
     """The report's lines, at most WIDTH columns."""
-    lines = [header if gpu is None else f"adapter: {gpu.describe()}"]
+    lines = textwrap.wrap(header if gpu is None else f"adapter: {gpu.describe()}", WIDTH, subsequent_indent="  ")
     if gpu is not None and gpu.is_cpu:
         lines.append("CPU adapter: timings are CPU-emulated; counts are exact")
     lines.append(_row(name for name, _, _ in _COLUMNS))
