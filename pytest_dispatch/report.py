@@ -13,7 +13,7 @@ from pytest_dispatch.meter import SINGLE_OP, Measurement
 from pytest_dispatch.results import TestResult
 
 WIDTH = 100
-_NAME_WIDTH = 30
+_NAME_WIDTH = 27
 _COLUMNS = (
     ("test", _NAME_WIDTH, "<"),
     ("disp/call", 9, ">"),
