@@ -62,7 +62,7 @@ def measurement_row(result: TestResult, measurement: Measurement, several: bool)
             f"{np.median(measurement.host_us_per_dispatch):.1f}" if measurement.dispatches else "-",
             f"{measurement.sync_median_us:.0f}",
             f"{inflation:.1f}x" if inflation else "",
-            result.budget_verdict,
+            result.budget_verdict if measurement.method != SINGLE_OP else "",  # budgets judge sequential
         )
     )
 
