@@ -1,0 +1,364 @@
+"""The GPU runtime: one ``ReferenceModel`` per (device, config, level, dtype).
+
+Construction builds everything once: the schedule of kernels for the level, one compute
+pipeline per distinct kernel (``label`` = kernel name, which the dispatch recorder counts),
+the weights (re-packed per kernel), activation buffers (re-used once a tensor is dead), KV
+caches, and one bind group per dispatch. A forward then costs one ``queue.write_buffer``
+(token count, start position and token ids in a small uniform buffer), the encoding of the
+level's dispatches (``encoding``), and one mapped readback of the 4-byte next token.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections import Counter
+from typing import Mapping, Sequence
+
+import numpy as np
+import wgpu
+
+from .config import ModelConfig, get_config
+from .graph import ACT, ACTIVATION, CACHE, F32, LEVELS, OUTPUT, Kernel, build_graph, schedule
+from .kernels import BuildContext, Pack, Program, build_program
+from .weights import load_weights, random_weights
+
+ENCODINGS = ("submit-per-dispatch", "pass-per-dispatch", "single-pass")
+DTYPES = ("f32", "f16")
+MAX_TOKENS_IN_UNIFORM = 16000  # the per-forward uniform holds the token ids (64 KiB binding limit)
+
+# Pipelines are shared by every model on a device: a pipeline is keyed by (label, WGSL, layout).
+_PIPELINES: "weakref.WeakKeyDictionary[wgpu.GPUDevice, dict]" = weakref.WeakKeyDictionary()
+
+_STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+
+
+def _round16(size: int) -> int:
+    return max(16, -(-size // 16) * 16)
+
+
+class ReferenceModel:
+    """A Qwen2-style decoder-only transformer in WGSL compute shaders (batch 1, greedy).
+
+    Args:
+        device: a ``wgpu.GPUDevice`` (with ``shader-f16`` for ``dtype="f16"``).
+        config: a ``ModelConfig`` or a name from ``CONFIGS`` (``"tiny"``, ``"qwen2.5-0.5b"``).
+        level: ``"eager"``, ``"fused"`` or ``"fused+"`` (see ``graph.LEVELS``).
+        encoding: ``"submit-per-dispatch"``, ``"pass-per-dispatch"`` or ``"single-pass"``;
+            may be changed between forwards (``model.encoding = ...``).
+        dtype: ``"f32"`` or ``"f16"`` (weight matrices and activations; sums in f32).
+        seed: seed of the random weights, used when ``weights`` is None.
+        weights: an ``.npz`` path or a mapping of Hugging Face Qwen2 names to arrays.
+        max_seq_len: KV-cache length, the most tokens one ``reset()`` can see.
+        max_binding_size: cap in bytes on one weight binding (default: the device's limit);
+            larger matrices are split into row shards.
+    """
+
+    def __init__(self, device: wgpu.GPUDevice, config: ModelConfig | str = "tiny", *, level: str = "fused+",
+                 encoding: str = "single-pass", dtype: str = "f32", seed: int = 0,
+                 weights: str | Mapping[str, np.ndarray] | None = None, max_seq_len: int = 256,
+                 max_binding_size: int | None = None):
+        self.device = device
+        self.config = get_config(config)
+        if level not in LEVELS:
+            raise ValueError(f"unknown level {level!r}; choose one of {list(LEVELS)}")
+        if dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {dtype!r}; choose one of {DTYPES}")
+        if dtype == "f16" and "shader-f16" not in device.features:
+            raise ValueError("dtype='f16' needs a device created with the 'shader-f16' feature; use dtype='f32'")
+        if not 1 <= max_seq_len <= MAX_TOKENS_IN_UNIFORM:
+            raise ValueError(f"max_seq_len={max_seq_len} must be between 1 and {MAX_TOKENS_IN_UNIFORM}")
+        self.level, self.dtype, self.max_seq_len = level, dtype, max_seq_len
+        self.encoding = encoding
+        self.weights = random_weights(self.config, seed) if weights is None else load_weights(weights, self.config)
+
+        self.graph = build_graph(self.config)
+        self.kernels: tuple[Kernel, ...] = schedule(self.graph, level)
+        limit = min(device.limits["max-storage-buffer-binding-size"], device.limits["max-buffer-size"])
+        self._ctx = BuildContext(self.config, dtype, max_seq_len, min(limit, max_binding_size or limit))
+        self.programs: tuple[Program, ...] = tuple(build_program(k, self.graph, self._ctx) for k in self.kernels)
+
+        self._uniform = device.create_buffer(size=16 + 16 * self._ctx.token_slots,
+                                             usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+        self._params = np.zeros(4 + 4 * self._ctx.token_slots, dtype=np.uint32)
+        self._buffers: dict[str | tuple[Pack, int], wgpu.GPUBuffer] = {}
+        self._create_weight_buffers()
+        self._create_state_buffers()
+        self._allocate_activations()
+        self._token_staging = device.create_buffer(size=16, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        self._logits_staging = device.create_buffer(
+            size=_round16(4 * self.config.vocab_size), usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        self._pipelines, self._bind_groups = zip(*(self._pipeline_and_bind_group(p) for p in self.programs))
+        self._work: dict[int, list] = {}  # n_tokens -> [(pipeline, bind group, grid)]
+        self.dispatches_issued = 0
+        self.reset()
+
+    # ----------------------------------------------------------------------------------------
+    # Public API
+    # ----------------------------------------------------------------------------------------
+
+    @property
+    def encoding(self) -> str:
+        return self._encoding
+
+    @encoding.setter
+    def encoding(self, value: str) -> None:
+        if value not in ENCODINGS:
+            raise ValueError(f"unknown encoding {value!r}; choose one of {ENCODINGS}")
+        self._encoding = value
+
+    def reset(self) -> None:
+        """Empty the KV cache (the next forward starts at position 0)."""
+        self.position = 0
+        self.last_token: int | None = None
+
+    def forward(self, tokens: Sequence[int], *, return_logits: bool = False):
+        """Run one forward over ``tokens`` (appended to the KV cache); return the greedy next
+        token, or ``(token, logits of the last position)`` with ``return_logits``."""
+        tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        n = len(tokens)
+        if n == 0:
+            raise ValueError("forward needs at least one token")
+        if self.position + n > self.max_seq_len:
+            raise ValueError(f"forward of {n} tokens at position {self.position} exceeds max_seq_len="
+                             f"{self.max_seq_len}; call reset() or build the model with a larger max_seq_len")
+        if tokens.min() < 0 or tokens.max() >= self.config.vocab_size:
+            raise ValueError(f"token ids must be in [0, {self.config.vocab_size}); got {tokens.min()}..{tokens.max()}")
+        self._write_params(tokens, self.position)
+        copies = [(self._buffers["next_token"], self._token_staging, 4)]
+        if return_logits:
+            copies.append((self._buffers["lm_head.matmul"], self._logits_staging, 4 * self.config.vocab_size))
+        self._encode_and_submit(self._work_for(n), copies)
+        token = int(self._read_staging(self._token_staging, np.uint32, 1)[0])
+        self.position += n
+        self.last_token = token
+        if return_logits:
+            return token, self._read_staging(self._logits_staging, np.float32, self.config.vocab_size)
+        return token
+
+    def decode_step(self, *, return_logits: bool = False):
+        """Feed the last generated token; return the next one (see ``forward``)."""
+        if self.last_token is None:
+            raise ValueError("decode_step needs a previous forward: call forward(prompt) first")
+        return self.forward([self.last_token], return_logits=return_logits)
+
+    def generate(self, prompt: Sequence[int], n: int) -> list[int]:
+        """Reset, prefill ``prompt`` in one forward, then decode; the ``n`` greedy tokens."""
+        self.reset()
+        out = [self.forward(prompt)]
+        while len(out) < n:
+            out.append(self.decode_step())
+        return out
+
+    def expected_dispatches(self, n_tokens: int | None = None) -> Counter:
+        """Dispatches per forward by kernel label, from the schedule. The same for any
+        ``n_tokens`` (prefill or decode): grids grow with T, dispatch counts do not."""
+        return Counter(kernel.name for kernel in self.kernels)
+
+    def expected_commands(self) -> dict[str, int]:
+        """Per forward with this encoding: dispatches, compute passes, command encoders, submits."""
+        n = len(self.kernels)
+        per_dispatch = {"submit-per-dispatch": (n, n, n), "pass-per-dispatch": (n, 1, 1), "single-pass": (1, 1, 1)}
+        passes, encoders, submits = per_dispatch[self.encoding]
+        return {"dispatches": n, "passes": passes, "encoders": encoders, "submits": submits}
+
+    def run_kernel(self, index: int, inputs: Mapping[str, np.ndarray], *, tokens: Sequence[int],
+                   start_pos: int = 0) -> dict[str, np.ndarray]:
+        """Testing aid: run kernel ``index`` of ``self.kernels`` alone. ``inputs`` gives its
+        activations (``[T, row]``) and caches; returns its outputs as float64 arrays."""
+        kernel = self.kernels[index]
+        n = len(tokens)
+        for name, array in inputs.items():
+            spec = self.graph.tensors[name]
+            if spec.kind == "weight":
+                raise ValueError(f"run_kernel: {name!r} is a weight; the model's own weights are used")
+            data = np.ascontiguousarray(array, dtype=self._numpy_dtype(spec.dtype))
+            self.device.queue.write_buffer(self._buffers[name], 0, data)
+        self._write_params(np.asarray(tokens, dtype=np.int64), start_pos)
+        pipeline, bind_group = self._pipelines[index], self._bind_groups[index]
+        encoder = self.device.create_command_encoder()
+        compute = encoder.begin_compute_pass()
+        compute.set_pipeline(pipeline)
+        compute.set_bind_group(0, bind_group)
+        compute.dispatch_workgroups(*self.programs[index].grid(n))
+        compute.end()
+        self.device.queue.submit([encoder.finish()])
+        outputs = {}
+        for name in kernel.outputs:
+            spec = self.graph.tensors[name]
+            rows = {ACTIVATION: n, OUTPUT: 1}.get(spec.kind)
+            shape = (rows, spec.row_size) if rows else self._cache_shape()
+            count = int(np.prod(shape))
+            raw = self.device.queue.read_buffer(self._buffers[name])
+            outputs[name] = np.frombuffer(raw, dtype=self._numpy_dtype(spec.dtype))[:count].reshape(shape).astype(
+                np.float64)
+        return outputs
+
+    # ----------------------------------------------------------------------------------------
+    # Construction
+    # ----------------------------------------------------------------------------------------
+
+    def _numpy_dtype(self, dtype: str):
+        if dtype == ACT:
+            return np.float16 if self.dtype == "f16" else np.float32
+        return np.float32 if dtype == F32 else np.uint32
+
+    def _cache_shape(self) -> tuple[int, int, int]:
+        return self.config.n_kv_heads, self.max_seq_len, self.config.head_dim
+
+    def _upload(self, array: np.ndarray, label: str) -> wgpu.GPUBuffer:
+        data = np.ascontiguousarray(array)
+        padded = _round16(data.nbytes)
+        if padded != data.nbytes:
+            data = np.frombuffer(data.tobytes() + bytes(padded - data.nbytes), dtype=np.uint8)
+        return self.device.create_buffer_with_data(data=data, usage=_STORAGE, label=label)
+
+    def _create_weight_buffers(self) -> None:
+        """Upload every weight a program binds: packs (shards of re-laid-out matrices) and
+        plain weight tensors (norm weights of the eager level)."""
+        for program in self.programs:
+            for binding in program.bindings:
+                resource = binding.resource
+                key = (resource, binding.shard) if isinstance(resource, Pack) else resource
+                if key in self._buffers:
+                    continue
+                if isinstance(resource, Pack):
+                    packed = resource.materialize(self.weights).astype(self._numpy_dtype(resource.dtype))
+                    for shard in range(resource.n_shards):
+                        self._buffers[(resource, shard)] = self._upload(
+                            resource.shard(packed, shard), f"{program.label}.weights[{shard}]")
+                elif self.graph.tensors[resource].kind == "weight":
+                    spec = self.graph.tensors[resource]
+                    self._buffers[resource] = self._upload(
+                        self.weights[resource].astype(self._numpy_dtype(spec.dtype)), resource)
+
+    def _create_state_buffers(self) -> None:
+        """KV caches and the host-visible outputs (logits, next token)."""
+        for name, spec in self.graph.tensors.items():
+            if spec.kind == CACHE:
+                size = int(np.prod(self._cache_shape())) * np.dtype(self._numpy_dtype(spec.dtype)).itemsize
+            elif spec.kind == OUTPUT:
+                size = spec.row_size * np.dtype(self._numpy_dtype(spec.dtype)).itemsize
+            else:
+                continue
+            self._buffers[name] = self.device.create_buffer(size=_round16(size), usage=_STORAGE, label=name)
+
+    def _allocate_activations(self) -> None:
+        """One buffer per live activation; a buffer is re-used once its tensor is dead."""
+        last_read = {}
+        for index, program in enumerate(self.programs):
+            for binding in program.bindings:
+                if isinstance(binding.resource, str) and not binding.writable:
+                    last_read[binding.resource] = index
+        free: list[wgpu.GPUBuffer] = []
+        for index, program in enumerate(self.programs):
+            for binding in program.bindings:
+                name = binding.resource
+                if not binding.writable or name in self._buffers or self.graph.tensors[name].kind != ACTIVATION:
+                    continue
+                spec = self.graph.tensors[name]
+                size = _round16(self.max_seq_len * spec.row_size * np.dtype(self._numpy_dtype(spec.dtype)).itemsize)
+                fitting = [b for b in free if b.size >= size]
+                if fitting:
+                    buffer = min(fitting, key=lambda b: b.size)
+                    free.remove(buffer)
+                else:
+                    buffer = self.device.create_buffer(size=size, usage=_STORAGE, label=f"activation {len(free)}")
+                self._buffers[name] = buffer
+            for name, last in last_read.items():
+                if last == index and self.graph.tensors[name].kind == ACTIVATION:
+                    free.append(self._buffers[name])
+
+    def _pipeline_and_bind_group(self, program: Program):
+        cache = _PIPELINES.setdefault(self.device, {})
+        writable = tuple(b.writable for b in program.bindings)
+        key = (program.label, program.source, writable)
+        if key not in cache:
+            entries = [{"binding": 0, "visibility": wgpu.ShaderStage.COMPUTE,
+                        "buffer": {"type": wgpu.BufferBindingType.uniform}}]
+            for index, is_writable in enumerate(writable, start=1):
+                kind = wgpu.BufferBindingType.storage if is_writable else wgpu.BufferBindingType.read_only_storage
+                entries.append({"binding": index, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kind}})
+            layout = self.device.create_bind_group_layout(entries=entries, label=program.label)
+            module = self.device.create_shader_module(code=program.source, label=program.label)
+            pipeline = self.device.create_compute_pipeline(
+                layout=self.device.create_pipeline_layout(bind_group_layouts=[layout], label=program.label),
+                compute={"module": module, "entry_point": "main"},
+                label=program.label,
+            )
+            cache[key] = (pipeline, layout)
+        pipeline, layout = cache[key]
+        buffers = [self._uniform] + [
+            self._buffers[(b.resource, b.shard) if isinstance(b.resource, Pack) else b.resource]
+            for b in program.bindings
+        ]
+        entries = [{"binding": i, "resource": {"buffer": buffer, "offset": 0, "size": buffer.size}}
+                   for i, buffer in enumerate(buffers)]
+        return pipeline, self.device.create_bind_group(layout=layout, entries=entries, label=program.label)
+
+    # ----------------------------------------------------------------------------------------
+    # Per forward
+    # ----------------------------------------------------------------------------------------
+
+    def _write_params(self, tokens: np.ndarray, start_pos: int) -> None:
+        n = len(tokens)
+        self._params[0], self._params[1] = n, start_pos
+        self._params[4:4 + n] = tokens
+        self.device.queue.write_buffer(self._uniform, 0, self._params[: 4 + 4 * math.ceil(n / 4)])
+
+    def _work_for(self, n_tokens: int) -> list:
+        if n_tokens not in self._work:
+            self._work[n_tokens] = [
+                (pipeline, bind_group, program.grid(n_tokens))
+                for pipeline, bind_group, program in zip(self._pipelines, self._bind_groups, self.programs)
+            ]
+        return self._work[n_tokens]
+
+    def _encode_and_submit(self, work: list, copies: list) -> None:
+        device, queue = self.device, self.device.queue
+        self.dispatches_issued += len(work)
+        if self._encoding == "single-pass":
+            encoder = device.create_command_encoder()
+            compute = encoder.begin_compute_pass()
+            for pipeline, bind_group, grid in work:
+                compute.set_pipeline(pipeline)
+                compute.set_bind_group(0, bind_group)
+                compute.dispatch_workgroups(*grid)
+            compute.end()
+            self._copy(encoder, copies)
+            queue.submit([encoder.finish()])
+        elif self._encoding == "pass-per-dispatch":
+            encoder = device.create_command_encoder()
+            for pipeline, bind_group, grid in work:
+                compute = encoder.begin_compute_pass()
+                compute.set_pipeline(pipeline)
+                compute.set_bind_group(0, bind_group)
+                compute.dispatch_workgroups(*grid)
+                compute.end()
+            self._copy(encoder, copies)
+            queue.submit([encoder.finish()])
+        else:  # submit-per-dispatch, as torch-webgpu issues ops
+            last = len(work) - 1
+            for index, (pipeline, bind_group, grid) in enumerate(work):
+                encoder = device.create_command_encoder()
+                compute = encoder.begin_compute_pass()
+                compute.set_pipeline(pipeline)
+                compute.set_bind_group(0, bind_group)
+                compute.dispatch_workgroups(*grid)
+                compute.end()
+                if index == last:
+                    self._copy(encoder, copies)
+                queue.submit([encoder.finish()])
+
+    @staticmethod
+    def _copy(encoder, copies) -> None:
+        for source, destination, size in copies:
+            encoder.copy_buffer_to_buffer(source, 0, destination, 0, size)
+
+    @staticmethod
+    def _read_staging(buffer: wgpu.GPUBuffer, dtype, count: int) -> np.ndarray:
+        buffer.map_sync(wgpu.MapMode.READ)
+        try:
+            return np.frombuffer(buffer.read_mapped(), dtype=dtype)[:count].copy()
+        finally:
+            buffer.unmap()
