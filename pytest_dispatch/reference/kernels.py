@@ -689,11 +689,12 @@ def matvec_geometry(n_rows: int, k: int, block: int | None = None) -> Geometry:
     k4 = k // 4
     lanes = 16 if k4 <= 64 else 32 if k4 < 512 else 64
     if block is not None:
-        while lanes > 1 and (block * lanes % WORKGROUP or block * lanes // WORKGROUP > MAX_ROWS_PER_THREAD):
-            lanes //= 2
-        if block * lanes // WORKGROUP < 1 or block * lanes % WORKGROUP:
-            raise ValueError(f"a row block of {block} does not fit a 256-invocation workgroup")
-        return Geometry(lanes, block * lanes // WORKGROUP)
+        # The lane count nearest the preferred one that splits the block evenly over the slices.
+        for candidate in sorted((2 ** i for i in range(9)), key=lambda c: abs(math.log2(c / lanes))):
+            rows_per_thread, remainder = divmod(block * candidate, WORKGROUP)
+            if not remainder and 1 <= rows_per_thread <= MAX_ROWS_PER_THREAD:
+                return Geometry(candidate, rows_per_thread)
+        raise ValueError(f"a row block of {block} does not fit a 256-invocation workgroup")
     rows_per_thread = 1
     while rows_per_thread < 4 and math.ceil(n_rows / (WORKGROUP // lanes * rows_per_thread * 2)) >= 256:
         rows_per_thread *= 2
