@@ -180,7 +180,9 @@ def test_one(dispatch_meter, kernel):
         sys.argv = argv
 
 
-def test_benchmark_fixture_gets_dispatch_counts(pytester, gpu):
+def test_benchmark_fixture_gets_dispatch_counts(pytester, gpu, monkeypatch):
+    # pytest-benchmark disables itself inside an xdist worker (as when this suite runs with -n).
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     pytester.makepyfile(
         WORKLOAD
         + """
