@@ -304,6 +304,7 @@ def judge_timings(
     seed: int = 0,
     with_ci: bool = True,
     ci_confidence: float = 0.95,
+    family_size: int | None = None,
 ) -> dict[str, TimingVerdict]:
     """Judge each ``key -> (baseline_samples, current_samples)`` comparison.
 
@@ -336,6 +337,11 @@ def judge_timings(
     is compared with the comparison's own alpha, so with mixed alphas the FDR
     bound is the largest alpha in use. ``with_ci=False`` skips the bootstrap
     interval (ratio_ci is None); the verdict does not depend on it.
+
+    ``family_size`` larger than the conclusive comparisons given means the rest
+    of the family is not measured yet (a gate deciding test by test): each
+    missing p-value is taken as 1, which can only raise the adjusted p-values,
+    so a comparison called significant now stays significant once all are in.
     """
     defaults = {"alpha": float(alpha), "threshold": float(threshold), "floor_us": float(floor_us)}
     _check_confidence(ci_confidence)
@@ -358,10 +364,13 @@ def judge_timings(
     family = [key for key, (*_, conclusive) in measured.items() if conclusive]
     p_greater = {key: _one_sided_p(c, b) for key, (b, c, *_) in measured.items()}
     p_less = {key: _one_sided_p(b, c) for key, (b, c, *_) in measured.items()}
+    unmeasured = [1.0] * max(0, (family_size or 0) - len(family))
     adjusted_greater, adjusted_less = {}, {}
     if family:
-        adjusted_greater = dict(zip(family, stats.false_discovery_control([p_greater[k] for k in family])))
-        adjusted_less = dict(zip(family, stats.false_discovery_control([p_less[k] for k in family])))
+        adjusted_greater = dict(
+            zip(family, stats.false_discovery_control([p_greater[k] for k in family] + unmeasured))
+        )
+        adjusted_less = dict(zip(family, stats.false_discovery_control([p_less[k] for k in family] + unmeasured)))
 
     verdicts = {}
     for key, (baseline, current, settings, conclusive) in measured.items():

@@ -426,3 +426,22 @@ def test_verdict_fields_summary_and_ci_skipping():
     assert f"{with_ci.baseline_median:.1f} -> {with_ci.current_median:.1f} µs" in line
     assert f"x{with_ci.ratio:.2f}" in line and "95% CI" in line and "adj." in line
     assert "CI" not in without_ci.summary
+
+
+def test_family_size_pads_unmeasured_comparisons_conservatively():
+    """Deciding test by test with the family size known: never more significant than at the end."""
+    rng = np.random.default_rng(7)
+    pairs = {
+        f"t{i}": (simulate_lavapipe_rounds(rng, 30), simulate_lavapipe_rounds(rng, 30, ratio=1.0 + 0.04 * i))
+        for i in range(8)
+    }
+    final = judge_timings(pairs, with_ci=False)
+    seen = {}
+    for key, pair in pairs.items():
+        seen[key] = pair
+        partial = judge_timings(seen, with_ci=False, family_size=len(pairs))
+        for k in seen:
+            assert partial[k].p_adjusted >= final[k].p_adjusted - 1e-12
+            if partial[k].status == "regressed":
+                assert final[k].status == "regressed"
+    assert judge_timings(pairs, with_ci=False, family_size=len(pairs))["t7"].p_adjusted == final["t7"].p_adjusted
