@@ -1,0 +1,124 @@
+"""Each WGSL kernel alone against the numpy reference of the primitive ops it groups,
+and every kernel of the full-size models within WebGPU's default limits."""
+
+import re
+
+import numpy as np
+import pytest
+
+from pytest_dispatch.reference import LEVELS, ReferenceModel, build_graph, get_config, schedule
+from pytest_dispatch.reference.graph import ACTIVATION, CACHE, OUTPUT
+from pytest_dispatch.reference.kernels import WORKGROUP, BuildContext, build_program
+from pytest_dispatch.reference.numpy_model import evaluate
+
+from ._helpers import ODD, relative_error
+
+MAX_SEQ = 320
+N_TOKENS, START_POS = 3, 5  # odd sizes; earlier cache positions hold data
+# Room for 256 rows of any ODD matrix, not for its 512 padded vocabulary rows: 2 shards.
+SHARDED_BINDING = 256 * max(ODD.d_model, ODD.d_ff) * 4
+
+
+def distinct_kernels(kernels):
+    """One kernel per (name, local op roles): layers repeat the same kernels."""
+    seen = {}
+    for index, kernel in enumerate(kernels):
+        seen.setdefault((kernel.name, tuple(op.local_role for op in kernel.ops)), index)
+    return sorted(seen.values())
+
+
+def random_inputs(model, kernel, rng, n_tokens):
+    positive = {op.input_tensors[0] for op in kernel.ops if op.attrs.get("fn") == "rsqrt"}
+    positive |= {op.input_tensors[0] for op in kernel.ops if op.local_role.endswith(".add_eps")}
+    inputs = {}
+    for name in kernel.inputs:
+        spec = model.graph.tensors[name]
+        if spec.kind == ACTIVATION:
+            shape = (n_tokens, spec.row_size)
+        elif spec.kind == OUTPUT:
+            shape = (1, spec.row_size)
+        elif spec.kind == CACHE:
+            shape = (ODD.n_kv_heads, MAX_SEQ, ODD.head_dim)
+        else:
+            continue  # weights: the model's own
+        values = rng.standard_normal(shape)
+        inputs[name] = np.abs(values) + 0.1 if name in positive else values
+    # Caches the kernel writes start from random contents too (positions it must not touch).
+    for name in kernel.outputs:
+        if model.graph.tensors[name].kind == CACHE:
+            inputs[name] = rng.standard_normal((ODD.n_kv_heads, MAX_SEQ, ODD.head_dim))
+    return inputs
+
+
+def check_kernel_alone(model, index, *, n_tokens=N_TOKENS, start_pos=START_POS, seed=0):
+    kernel = model.kernels[index]
+    rng = np.random.default_rng(seed)
+    inputs = random_inputs(model, kernel, rng, n_tokens)
+    # The GPU holds inputs rounded to float32; give the reference the same values.
+    inputs = {name: array.astype(np.float32).astype(np.float64) for name, array in inputs.items()}
+    tokens = rng.integers(0, ODD.vocab_size, n_tokens)
+    outputs = model.run_kernel(index, inputs, tokens=tokens, start_pos=start_pos)
+    env = {name: np.asarray(w, dtype=np.float64) for name, w in model.weights.items()}
+    env.update(inputs)
+    evaluate(kernel.ops, env, config=model.config, tokens=tokens, start_pos=start_pos)
+    for name in kernel.outputs:
+        assert relative_error(outputs[name], env[name]) < 1e-5, f"{kernel.name}: {name}"
+
+
+@pytest.fixture(scope="module", params=LEVELS)
+def odd_model(request, gpu_device):
+    return ReferenceModel(gpu_device, ODD, level=request.param, max_seq_len=MAX_SEQ,
+                          max_binding_size=SHARDED_BINDING)
+
+
+def test_every_kernel_alone_matches_its_primitive_ops(odd_model):
+    indices = distinct_kernels(odd_model.kernels)
+    assert {odd_model.kernels[i].name for i in indices} == {k.name for k in odd_model.kernels}
+    for index in indices:
+        check_kernel_alone(odd_model, index)
+
+
+def test_kernels_in_a_long_prefill(odd_model):
+    """Grids longer than one workgroup of tokens, and attention over more than 256 keys."""
+    for index in distinct_kernels(odd_model.kernels):
+        check_kernel_alone(odd_model, index, n_tokens=17, start_pos=MAX_SEQ - 17, seed=1)
+
+
+# ---- default limits, on the full-size models (no GPU needed) ---------------------------------
+
+WEBGPU_DEFAULT_BINDING = 128 * 1024 * 1024  # maxStorageBufferBindingSize
+WGSL_SIZES = {"f32": 4, "u32": 4, "vec4<f32>": 16}
+
+
+def workgroup_bytes(source: str) -> int:
+    return sum(
+        WGSL_SIZES[element] * int(length)
+        for element, length in re.findall(r"var<workgroup> \w+: array<([\w<>]+), (\d+)>", source)
+    )
+
+
+def build_all(name, dtype, level, max_binding_size=WEBGPU_DEFAULT_BINDING):
+    config = get_config(name)
+    graph = build_graph(config)
+    ctx = BuildContext(config, dtype, max_seq_len=4096, max_binding_size=max_binding_size)
+    return ctx, [(kernel, build_program(kernel, graph, ctx)) for kernel in schedule(graph, level)]
+
+
+@pytest.mark.parametrize("name, dtype", [("qwen2.5-0.5b", "f32"), ("qwen2.5-0.5b", "f16"), ("qwen2.5-1.5b", "f16")])
+@pytest.mark.parametrize("level", LEVELS)
+def test_full_size_kernels_keep_to_webgpu_default_limits(name, dtype, level):
+    ctx, programs = build_all(name, dtype, level)
+    for kernel, program in programs:
+        assert len(program.bindings) <= 8, kernel.name
+        assert "@workgroup_size(256)" in program.source and WORKGROUP == 256
+        assert workgroup_bytes(program.source) <= 16384, kernel.name
+        for n_tokens in (1, 5, ctx.max_seq_len):
+            assert max(program.grid(n_tokens)) <= 65535, (kernel.name, n_tokens)
+
+
+def test_an_embedding_too_big_for_eight_default_bindings_says_what_to_do():
+    # Qwen2.5-1.5B's f32 embedding (933 MB) needs 8 shards of 128 MB: over 8 storage buffers.
+    with pytest.raises(ValueError, match="larger max-storage-buffer-binding-size or dtype='f16'"):
+        build_all("qwen2.5-1.5b", "f32", "fused+")
+    _, programs = build_all("qwen2.5-1.5b", "f32", "fused+", max_binding_size=1 << 30)
+    assert all(len(program.bindings) <= 8 for _, program in programs)
