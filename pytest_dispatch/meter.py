@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pytest_dispatch import recorder, timestamps
+from pytest_dispatch import recorder, stats, timestamps
 
 DEFAULT_WARMUP = 3
 DEFAULT_ROUNDS = 30
@@ -152,10 +152,11 @@ class DispatchMeter:
     fixture's.  Pass ``device=`` to ``measure`` when fn uses a device of its own.
     """
 
-    def __init__(self, request=None, *, device=None, timestamps_enabled: bool = False) -> None:
+    def __init__(self, request=None, *, device=None, timestamps_enabled: bool = False, aa: bool = False) -> None:
         self._request = request
         self._device = device
         self.timestamps_enabled = timestamps_enabled
+        self.aa = aa  # A/A mode: twice the rounds, judged later as two interleaved halves
         self.measurements: list[Measurement] = []
         self._sync_buffers: dict[int, Any] = {}
 
@@ -195,7 +196,9 @@ class DispatchMeter:
     ) -> Measurement:
         """Measure ``fn(*args, **kwargs)`` by the sequential method: ``per_round``
         calls, one sync, ``rounds`` times, after ``warmup`` calls."""
-        return self._run(fn, args, kwargs, warmup, rounds, per_round, device, name, SEQUENTIAL)
+        if self.aa:
+            rounds *= 2
+        return self._measure([_Sampler(fn, args, kwargs, name, SEQUENTIAL, per_round)], warmup, rounds, device)[0]
 
     def single_op(
         self,
@@ -210,79 +213,148 @@ class DispatchMeter:
         """Measure ``fn`` the naive way, with a sync after every call (per_round = 1).
 
         Compare with ``measure`` to see how much a per-op sync inflates the cost."""
-        return self._run(fn, args, kwargs, warmup, rounds, 1, device, name, SINGLE_OP)
+        return self._measure([_Sampler(fn, args, kwargs, name, SINGLE_OP, 1)], warmup, rounds, device)[0]
 
-    def _run(self, fn, args, kwargs, warmup, rounds, per_round, device, name, method) -> Measurement:
+    def assert_speedup(
+        self,
+        fast: Callable[[], Any],
+        slow: Callable[[], Any],
+        *,
+        at_least: float = 1.3,
+        confidence: float = 0.95,
+        warmup: int = DEFAULT_WARMUP,
+        rounds: int = DEFAULT_ROUNDS,
+        per_round: int = DEFAULT_PER_ROUND,
+        device=None,
+    ) -> "Speedup":
+        """Assert that ``fast`` is at least ``at_least`` times faster than ``slow`` per call.
+
+        Rounds alternate (fast, slow, fast, slow, ...) so machine drift cancels; the
+        speedup is the ratio of median wall µs per call with a paired bootstrap CI,
+        and passes only if the CI's lower bound is at least ``at_least``."""
+        samplers = [_Sampler(fast, (), {}, None, SEQUENTIAL, per_round),
+                    _Sampler(slow, (), {}, None, SEQUENTIAL, per_round)]
+        fast_m, slow_m = self._measure(samplers, warmup, rounds, device)
+        interval = stats.ratio_of_medians_ci(slow_m.wall_us, fast_m.wall_us, confidence, paired=True)
+        speedup = Speedup(fast_m.name, slow_m.name, interval, at_least)
+        if not speedup.passed:
+            raise AssertionError(speedup.summary)
+        return speedup
+
+    def _measure(self, samplers: list["_Sampler"], warmup: int, rounds: int, device) -> list[Measurement]:
+        """Warm up each sampler, then take ``rounds`` rounds of each, interleaved."""
         if warmup < 2:
             raise ValueError(f"warmup must be >= 2 (the first call may create pipelines), not {warmup}")
-        if rounds < 1 or per_round < 1:
-            raise ValueError(f"rounds and per_round must be >= 1, not {rounds} and {per_round}")
+        if rounds < 1 or any(s.per_round < 1 for s in samplers):
+            raise ValueError(f"rounds and per_round must be >= 1, not {rounds} and {samplers[0].per_round}")
         device = self._resolve_device(device)
-        name = name or getattr(fn, "__qualname__", repr(fn))
+        for sampler in samplers:
+            sampler.warm_up(warmup, lambda: self._sync(device))
+            if self.timestamps_enabled:
+                sampler.stamper = timestamps.PassTimestamps.for_device(
+                    device, sampler.calls["pass"] * sampler.per_round
+                )
+        for _ in range(rounds):
+            for sampler in samplers:
+                sampler.take_round(lambda: self._sync(device))
+        measurements = [sampler.measurement(warmup) for sampler in samplers]
+        self.measurements.extend(measurements)
+        return measurements
 
-        # Warm-up, one scope per call: the first call may differ (lazy set-up);
-        # the later ones must agree with each other.
+
+@dataclasses.dataclass(frozen=True)
+class Speedup:
+    """How many times faster ``fast`` ran than ``slow``, per call, with its CI."""
+
+    fast: str
+    slow: str
+    ratio: stats.Interval
+    at_least: float
+
+    @property
+    def passed(self) -> bool:
+        return self.ratio.low >= self.at_least
+
+    @property
+    def summary(self) -> str:
+        verdict = ">=" if self.passed else "<"
+        return (
+            f"speedup of {self.fast} over {self.slow}: {self.ratio.estimate:.2f}x "
+            f"({self.ratio.confidence:.0%} CI {self.ratio.low:.2f}-{self.ratio.high:.2f}); "
+            f"lower bound {verdict} {self.at_least:g} required"
+        )
+
+
+class _Sampler:
+    """Rounds of one measured function: its counts, timings and consistency checks."""
+
+    def __init__(self, fn, args, kwargs, name, method, per_round) -> None:
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.name = name or getattr(fn, "__qualname__", repr(fn))
+        self.method = method
+        self.per_round = per_round
+        self.stamper: timestamps.PassTimestamps | None = None
+        self.calls: dict[str, int] = {}
+        self.by_kernel: dict[str, int] = {}
+        self.host: list[int] = []
+        self.wall: list[int] = []
+        self.sync: list[int] = []
+        self.gpu: list[float] = []
+        self.round_counts: list[tuple[dict[str, int], dict[str, int]]] = []
+        self.host_ns = dict.fromkeys(recorder.KINDS, 0.0)
+
+    def warm_up(self, warmup: int, sync: Callable[[], None]) -> None:
+        """One scope per call: the first call may differ (lazy set-up); later ones must agree."""
         warm_counts = []
         for _ in range(warmup):
             with recorder.count() as scope:
-                fn(*args, **kwargs)
+                self.fn(*self.args, **self.kwargs)
             warm_counts.append(_counts_of(scope))
-            self._sync(device)
-        _check_consistent(name, warm_counts[1:], "warm-up calls")
-        per_call_calls, per_call_kernels = warm_counts[-1]
+            sync()
+        _check_consistent(self.name, warm_counts[1:], "warm-up calls")
+        self.calls, self.by_kernel = warm_counts[-1]
 
-        stamper = None
-        if self.timestamps_enabled:
-            stamper = timestamps.PassTimestamps.for_device(device, per_call_calls["pass"] * per_round)
-
-        host, wall, sync = [], [], []
-        round_counts = []
-        host_ns = dict.fromkeys(recorder.KINDS, 0.0)
-        gpu = []
-        for _ in range(rounds):
+    def take_round(self, sync: Callable[[], None]) -> None:
+        """An empty sync (timed), then per_round calls and one sync (timed)."""
+        start = time.perf_counter_ns()
+        sync()
+        self.sync.append(time.perf_counter_ns() - start)
+        with recorder.count() as scope, timestamps.capture(self.stamper):
             start = time.perf_counter_ns()
-            self._sync(device)
-            sync.append(time.perf_counter_ns() - start)
+            for _ in range(self.per_round):
+                self.fn(*self.args, **self.kwargs)
+            submitted = time.perf_counter_ns()
+        sync()
+        done = time.perf_counter_ns()
+        self.host.append(submitted - start)
+        self.wall.append(done - start)
+        self.round_counts.append(_counts_of(scope))
+        for kind, us in scope.host_us.items():
+            self.host_ns[kind] += us
+        if self.stamper is not None:
+            self.gpu.append(self.stamper.read_total_us())
 
-            with recorder.count() as scope, timestamps.capture(stamper):
-                start = time.perf_counter_ns()
-                for _ in range(per_round):
-                    fn(*args, **kwargs)
-                submitted = time.perf_counter_ns()
-            self._sync(device)
-            done = time.perf_counter_ns()
-            host.append(submitted - start)
-            wall.append(done - start)
-            round_counts.append(_counts_of(scope))
-            for kind, us in scope.host_us.items():
-                host_ns[kind] += us
-            if stamper is not None:
-                gpu.append(stamper.read_total_us())
-        _check_consistent(name, round_counts, "rounds")
-        expected = ({k: v * per_round for k, v in per_call_calls.items()},
-                    {k: v * per_round for k, v in per_call_kernels.items()})
-        _check_consistent(name, [expected, round_counts[0]], "warm-up x per_round and round")
-
-        sync_us = np.asarray(sync, dtype=float) / 1000.0
-        sync_median = float(np.median(sync_us))
-        calls_measured = rounds * per_round
-        measurement = Measurement(
-            name=name,
-            method=method,
+    def measurement(self, warmup: int) -> Measurement:
+        _check_consistent(self.name, self.round_counts, "rounds")
+        expected = ({k: v * self.per_round for k, v in self.calls.items()},
+                    {k: v * self.per_round for k, v in self.by_kernel.items()})
+        _check_consistent(self.name, [expected, self.round_counts[0]], "warm-up x per_round and round")
+        rounds = len(self.wall)
+        sync_us = np.asarray(self.sync, dtype=float) / 1000.0
+        # The naive method keeps its sync in: that inflation is what it shows.
+        subtracted = float(np.median(sync_us)) if self.method == SEQUENTIAL else 0.0
+        return Measurement(
+            name=self.name,
+            method=self.method,
             warmup=warmup,
             rounds=rounds,
-            per_round=per_round,
-            calls=per_call_calls,
-            by_kernel=per_call_kernels,
-            host_us=np.asarray(host, dtype=float) / 1000.0 / per_round,
-            # The naive method keeps its sync in: that inflation is what it shows.
-            wall_us=(np.asarray(wall, dtype=float) / 1000.0 - (sync_median if method == SEQUENTIAL else 0.0))
-            / per_round,
+            per_round=self.per_round,
+            calls=self.calls,
+            by_kernel=self.by_kernel,
+            host_us=np.asarray(self.host, dtype=float) / 1000.0 / self.per_round,
+            wall_us=(np.asarray(self.wall, dtype=float) / 1000.0 - subtracted) / self.per_round,
             sync_us=sync_us,
-            host_breakdown_us={kind: us / calls_measured for kind, us in host_ns.items()},
-            gpu_us=None if stamper is None else np.asarray(gpu, dtype=float) / per_round,
-            gpu_is_indicative=stamper is not None and stamper.is_cpu_adapter,
+            host_breakdown_us={kind: us / (rounds * self.per_round) for kind, us in self.host_ns.items()},
+            gpu_us=None if self.stamper is None else np.asarray(self.gpu, dtype=float) / self.per_round,
+            gpu_is_indicative=self.stamper is not None and self.stamper.is_cpu_adapter,
         )
-        self.measurements.append(measurement)
-        return measurement
-

@@ -17,6 +17,7 @@ class Option:
     default: Any = None
     type: str = "string"  # "string", "bool", "int", "float", "path"
     choices: tuple[str, ...] | None = None
+    const: Any = None  # value of the bare flag, for options whose value is optional
 
     @property
     def flag(self) -> str:
@@ -38,7 +39,26 @@ REPORT_OPTIONS = (
            "where the adapter has timestamp-query.", False, type="bool"),
 )
 
-ALL_OPTIONS = GPU_OPTIONS + REPORT_OPTIONS
+GATE_OPTIONS = (
+    Option("dispatch_storage", "Folder of saved results (one sub-folder per GPU fingerprint).", ".dispatch",
+           type="path"),
+    Option("dispatch_save", "Save this run's results under NAME (default 'run') for later comparison.",
+           None, const="run"),
+    Option("dispatch_compare", "Compare with the newest saved run named NAME of this GPU "
+           "('latest': any name); regressions fail their tests.", None, const="latest"),
+    Option("dispatch_accept", "Make this run the baseline on purpose: saved under the --dispatch-compare "
+           "name (or 'accepted'), and regressions do not fail.", False, type="bool"),
+    Option("dispatch_alpha", "Significance level of the per-dispatch cost comparison (after "
+           "Benjamini-Hochberg across the session).", 0.01, type="float"),
+    Option("dispatch_threshold", "Smallest relative change of per-dispatch cost called a regression "
+           "(0.05 or 5%%).", 0.05, type="fraction"),
+    Option("dispatch_floor_us", "Smallest absolute change of per-dispatch cost, in µs, called a regression.",
+           0.5, type="float"),
+    Option("dispatch_aa", "A/A mode: split each measurement into interleaved halves, judge them as if "
+           "comparing, and print how many were falsely flagged.", False, type="bool"),
+)
+
+ALL_OPTIONS = GPU_OPTIONS + REPORT_OPTIONS + GATE_OPTIONS
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -47,6 +67,8 @@ def add_options(parser: pytest.Parser) -> None:
         kwargs: dict[str, Any] = {"dest": option.name, "default": None, "help": option.help}
         if option.type == "bool":
             kwargs["action"] = "store_true"
+        elif option.const is not None:
+            kwargs.update(nargs="?", const=option.const, type=_CONVERTERS[option.type], metavar="NAME")
         else:
             kwargs["choices"] = option.choices
             kwargs["type"] = _CONVERTERS.get(option.type, str)
@@ -59,14 +81,22 @@ def add_options(parser: pytest.Parser) -> None:
         )
 
 
-_CONVERTERS: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "string": str, "path": str}
+def _fraction(text: str) -> float:
+    """'5%' or '0.05' -> 0.05."""
+    text = str(text).strip()
+    return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+
+
+_CONVERTERS: dict[str, Callable[[str], Any]] = {
+    "int": int, "float": float, "string": str, "path": str, "fraction": _fraction,
+}
 
 
 def get(config: pytest.Config, name: str) -> Any:
     """The option's value: command line, else ini, else default; ini strings are validated too."""
     option = _BY_NAME[name]
     value = config.getoption(name)
-    if value not in (None, False):
+    if value is not None and value is not False:
         return value
     ini_value = config.getini(name)
     if option.type == "bool":

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from pytest_dispatch import budget, options, recorder
+from pytest_dispatch import budget, gate, options, recorder, storage
 from pytest_dispatch.gpu import AdapterRequest, GpuInfo, NoAdapterError
 from pytest_dispatch.meter import DispatchMeter
 from pytest_dispatch.reporter import DispatchReporter
@@ -17,6 +17,8 @@ GPU_SESSION_KEY = pytest.StashKey[GpuSession]()
 CALL_COUNTS_KEY = pytest.StashKey[recorder.Counts]()
 METER_KEY = pytest.StashKey[DispatchMeter]()
 BUDGET_KEY = pytest.StashKey[budget.Budget]()
+BASELINE_KEY = pytest.StashKey["gate.Baseline | None"]()
+GATE_KEY = pytest.StashKey[gate.Gate]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,11 +36,37 @@ def pytest_configure(config: pytest.Config) -> None:
     # Wrap wgpu before any test imports it, so the first test is counted too.
     recorder.install("wgpu-native")
     recorder.install_imported()
-    wants_report = options.get(config, "dispatch_report") or options.get(config, "dispatch_json")
-    if wants_report and not hasattr(config, "workerinput"):  # xdist workers send their results up
+    if options.get(config, "dispatch_compare"):
+        config.stash[BASELINE_KEY] = _load_baseline(config)
+    wants_reporter = any(
+        options.get(config, name)
+        for name in ("dispatch_report", "dispatch_json", "dispatch_save", "dispatch_compare",
+                     "dispatch_accept", "dispatch_aa")
+    )
+    if wants_reporter and not hasattr(config, "workerinput"):  # xdist workers send their results up
         config.pluginmanager.register(
-            DispatchReporter(config, config.stash[GPU_SESSION_KEY]), DispatchReporter.PLUGIN_NAME
+            DispatchReporter(config, config.stash[GPU_SESSION_KEY], config.stash.get(BASELINE_KEY, None)),
+            DispatchReporter.PLUGIN_NAME,
         )
+
+
+def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
+    gpu_session = config.stash[GPU_SESSION_KEY]
+    if gpu_session.unavailable_reason:
+        return None  # GPU tests skip; nothing to compare
+    store = storage.BaselineStore(options.get(config, "dispatch_storage"))
+    try:
+        return gate.find_baseline(store, gpu_session.info.fingerprint, options.get(config, "dispatch_compare"))
+    except storage.BaselineError as error:
+        raise pytest.UsageError(f"--dispatch-compare: {error}") from None
+
+
+def gate_settings(config: pytest.Config) -> dict[str, float]:
+    return {
+        "alpha": options.get(config, "dispatch_alpha"),
+        "threshold": options.get(config, "dispatch_threshold"),
+        "floor_us": options.get(config, "dispatch_floor_us"),
+    }
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -55,6 +83,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.stash[BUDGET_KEY] = budget.parse_budget(marker.args, marker.kwargs)
         except budget.BudgetUsageError as error:
             raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{budget.MARKER}: {error}") from None
+    baseline = config.stash.get(BASELINE_KEY, None)
+    if baseline is not None:
+        collected = {item.nodeid for item in items}
+        family = sum(1 for m in baseline.gate({}).baseline if m.rsplit("::", 1)[0] in collected)
+        config.stash[GATE_KEY] = baseline.gate(gate_settings(config), family_size=family)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -95,6 +128,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             report.outcome = "failed"
             report.longrepr = failure.message
             report.sections.append(("dispatch budget: dispatches per kernel", failure.kernel_table))
+    test_gate = item.config.stash.get(GATE_KEY, None)
+    if test_gate is not None and result.measurements:
+        verdicts = test_gate.judge(result, item_budget.gate if item_budget is not None else None)
+        failures = verdicts.failure_lines
+        if failures and report.passed and not options.get(item.config, "dispatch_accept"):
+            report.outcome = "failed"
+            report.longrepr = "\n".join(failures)
     if result.measurements or result.budget_lines is not None:
         report.user_properties.append((USER_PROPERTY, result.as_dict()))
     return report
@@ -185,6 +225,10 @@ def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeter:
     ``with dispatch_meter.count() as c: ...`` counts; ``dispatch_meter.measure(fn)``
     times by the sequential method; ``dispatch_meter.single_op(fn)`` the naive way.
     """
-    meter = DispatchMeter(request, timestamps_enabled=options.get(request.config, "dispatch_timestamps"))
+    meter = DispatchMeter(
+        request,
+        timestamps_enabled=options.get(request.config, "dispatch_timestamps"),
+        aa=options.get(request.config, "dispatch_aa"),
+    )
     request.node.stash[METER_KEY] = meter
     return meter

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 import numpy as np
 
@@ -11,6 +11,9 @@ from pytest_dispatch import recorder, stats
 from pytest_dispatch.gpu import GpuInfo
 from pytest_dispatch.meter import SINGLE_OP, Measurement
 from pytest_dispatch.results import TestResult
+
+if TYPE_CHECKING:
+    from pytest_dispatch.gate import TestVerdicts
 
 WIDTH = 100
 _NAME_WIDTH = 27
@@ -97,7 +100,13 @@ def breakdown_lines(measurement: Measurement) -> list[str]:
     return lines
 
 
-def render(results: list[TestResult], gpu: GpuInfo | None, header: str, verbose: bool = False) -> list[str]:
+def render(
+    results: list[TestResult],
+    gpu: GpuInfo | None,
+    header: str,
+    verbose: bool = False,
+    verdicts: Mapping[str, "TestVerdicts"] | None = None,
+) -> list[str]:
     """The report's lines, at most WIDTH columns."""
     lines = textwrap.wrap(header if gpu is None else f"adapter: {gpu.describe()}", WIDTH, subsequent_indent="  ")
     if gpu is not None and gpu.is_cpu:
@@ -114,4 +123,42 @@ def render(results: list[TestResult], gpu: GpuInfo | None, header: str, verbose:
                 lines.extend(breakdown_lines(measurement))
         if result.budget_lines:
             lines.extend(f"    {line}" for line in result.budget_lines)
+        if verdicts and result.nodeid in verdicts:
+            for line in verdicts[result.nodeid].lines():
+                lines.extend(textwrap.wrap(line, WIDTH, initial_indent="    gate: ", subsequent_indent=" " * 10))
+    return lines
+
+
+def gate_summary(baseline, verdicts: Mapping[str, "TestVerdicts"], late_regressions: list[str]) -> list[str]:
+    """The gate's totals, one line, then what to do about them."""
+    statuses: dict[str, int] = {}
+    for test in verdicts.values():
+        for per_key in test.counts.values():
+            for verdict in per_key:
+                if verdict.status != "unchanged":
+                    statuses[f"counts {verdict.status}"] = statuses.get(f"counts {verdict.status}", 0) + 1
+        for verdict in test.timing.values():
+            status = verdict.status if hasattr(verdict, "status") else verdict.split(":")[0]
+            statuses[f"timing {status}"] = statuses.get(f"timing {status}", 0) + 1
+        if test.missing:
+            statuses["no baseline"] = statuses.get("no baseline", 0) + len(test.missing)
+    where = "" if baseline.comparable else " (another GPU: timing incomparable, counts compared)"
+    totals = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items())) or "nothing compared"
+    lines = [f"dispatch gate vs {baseline.path}{where}: {totals}"]
+    lines += [f"dispatch gate: regressed with the whole session known: {line}" for line in late_regressions]
+    if any(test.improved for test in verdicts.values()):
+        lines.append("dispatch gate: improvements found; run with --dispatch-accept to make this run the baseline")
+    return lines
+
+
+def aa_summary(verdicts: Mapping[str, stats.TimingVerdict], settings: Mapping[str, float]) -> list[str]:
+    """A/A mode: how often this runner's noise alone is flagged."""
+    flagged = [v for v in verdicts.values() if v.status in ("regressed", "improved")]
+    inconclusive = sum(v.status == "inconclusive" for v in verdicts.values())
+    lines = [
+        f"dispatch A/A: {len(flagged)} of {len(verdicts)} comparisons falsely flagged at "
+        f"alpha={settings['alpha']:g}, threshold={settings['threshold']:.0%}, floor={settings['floor_us']:g} µs"
+        + (f" ({inconclusive} inconclusive)" if inconclusive else "")
+    ]
+    lines += [f"    {v.summary}" for v in flagged]
     return lines

@@ -1,24 +1,31 @@
-"""The session manager of the report: registered only with --dispatch-report/--dispatch-json."""
+"""The session manager of the report and the gate: registered only when one is asked for.
+
+It collects every test's result from the reports (so xdist workers' arrive too),
+and on the controller alone: judges the session against the baseline with the
+whole BH family known, saves the run, writes the JSON and prints the report.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_dispatch import options, report, storage
+from pytest_dispatch import gate, options, report, storage
 from pytest_dispatch.results import USER_PROPERTY, TestResult
 from pytest_dispatch.session import GpuSession
 
 
 class DispatchReporter:
-    """Collects every test's result from the reports (so xdist workers' arrive too),
-    prints the table and writes the JSON once, on the controller."""
-
     PLUGIN_NAME = "dispatch-reporter"
 
-    def __init__(self, config: pytest.Config, gpu_session: GpuSession) -> None:
+    def __init__(self, config: pytest.Config, gpu_session: GpuSession, baseline: gate.Baseline | None) -> None:
         self.config = config
         self.gpu_session = gpu_session
+        self.baseline = baseline
         self.results: list[TestResult] = []
+        self.verdicts: dict[str, gate.TestVerdicts] = {}
+        self.late_regressions: list[str] = []  # regressed only once the whole BH family was known
+        self.saved: list[str] = []
+        self.notes: list[str] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
@@ -30,29 +37,73 @@ class DispatchReporter:
     def _gpu_info(self):
         return None if self.gpu_session.unavailable_reason else self.gpu_session.info
 
+    def _settings(self) -> dict[str, float]:
+        from pytest_dispatch.plugin import gate_settings
+
+        return gate_settings(self.config)
+
+    def _judge_session(self) -> None:
+        session_gate = self.baseline.gate(self._settings())
+        for result in self.results:
+            self.verdicts[result.nodeid] = session_gate.judge(result)
+        final = session_gate.final_timing()
+        for result in self.results:
+            verdicts = self.verdicts[result.nodeid]
+            for key in list(verdicts.timing):
+                if key in final:
+                    early = verdicts.timing[key]
+                    verdicts.timing[key] = final[key]
+                    if final[key].failed and not (hasattr(early, "failed") and early.failed):
+                        self.late_regressions.append(final[key].summary)
+            result.gate = verdicts.as_dict()
+
+    @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.results.sort(key=lambda r: r.nodeid)
+        compare_name = options.get(self.config, "dispatch_compare")
+        if compare_name and self.baseline is None and not self.gpu_session.unavailable_reason:
+            storage_root = options.get(self.config, "dispatch_storage")
+            self.notes.append(
+                f"dispatch gate: no baseline named {compare_name!r} in {storage_root}/ for any GPU: nothing "
+                "was compared (budgets were still checked); save one with --dispatch-save"
+            )
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        if self.baseline is not None:
+            self._judge_session()
+            if self.late_regressions and session.exitstatus == pytest.ExitCode.OK \
+                    and not options.get(self.config, "dispatch_accept"):
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if not self.results:
+            return
+        document = storage.session_json(self.results, self._gpu_info())
         path = options.get(self.config, "dispatch_json")
         if path:
-            self.results.sort(key=lambda r: r.nodeid)
-            written = storage.write_json_atomically(path, storage.session_json(self.results, self._gpu_info()))
-            self.config.stash[_JSON_WRITTEN] = str(written)
+            self.saved.append(str(storage.write_json_atomically(path, document)))
+        save_name = options.get(self.config, "dispatch_save")
+        if options.get(self.config, "dispatch_accept"):
+            save_name = compare_name if compare_name and compare_name != "latest" else "accepted"
+        if save_name:
+            store = storage.BaselineStore(options.get(self.config, "dispatch_storage"))
+            self.saved.append(str(store.save(document, save_name)))
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        written = self.config.stash.get(_JSON_WRITTEN, None)
+        write = terminalreporter.write_line
         if options.get(self.config, "dispatch_report"):
             terminalreporter.section("dispatch report")
             if not self.results:
-                terminalreporter.write_line("no measured or budgeted tests")
+                write("no measured or budgeted tests")
             else:
-                self.results.sort(key=lambda r: r.nodeid)
-                lines = report.render(
-                    self.results, self._gpu_info(), self.gpu_session.header_line(),
-                    verbose=self.config.get_verbosity() > 0,
-                )
-                for line in lines:
-                    terminalreporter.write_line(line)
-        if written:
-            terminalreporter.write_line(f"dispatch results written to {written}")
-
-
-_JSON_WRITTEN = pytest.StashKey[str]()
+                for line in report.render(self.results, self._gpu_info(), self.gpu_session.header_line(),
+                                          verbose=self.config.get_verbosity() > 0, verdicts=self.verdicts):
+                    write(line)
+        if self.baseline is not None:
+            for line in report.gate_summary(self.baseline, self.verdicts, self.late_regressions):
+                write(line)
+        if options.get(self.config, "dispatch_aa"):
+            for line in report.aa_summary(gate.aa_verdicts(self.results, self._settings()), self._settings()):
+                write(line)
+        for line in self.notes:
+            write(line, yellow=True)
+        for path in self.saved:
+            write(f"dispatch results written to {path}")

@@ -26,6 +26,7 @@ class TestResult:
     call: dict[str, Any]  # recorder.Counts.as_dict() of the whole call phase
     budget_lines: list[str] | None = None  # None: no budget; []: within budget
     outcome: str = "passed"
+    gate: dict[str, Any] | None = None  # the gate's verdicts (gate.TestVerdicts.as_dict), when comparing
 
     @property
     def budget_verdict(self) -> str:
@@ -51,6 +52,7 @@ class TestResult:
             "call": self.call,
             "budget_lines": self.budget_lines,
             "outcome": self.outcome,
+            "gate": self.gate,
         }
 
     @classmethod
@@ -61,6 +63,7 @@ class TestResult:
             call=data["call"],
             budget_lines=data.get("budget_lines"),
             outcome=data.get("outcome", "passed"),
+            gate=data.get("gate"),
         )
 
 

@@ -242,6 +242,10 @@ class TimingVerdict:
     @property
     def summary(self) -> str:
         """One line for the terminal report."""
+        return self.line(self.key)
+
+    def line(self, label: str) -> str:
+        """The summary with ``label`` in place of the key."""
         parts = [f"x{self.ratio:.2f}"]
         if self.ratio_ci is not None:
             parts.append(
@@ -255,7 +259,7 @@ class TimingVerdict:
                 f"cannot reach alpha={self.alpha:g}"
             )
         return (
-            f"{self.key} {self.status}: {_format_us(self.baseline_median)} -> "
+            f"{label} {self.status}: {_format_us(self.baseline_median)} -> "
             f"{_format_us(self.current_median)} µs ({', '.join(parts)})"
         )
 

@@ -9,6 +9,7 @@ the sync cost and the method.  Files are written atomically (temp file + rename)
 from __future__ import annotations
 
 import datetime
+import re
 import json
 import os
 import tempfile
@@ -63,6 +64,7 @@ def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
                     "budget": result.budget_verdict,
                     "budget_lines": result.budget_lines,
                     "inflation": result.single_op_inflation(measurement),
+                    "gate": _gate_entry(result, measurement),
                 },
                 "options": {
                     "timer": "perf_counter_ns",
@@ -74,6 +76,16 @@ def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
             }
         )
     return entries
+
+
+def _gate_entry(result: TestResult, measurement) -> dict[str, Any] | None:
+    if not result.gate:
+        return None
+    key = f"{result.nodeid}::{measurement.name}"
+    return {
+        "counts": result.gate["counts"].get(key),
+        "timing": result.gate["timing"].get(key),
+    }
 
 
 def _machine_info(gpu: GpuInfo | None) -> dict[str, Any]:
@@ -132,3 +144,80 @@ def write_json_atomically(path: str | os.PathLike, document: dict[str, Any]) -> 
         Path(temp).unlink(missing_ok=True)
         raise
     return path
+
+
+class BaselineError(Exception):
+    """A baseline file cannot be used; the message names the file and what to do."""
+
+
+def load_document(path: str | os.PathLike) -> dict[str, Any]:
+    """Read and validate a results file written by ``session_json``."""
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as file:
+            document = json.load(file, parse_constant=_reject_constant)
+    except FileNotFoundError:
+        raise BaselineError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise BaselineError(f"{path}: not valid JSON ({error}); delete it or save a new baseline") from None
+    if not isinstance(document, dict) or not isinstance(document.get("pytest_dispatch"), dict):
+        raise BaselineError(f"{path}: not a pytest-dispatch results file (no 'pytest_dispatch' section)")
+    schema = document["pytest_dispatch"].get("schema")
+    if schema != SCHEMA_VERSION:
+        raise BaselineError(
+            f"{path}: schema version {schema!r}, this pytest-dispatch reads {SCHEMA_VERSION}; save a new baseline"
+        )
+    try:
+        [TestResult.from_dict(test) for test in document["pytest_dispatch"]["tests"]]
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise BaselineError(f"{path}: malformed test results ({type(error).__name__}: {error})") from None
+    return document
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not allowed")
+
+
+def results_of(document: dict[str, Any]) -> list[TestResult]:
+    return [TestResult.from_dict(test) for test in document["pytest_dispatch"]["tests"]]
+
+
+def fingerprint_of(document: dict[str, Any]) -> str | None:
+    return (document.get("machine_info") or {}).get("gpu_fingerprint")
+
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class BaselineStore:
+    """Results files under ``root/<GPU fingerprint>/<UTC time>_<commit>_<name>.json``."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+
+    @staticmethod
+    def safe_name(name: str) -> str:
+        return _SAFE_NAME.sub("-", name).strip("-.") or "run"
+
+    def save(self, document: dict[str, Any], name: str) -> Path:
+        fingerprint = fingerprint_of(document) or "no-gpu"
+        commit = str((document.get("commit_info") or {}).get("id") or "nocommit")[:10]
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        path = self.root / fingerprint / f"{stamp}_{self.safe_name(commit)}_{self.safe_name(name)}.json"
+        return write_json_atomically(path, document)
+
+    def _files(self, fingerprint: str | None, name: str) -> list[Path]:
+        folders = [self.root / fingerprint] if fingerprint else [p for p in self.root.glob("*") if p.is_dir()]
+        pattern = "*.json" if name == "latest" else f"*_{self.safe_name(name)}.json"
+        files = [f for folder in folders for f in folder.glob(pattern) if not f.name.startswith(".")]
+        return sorted(files, key=lambda f: f.name.split("_", 1)[0])
+
+    def find(self, fingerprint: str, name: str = "latest") -> Path | None:
+        """The newest file of this fingerprint with this name ("latest": any name)."""
+        files = self._files(fingerprint, name)
+        return files[-1] if files else None
+
+    def find_other_gpu(self, name: str = "latest") -> Path | None:
+        """The newest file of any fingerprint: timing is then incomparable, counts are not."""
+        files = self._files(None, name)
+        return files[-1] if files else None

@@ -1,0 +1,236 @@
+"""The CI gate: verdicts of this run's measurements against a baseline run.
+
+Counts are deterministic: any increase per call is ``regressed``, a decrease
+``improved``.  Per-dispatch cost is judged by ``stats.judge_timings``
+(Mann-Whitney U, Benjamini-Hochberg across the session, Hodges-Lehmann ratio
+and floor); across different GPUs (fingerprints) timing is ``incomparable``.
+Tests are judged as they finish, with the not-yet-measured part of the BH family
+counted as p = 1, so a test failed early stays failed by the final verdicts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from pytest_dispatch import stats, storage
+from pytest_dispatch.budget import COUNT_KINDS
+from pytest_dispatch.meter import SEQUENTIAL, Measurement
+from pytest_dispatch.results import TestResult
+
+TIMING_METRIC = "us_per_dispatch"
+INCOMPARABLE = "incomparable"
+DEFAULTS = {"alpha": 0.01, "threshold": 0.05, "floor_us": 0.5}
+
+
+def measurement_key(nodeid: str, measurement: Measurement) -> str:
+    return f"{nodeid}::{measurement.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class CountVerdict:
+    metric: str
+    status: str  # regressed, improved, unchanged
+    baseline: int
+    current: int
+    kernel_delta: Mapping[str, int]
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "regressed"
+
+    @property
+    def summary(self) -> str:
+        change = self.current - self.baseline
+        detail = f"{change:+d}"
+        if self.kernel_delta:
+            detail += ": " + ", ".join(f"{name} {delta:+d}" for name, delta in self.kernel_delta.items())
+        return f"{self.metric} {self.status}: {self.baseline} -> {self.current} per call ({detail})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "baseline": self.baseline, "current": self.current,
+                "kernel_delta": dict(self.kernel_delta)}
+
+
+def compare_counts(baseline: Measurement, current: Measurement) -> list[CountVerdict]:
+    """One verdict per budgeted count kind."""
+    verdicts = []
+    for kind in COUNT_KINDS:
+        before, now = baseline.count(kind), current.count(kind)
+        status = "regressed" if now > before else "improved" if now < before else "unchanged"
+        delta: dict[str, int] = {}
+        if kind == "dispatches" and status != "unchanged":
+            names = set(baseline.by_kernel) | set(current.by_kernel)
+            changes = {n: current.by_kernel.get(n, 0) - baseline.by_kernel.get(n, 0) for n in names}
+            delta = dict(sorted(((n, d) for n, d in changes.items() if d), key=lambda item: (-abs(item[1]), item[0])))
+        verdicts.append(CountVerdict(kind, status, before, now, delta))
+    return verdicts
+
+
+def timing_samples(measurement: Measurement) -> np.ndarray:
+    return measurement.wall_us_per_dispatch
+
+
+@dataclasses.dataclass
+class TestVerdicts:
+    """The gate's verdicts for one test: what fails it, what to tell the user."""
+
+    __test__ = False
+
+    counts: dict[str, list[CountVerdict]] = dataclasses.field(default_factory=dict)  # key -> verdicts
+    timing: dict[str, stats.TimingVerdict | str] = dataclasses.field(default_factory=dict)  # str: why not judged
+    missing: list[str] = dataclasses.field(default_factory=list)  # measurements with no baseline
+
+    @property
+    def failure_lines(self) -> list[str]:
+        lines = [v.summary for verdicts in self.counts.values() for v in verdicts if v.failed]
+        lines += [_timing_line(k, v) for k, v in self.timing.items() if isinstance(v, stats.TimingVerdict) and v.failed]
+        return lines
+
+    @property
+    def improved(self) -> bool:
+        return any(v.status == "improved" for verdicts in self.counts.values() for v in verdicts) or any(
+            isinstance(v, stats.TimingVerdict) and v.status == "improved" for v in self.timing.values()
+        )
+
+    def lines(self) -> list[str]:
+        """Every verdict, one line each, for the report."""
+        out = []
+        for key, verdicts in self.counts.items():
+            changed = [v.summary for v in verdicts if v.status != "unchanged"]
+            out.extend(changed or [f"counts unchanged ({verdicts[0].current} dispatches per call)"])
+        for key, verdict in self.timing.items():
+            out.append(_timing_line(key, verdict) if isinstance(verdict, stats.TimingVerdict)
+                       else f"{TIMING_METRIC} {verdict}")
+        out.extend(f"no baseline for {key}: not compared" for key in self.missing)
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        timing = {}
+        for key, verdict in self.timing.items():
+            if isinstance(verdict, stats.TimingVerdict):
+                timing[key] = {
+                    "status": verdict.status, "baseline_median_us": verdict.baseline_median,
+                    "current_median_us": verdict.current_median, "ratio": verdict.ratio,
+                    "ratio_ci": None if verdict.ratio_ci is None else [verdict.ratio_ci.low, verdict.ratio_ci.high],
+                    "p_value": verdict.p_value, "p_adjusted": verdict.p_adjusted, "summary": verdict.summary,
+                }
+            else:
+                timing[key] = {"status": verdict.split(":")[0]}
+        return {
+            "counts": {key: {v.metric: v.as_dict() for v in verdicts} for key, verdicts in self.counts.items()},
+            "timing": timing,
+            "missing": list(self.missing),
+        }
+
+
+def _timing_line(key: str, verdict: stats.TimingVerdict) -> str:
+    """'<measurement> us_per_dispatch regressed: ...' (the test is known from context)."""
+    return verdict.line(f"{key.rsplit('::', 1)[-1]} {TIMING_METRIC}")
+
+
+class Gate:
+    """Compares this session's measurements with one baseline run."""
+
+    def __init__(
+        self,
+        baseline: Iterable[TestResult],
+        *,
+        comparable: bool,
+        settings: Mapping[str, float] | None = None,
+        family_size: int | None = None,
+    ) -> None:
+        self.baseline = {
+            measurement_key(result.nodeid, m): m
+            for result in baseline
+            for m in result.measurements
+            if m.method == SEQUENTIAL
+        }
+        self.comparable = comparable
+        self.settings = {**DEFAULTS, **(settings or {})}
+        self.family_size = family_size
+        self._pairs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._overrides: dict[str, dict[str, float]] = {}
+
+    def baseline_nodeids(self) -> set[str]:
+        return {key.rsplit("::", 1)[0] for key in self.baseline}
+
+    def judge(self, result: TestResult, overrides: Mapping[str, float] | None = None) -> TestVerdicts:
+        """Verdicts for one finished test (its sequential measurements)."""
+        verdicts = TestVerdicts()
+        for measurement in result.measurements:
+            if measurement.method != SEQUENTIAL:
+                continue
+            key = measurement_key(result.nodeid, measurement)
+            base = self.baseline.get(key)
+            if base is None:
+                verdicts.missing.append(key)
+                continue
+            verdicts.counts[key] = compare_counts(base, measurement)
+            verdicts.timing[key] = self._judge_timing(key, base, measurement, overrides)
+        return verdicts
+
+    def _judge_timing(self, key, base: Measurement, current: Measurement, overrides):
+        if not self.comparable:
+            return f"{INCOMPARABLE}: baseline from another GPU (fingerprint differs); counts compared only"
+        before, now = timing_samples(base), timing_samples(current)
+        if not (base.dispatches and current.dispatches) or min(before.min(), now.min()) <= 0:
+            return "inconclusive: non-positive per-dispatch samples (the sync's noise exceeds the work; raise per_round)"
+        self._pairs[key] = (before, now)
+        if overrides:
+            self._overrides[key] = dict(overrides)
+        partial = stats.judge_timings(
+            self._pairs, **self.settings, overrides=self._overrides, with_ci=False,
+            family_size=max(self.family_size or 0, len(self._pairs)),
+        )
+        verdict = partial[key]
+        ci = stats.ratio_of_medians_ci(now, before)
+        return dataclasses.replace(verdict, ratio_ci=ci)
+
+    def final_timing(self) -> dict[str, stats.TimingVerdict]:
+        """The session's verdicts with the whole BH family known."""
+        if not self._pairs:
+            return {}
+        return stats.judge_timings(self._pairs, **self.settings, overrides=self._overrides)
+
+    def overrides_for(self, key: str) -> Mapping[str, float]:
+        return self._overrides.get(key, {})
+
+
+@dataclasses.dataclass(frozen=True)
+class Baseline:
+    """The run compared against, and whether its timings are comparable with this GPU's."""
+
+    path: str
+    results: list[TestResult]
+    comparable: bool
+
+    def gate(self, settings: Mapping[str, float], family_size: int | None = None) -> Gate:
+        return Gate(self.results, comparable=self.comparable, settings=settings, family_size=family_size)
+
+
+def find_baseline(store: storage.BaselineStore, fingerprint: str, name: str) -> Baseline | None:
+    """The newest run named ``name`` for this GPU, else for another GPU (timing incomparable).
+
+    Raises storage.BaselineError for a file that cannot be read."""
+    path = store.find(fingerprint, name)
+    comparable = path is not None
+    if path is None:
+        path = store.find_other_gpu(name)
+    if path is None:
+        return None
+    document = storage.load_document(path)
+    return Baseline(str(path), storage.results_of(document), comparable)
+
+
+def aa_verdicts(results: Iterable[TestResult], settings: Mapping[str, float]) -> dict[str, stats.TimingVerdict]:
+    """A/A: each measurement's even rounds against its odd rounds, judged as a comparison."""
+    pairs = {}
+    for result in results:
+        for measurement in result.measurements:
+            samples = timing_samples(measurement)
+            if measurement.method == SEQUENTIAL and samples.size >= 4 and samples.min() > 0:
+                pairs[measurement_key(result.nodeid, measurement)] = (samples[0::2], samples[1::2])
+    return stats.judge_timings(pairs, **settings, with_ci=False) if pairs else {}
