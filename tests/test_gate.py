@@ -1,0 +1,172 @@
+"""The CI gate end to end: save, compare, verdicts, accept, A/A, assert_speedup."""
+
+import json
+import shutil
+
+import pytest
+
+WORKLOAD = """
+import os, time
+import pytest
+from pytest_dispatch.workloads import AddOne
+
+@pytest.fixture(scope="module")
+def kernel(gpu_device):
+    return AddOne(gpu_device)
+
+def work(kernel):
+    kernel.single_pass(int(os.environ.get("DISPATCHES", "10")))
+    busy_us = float(os.environ.get("BUSY_US", "0"))
+    end = time.perf_counter() + busy_us / 1e6
+    while time.perf_counter() < end:  # an injected host cost per call
+        pass
+
+def test_model(dispatch_meter, kernel):
+    dispatch_meter.measure(work, kernel, rounds=12, per_round=2, name="work")
+"""
+
+
+@pytest.fixture
+def gate_project(pytester, gpu_info, monkeypatch):
+    pytester.makepyfile(test_gate_workload=WORKLOAD)
+    monkeypatch.delenv("DISPATCHES", raising=False)
+    monkeypatch.delenv("BUSY_US", raising=False)
+    return pytester
+
+
+def run(pytester, *args):
+    return pytester.runpytest("--dispatch-storage", "store", *args)
+
+
+def saved_files(pytester):
+    return sorted((pytester.path / "store").glob("*/*.json"))
+
+
+def test_save_writes_one_file_per_fingerprint_folder(gate_project, gpu_info):
+    run(gate_project, "--dispatch-save=main").assert_outcomes(passed=1)
+    (path,) = saved_files(gate_project)
+    assert path.parent.name == gpu_info.fingerprint and path.name.endswith("_main.json")
+    document = json.loads(path.read_text())
+    assert document["pytest_dispatch"]["tests"][0]["measurements"][0]["dispatches"] == 10
+
+
+def test_unchanged_run_passes(gate_project):
+    run(gate_project, "--dispatch-save=main").assert_outcomes(passed=1)
+    result = run(gate_project, "--dispatch-compare=main", "--dispatch-threshold=50%", "--dispatch-floor-us=5")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["dispatch gate vs *_main.json: *timing *"])
+
+
+def test_count_increase_fails_the_test_with_one_line(gate_project, monkeypatch):
+    run(gate_project, "--dispatch-save=main").assert_outcomes(passed=1)
+    monkeypatch.setenv("DISPATCHES", "12")
+    result = run(gate_project, "--dispatch-compare=main")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["dispatches regressed: 10 -> 12 per call (+2: add_one +2)"])
+
+
+def test_count_decrease_passes_and_says_to_accept(gate_project, monkeypatch):
+    run(gate_project, "--dispatch-save=main").assert_outcomes(passed=1)
+    monkeypatch.setenv("DISPATCHES", "8")
+    result = run(gate_project, "--dispatch-compare=main", "--dispatch-report")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*gate: dispatches improved: 10 -> 8 per call (-2: add_one -2)*",
+         "dispatch gate: improvements found; run with --dispatch-accept to make this run the baseline"]
+    )
+
+
+def test_injected_per_call_cost_is_a_timing_regression(gate_project, monkeypatch):
+    run(gate_project, "--dispatch-save=main").assert_outcomes(passed=1)
+    monkeypatch.setenv("BUSY_US", "3000")  # +300 µs per dispatch over ~10-40 µs
+    result = run(gate_project, "--dispatch-compare=main")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["work us_per_dispatch regressed: * -> * µs (x*, 95% CI *-*, p=* adj.)"])
+
+
+def test_marker_override_relaxes_the_gate_for_one_test(gate_project, monkeypatch):
+    gate_project.makepyfile(
+        test_gate_workload=WORKLOAD.replace("def test_model", "@pytest.mark.dispatch_budget(threshold=1000)\ndef test_model")
+    )
+    run(gate_project, "--dispatch-save=main").assert_outcomes(passed=1)
+    monkeypatch.setenv("BUSY_US", "3000")
+    run(gate_project, "--dispatch-compare=main").assert_outcomes(passed=1)
+
+
+def test_accept_makes_the_run_the_baseline(gate_project, monkeypatch):
+    run(gate_project, "--dispatch-save=main").assert_outcomes(passed=1)
+    monkeypatch.setenv("DISPATCHES", "12")
+    run(gate_project, "--dispatch-compare=main", "--dispatch-accept").assert_outcomes(passed=1)
+    assert len(saved_files(gate_project)) == 2
+    run(gate_project, "--dispatch-compare=main", "--dispatch-threshold=50%", "--dispatch-floor-us=5") \
+        .assert_outcomes(passed=1)
+
+
+def test_baseline_from_another_gpu_compares_counts_not_timing(gate_project, monkeypatch):
+    run(gate_project, "--dispatch-save=main").assert_outcomes(passed=1)
+    (path,) = saved_files(gate_project)
+    other = path.parent.parent / "some-other-gpu-0123456789"
+    other.mkdir()
+    shutil.move(path, other / path.name)
+    monkeypatch.setenv("BUSY_US", "3000")
+    result = run(gate_project, "--dispatch-compare=main", "--dispatch-report")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*us_per_dispatch incomparable: baseline from another GPU*",
+                                 "dispatch gate vs *(another GPU: timing incomparable, counts compared)*"])
+    monkeypatch.setenv("DISPATCHES", "11")
+    run(gate_project, "--dispatch-compare=main").assert_outcomes(failed=1)
+
+
+def test_missing_baseline_says_so_in_output_and_exit_status(gate_project):
+    result = run(gate_project, "--dispatch-compare=main")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["dispatch gate: no baseline named 'main' in store/ for any GPU: nothing was compared*"])
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"machine_info": {}', "not valid JSON"),
+        ('{"pytest_dispatch": {"schema": 99, "tests": []}}', "schema version 99"),
+        ('[1, 2]', "not a pytest-dispatch results file"),
+        ('{"pytest_dispatch": {"schema": 1, "tests": [{"nodeid": 3}]}}', "malformed test results"),
+    ],
+)
+def test_unusable_baseline_is_a_usage_error_naming_the_file(gate_project, gpu_info, content, message):
+    folder = gate_project.path / "store" / gpu_info.fingerprint
+    folder.mkdir(parents=True)
+    (folder / "20260101T000000Z_abc_main.json").write_text(content)
+    result = run(gate_project, "--dispatch-compare=main")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--dispatch-compare: *20260101T000000Z_abc_main.json: {message}*"])
+
+
+def test_aa_mode_prints_the_false_positive_count(gate_project):
+    result = run(gate_project, "--dispatch-aa")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["dispatch A/A: * of 1 comparisons falsely flagged at alpha=0.01, threshold=5%*"])
+
+
+def test_assert_speedup(pytester, gpu_info):
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_dispatch.workloads import AddOne
+
+        def test_fast_enough(dispatch_meter, gpu_device):
+            kernel = AddOne(gpu_device)
+            speedup = dispatch_meter.assert_speedup(
+                lambda: kernel.single_pass(50), lambda: kernel.sequential(50), at_least=1.5, rounds=10)
+            assert speedup.ratio.low >= 1.5
+
+        def test_not_that_fast(dispatch_meter, gpu_device):
+            kernel = AddOne(gpu_device)
+            dispatch_meter.assert_speedup(
+                lambda: kernel.single_pass(50), lambda: kernel.sequential(50), at_least=1000, rounds=10)
+        """
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: speedup of * over *: *x (95% CI *-*); lower bound < 1000 required"])
