@@ -886,8 +886,14 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
         prologue = ""
         load_x = "vec4<f32>(x[x_row + k4])"
 
+    # A constant trip count lets the driver unroll the loop and keep many loads in flight.
+    iterations = math.ceil(k4 / lanes)
+    tail_guard = f"if (k4 >= {_u(k4)}) {{ break; }}" if k4 % lanes else ""
+
     def main_loop(shard: int) -> str:
-        return f"""for (var k4 = lane; k4 < {_u(k4)}; k4 += {_u(lanes)}) {{
+        return f"""for (var i = 0u; i < {_u(iterations)}; i += 1u) {{
+                let k4 = lane + i * {_u(lanes)};
+                {tail_guard}
                 let xv = {load_x};
                 for (var r = 0u; r < {_u(rpt)}; r += 1u) {{
                     acc[r] += dot(vec4<f32>(w{shard}[(local_row + r) * {_u(k4)} + k4]), xv);
