@@ -54,6 +54,11 @@ def _interval_text(samples: np.ndarray) -> str:
     return f"{interval.estimate:.1f} [{interval.low:.1f}-{interval.high:.1f}]"
 
 
+def median_text(measurement: Measurement) -> str:
+    """Median wall µs per dispatch, for one-figure listings."""
+    return f"{np.median(measurement.wall_us_per_dispatch):.1f}" if measurement.dispatches else "-"
+
+
 def measurement_row(result: TestResult, measurement: Measurement, several: bool) -> str:
     inflation = result.single_op_inflation(measurement)
     return _row(

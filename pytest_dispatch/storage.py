@@ -9,12 +9,15 @@ the sync cost and the method.  Files are written atomically (temp file + rename)
 from __future__ import annotations
 
 import datetime
-import re
 import json
+import math
+import re
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from pytest_dispatch import __version__
 from pytest_dispatch.gpu import GpuInfo
@@ -155,11 +158,18 @@ def load_document(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     try:
         with open(path, encoding="utf-8") as file:
-            document = json.load(file, parse_constant=_reject_constant)
+            document = json.load(file, parse_constant=_reject_constant, parse_float=_finite_float)
     except FileNotFoundError:
         raise BaselineError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise BaselineError(f"{path}: is a folder, not a results file") from None
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise BaselineError(f"{path}: not valid JSON ({error}); delete it or save a new baseline") from None
+    return load_document_object(document, path)
+
+
+def load_document_object(document: Any, path: str | os.PathLike) -> dict[str, Any]:
+    """Validate an already parsed document; BaselineError names ``path`` and the problem."""
     if not isinstance(document, dict) or not isinstance(document.get("pytest_dispatch"), dict):
         raise BaselineError(f"{path}: not a pytest-dispatch results file (no 'pytest_dispatch' section)")
     schema = document["pytest_dispatch"].get("schema")
@@ -168,10 +178,38 @@ def load_document(path: str | os.PathLike) -> dict[str, Any]:
             f"{path}: schema version {schema!r}, this pytest-dispatch reads {SCHEMA_VERSION}; save a new baseline"
         )
     try:
-        [TestResult.from_dict(test) for test in document["pytest_dispatch"]["tests"]]
-    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        for test in document["pytest_dispatch"]["tests"]:
+            _check_result(TestResult.from_dict(test))
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
         raise BaselineError(f"{path}: malformed test results ({type(error).__name__}: {error})") from None
     return document
+
+
+def _check_result(result: TestResult) -> None:
+    """Types a hostile or hand-edited file could get wrong, checked before any arithmetic."""
+    if not isinstance(result.nodeid, str):
+        raise TypeError(f"nodeid must be a string, not {type(result.nodeid).__name__}")
+    for m in result.measurements:
+        if not isinstance(m.name, str) or not isinstance(m.method, str):
+            raise TypeError("measurement name and method must be strings")
+        for table in (m.calls, m.by_kernel):
+            if not isinstance(table, dict) or not all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**53
+                for k, v in table.items()
+            ):
+                raise ValueError(f"{m.name}: counts must map names to whole numbers below 2**53")
+        if "dispatch" not in m.calls or "submit" not in m.calls:
+            raise KeyError(f"{m.name}: calls lack 'dispatch'/'submit'")
+        for array in (m.wall_us, m.host_us, m.sync_us):
+            if array.ndim != 1 or array.size == 0 or not np.all(np.isfinite(array)) or np.abs(array).max() > 1e12:
+                raise ValueError(f"{m.name}: timing samples must be non-empty lists of finite numbers")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:20]} is out of range")
+    return value
 
 
 def _reject_constant(name: str):

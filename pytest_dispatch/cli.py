@@ -1,0 +1,164 @@
+"""The ``pytest-dispatch`` command: compare, show and merge results files.
+
+    pytest-dispatch compare BASELINE.json CURRENT.json [--markdown]   exit 1 on a regression
+    pytest-dispatch show FILE [--markdown]
+    pytest-dispatch merge FILES... -o OUT                             one file, grouped by GPU
+
+Bad input (missing, corrupt or hostile files) is one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from pytest_dispatch import gate, report, storage
+from pytest_dispatch.gpu import GpuInfo
+from pytest_dispatch.results import TestResult
+
+EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class InputError(Exception):
+    """Bad input: printed as one line, exit 2."""
+
+
+def _gpu_of(document: dict[str, Any]) -> GpuInfo | None:
+    data = (document.get("machine_info") or {}).get("gpu")
+    if not isinstance(data, dict):
+        return None
+    fields = {k: v for k, v in data.items() if k in GpuInfo.__dataclass_fields__}
+    try:
+        return GpuInfo(**{**fields, "features": frozenset(fields.get("features") or ())})
+    except TypeError:
+        return None
+
+
+def _runs(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """A merged file holds several runs; a plain one is its own single run."""
+    return document["pytest_dispatch"].get("runs") or [document]
+
+
+def _load(path: str) -> dict[str, Any]:
+    try:
+        document = storage.load_document(path)
+        for run in _runs(document):
+            storage.load_document_object(run, path)
+        return document
+    except storage.BaselineError as error:
+        raise InputError(str(error)) from None
+
+
+def _markdown_table(results: list[TestResult], verdicts: dict[str, gate.TestVerdicts] | None) -> list[str]:
+    lines = ["| test | dispatches/call | submits/call | wall µs/dispatch (median) | verdict |",
+             "|---|---:|---:|---:|---|"]
+    for result in results:
+        verdict = verdicts.get(result.nodeid) if verdicts else None
+        text = "; ".join(verdict.lines()) if verdict else result.budget_verdict
+        for measurement in result.measurements:
+            wall = report.median_text(measurement)
+            method = " (single-op)" if measurement.method == "single-op" else ""
+            lines.append(f"| `{result.nodeid}` [{measurement.name}]{method} | {measurement.dispatches} | "
+                         f"{measurement.submits} | {wall} | {text.replace('|', '/')} |")
+    return lines
+
+
+def _render_run(run: dict[str, Any], markdown: bool, verdicts=None) -> list[str]:
+    results = storage.results_of(run)
+    gpu = _gpu_of(run)
+    if markdown:
+        title = gpu.describe() if gpu else "unknown GPU"
+        return [f"### {title}", ""] + _markdown_table(results, verdicts) + [""]
+    return report.render(results, gpu, "adapter: unknown", verbose=False, verdicts=verdicts) + [""]
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    document = _load(args.file)
+    for run in _runs(document):
+        print("\n".join(_render_run(run, args.markdown)))
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    baseline_doc, current_doc = _load(args.baseline), _load(args.current)
+    if len(_runs(baseline_doc)) > 1 or len(_runs(current_doc)) > 1:
+        raise InputError("compare takes two single-run files, not merged ones")
+    comparable = storage.fingerprint_of(baseline_doc) == storage.fingerprint_of(current_doc)
+    settings = {"alpha": args.alpha, "threshold": args.threshold, "floor_us": args.floor_us}
+    baseline = gate.Baseline(args.baseline, storage.results_of(baseline_doc), comparable)
+    session_gate = baseline.gate(settings)
+    results = storage.results_of(current_doc)
+    try:
+        verdicts = {r.nodeid: session_gate.judge(r) for r in results}
+        final = session_gate.final_timing()
+    except ValueError as error:
+        raise InputError(f"{args.current}: {error}") from None
+    for test in verdicts.values():
+        for key in test.timing:
+            if key in final:
+                test.timing[key] = final[key]
+    print("\n".join(_render_run(current_doc, args.markdown, verdicts)))
+    for line in report.gate_summary(baseline, verdicts, []):
+        print(line)
+    regressed = any(test.failure_lines for test in verdicts.values())
+    return EXIT_REGRESSED if regressed else EXIT_OK
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    runs = [run for path in args.files for run in _runs(_load(path))]
+    runs.sort(key=lambda run: (storage.fingerprint_of(run) or "", run.get("datetime") or ""))
+    merged = {
+        "machine_info": {},
+        "commit_info": {},
+        "benchmarks": [entry for run in runs for entry in run.get("benchmarks", [])],
+        "datetime": max((run.get("datetime") or "" for run in runs), default=""),
+        "version": runs[0].get("version") if runs else None,
+        "pytest_dispatch": {"schema": storage.SCHEMA_VERSION, "tests": [], "runs": runs},
+    }
+    storage.write_json_atomically(args.output, merged)
+    fingerprints = sorted({storage.fingerprint_of(run) or "unknown" for run in runs})
+    print(f"merged {len(runs)} run(s) of {len(fingerprints)} GPU(s) into {args.output}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pytest-dispatch", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    show = commands.add_parser("show", help="print a results file as the report")
+    show.add_argument("file")
+    show.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
+    show.set_defaults(run=cmd_show)
+
+    compare = commands.add_parser("compare", help="judge CURRENT against BASELINE (exit 1 on regression)")
+    compare.add_argument("baseline")
+    compare.add_argument("current")
+    compare.add_argument("--alpha", type=float, default=gate.DEFAULTS["alpha"])
+    compare.add_argument("--threshold", type=float, default=gate.DEFAULTS["threshold"])
+    compare.add_argument("--floor-us", type=float, default=gate.DEFAULTS["floor_us"])
+    compare.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
+    compare.set_defaults(run=cmd_compare)
+
+    merge = commands.add_parser("merge", help="merge results of several machines into one file")
+    merge.add_argument("files", nargs="+")
+    merge.add_argument("-o", "--output", required=True)
+    merge.set_defaults(run=cmd_merge)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except InputError as error:
+        print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as error:
+        print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())
