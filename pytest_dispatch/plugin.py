@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from pytest_dispatch import budget, gate, options, recorder, storage
+from pytest_dispatch import budget, gate, isolate, options, recorder, storage
 from pytest_dispatch.gpu import AdapterRequest, GpuInfo, NoAdapterError
 from pytest_dispatch.meter import DispatchMeter
 from pytest_dispatch.reporter import DispatchReporter
@@ -113,6 +113,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     if report.when != "call" or CALL_COUNTS_KEY not in item.stash:
         return report
+    _note_device_loss(item, report)
     meter = item.stash.get(METER_KEY, None)
     result = TestResult(
         nodeid=item.nodeid,
@@ -128,8 +129,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             report.outcome = "failed"
             report.longrepr = failure.message
             report.sections.append(("dispatch budget: dispatches per kernel", failure.kernel_table))
+    _judge_against_baseline(item, result, report)
+    return report
+
+
+def _judge_against_baseline(item: pytest.Item, result: TestResult, report: pytest.TestReport) -> None:
+    """Fail the test on a gate regression; attach its result for the reporter."""
     test_gate = item.config.stash.get(GATE_KEY, None)
     if test_gate is not None and result.measurements:
+        item_budget = item.stash.get(BUDGET_KEY, None)
         verdicts = test_gate.judge(result, item_budget.gate if item_budget is not None else None)
         failures = verdicts.failure_lines
         if failures and report.passed and not options.get(item.config, "dispatch_accept"):
@@ -137,7 +145,40 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             report.longrepr = "\n".join(failures)
     if result.measurements or result.budget_lines is not None:
         report.user_properties.append((USER_PROPERTY, result.as_dict()))
-    return report
+
+
+_LOSS_MARKERS = ("device was lost", "device is lost", "DEVICE LOST")
+
+
+def _note_device_loss(item: pytest.Item, report: pytest.TestReport) -> None:
+    """After a device loss, later GPU tests skip (see pytest_runtest_setup)."""
+    if report.failed and any(marker in str(report.longrepr) for marker in _LOSS_MARKERS):
+        session = item.config.stash[GPU_SESSION_KEY]
+        if session.lost is None:
+            first_line = str(report.longrepr).strip().splitlines()[0][:200]
+            session.lost = f"the session's GPU device was lost in {item.nodeid} ({first_line})"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    lost = item.config.stash[GPU_SESSION_KEY].lost
+    if lost and isolate.GPU_FIXTURES & set(getattr(item, "fixturenames", ())):
+        pytest.skip(f"{lost}; rerun the GPU tests (with --dispatch-isolate each gets its own device)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    """With --dispatch-isolate, run each GPU test in a child process."""
+    if not options.get(item.config, "dispatch_isolate") or not isolate.wants_isolation(item):
+        return None
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    reports, result = isolate.run_isolated(item)
+    for report in reports:
+        if report.when == "call" and result is not None:
+            _judge_against_baseline(item, result, report)
+        item.ihook.pytest_runtest_logreport(report=report)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
 
 
 class _ErrorCollector(logging.Handler):

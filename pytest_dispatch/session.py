@@ -15,6 +15,7 @@ class GpuSession:
     def __init__(self, request: AdapterRequest, required: bool) -> None:
         self.request = request
         self.required = required
+        self.lost: str | None = None  # why the device is gone, once a test lost it
         self._device = None
 
     @functools.cached_property

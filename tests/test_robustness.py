@@ -1,0 +1,177 @@
+"""What happens when things go wrong: each row of the README's table is a test here."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from pytest_dispatch import storage
+
+
+@pytest.fixture
+def gpu(gpu_info):
+    return gpu_info
+
+
+def test_wgsl_error_names_the_kernel_label_and_line(pytester, gpu):
+    pytester.makepyfile(
+        """
+        def test_bad_shader(gpu_device):
+            gpu_device.create_shader_module(label="my_attention", code='''
+        @compute @workgroup_size(1) fn main() {
+            let x = undefined_thing;
+        }''')
+        """
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Shader 'my_attention' parsing error*", "*wgsl:3:*"])
+
+
+def test_validation_error_in_a_pass_lists_the_recorded_calls(pytester, gpu):
+    pytester.makepyfile(
+        """
+        from pytest_dispatch.workloads import AddOne
+        def test_too_many_workgroups(gpu_device):
+            kernel = AddOne(gpu_device, label="softmax")
+            encoder = gpu_device.create_command_encoder()
+            compute_pass = encoder.begin_compute_pass()
+            compute_pass.set_pipeline(kernel.pipeline)
+            compute_pass.set_bind_group(0, kernel.bind_group)
+            compute_pass.dispatch_workgroups(4)
+            compute_pass.dispatch_workgroups(100000)
+            compute_pass.end()
+            encoder.finish()
+        """
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*recorded for this encoder: 1 compute pass(es), 2 dispatch(es), 0 copy(ies); "
+                                 "kernels: softmax x2*"])
+
+
+def test_xdist_counts_equal_serial_and_the_baseline_is_written_once(pytester, gpu):
+    pytest.importorskip("xdist")
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_dispatch.workloads import AddOne
+        @pytest.mark.parametrize("n", range(1, 7))
+        def test_n(dispatch_meter, gpu_device, n):
+            kernel = AddOne(gpu_device)
+            dispatch_meter.measure(kernel.pass_per_dispatch, n, rounds=2)
+        """
+    )
+
+    def counts(path):
+        tests = json.loads(path.read_text())["pytest_dispatch"]["tests"]
+        return {t["nodeid"]: t["measurements"][0]["calls"] for t in tests}
+
+    pytester.runpytest_subprocess("--dispatch-json=serial.json").assert_outcomes(passed=6)
+    parallel = pytester.runpytest_subprocess("-n", "2", "--dispatch-json=parallel.json",
+                                             "--dispatch-save=main", "--dispatch-storage=store")
+    parallel.assert_outcomes(passed=6)
+    assert counts(pytester.path / "serial.json") == counts(pytester.path / "parallel.json")
+    assert len(list((pytester.path / "store").glob("*/*.json"))) == 1
+    assert not list((pytester.path / "store").glob("*/.*"))  # no temp file left behind
+
+
+def test_a_process_killed_while_saving_leaves_the_previous_baseline_intact(tmp_path):
+    target = tmp_path / "baseline.json"
+    storage.write_json_atomically(target, {"run": "previous"})
+    script = textwrap.dedent(
+        f"""
+        import json, os, signal
+        from pytest_dispatch import storage
+        real_dump = json.dump
+        def dump_then_die(obj, file, **kwargs):
+            file.write('{{"run": "new", "truncated')
+            file.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        json.dump = dump_then_die
+        storage.write_json_atomically({str(target)!r}, {{"run": "new"}})
+        """
+    )
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert child.returncode == -9
+    assert json.loads(target.read_text()) == {"run": "previous"}
+    assert [p.name for p in tmp_path.glob("*.json")] == ["baseline.json"]
+
+
+def test_device_loss_errors_that_test_and_later_gpu_tests_skip(pytester, gpu):
+    pytester.makepyfile(
+        """
+        import logging
+        def test_loses_device(gpu_device):
+            # what wgpu-native logs from its device-lost callback
+            logging.getLogger("wgpu").error("The WGPU device was lost (Unknown):\\nsimulated")
+        def test_later_gpu(gpu_device):
+            pass
+        def test_later_cpu():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-rs")
+    result.assert_outcomes(failed=1, skipped=1, passed=1)
+    result.stdout.fnmatch_lines(["*the session's GPU device was lost in *test_loses_device*rerun the GPU tests*"])
+
+
+ABORTING_TEST = """
+from pytest_dispatch.workloads import AddOne
+
+def test_aborts(gpu_device):
+    kernel = AddOne(gpu_device)
+    encoder = gpu_device.create_command_encoder()
+    compute_pass = encoder.begin_compute_pass()
+    compute_pass.set_pipeline(kernel.pipeline)
+    compute_pass.set_bind_group(0, kernel.bind_group)
+    compute_pass.dispatch_workgroups(1)
+    compute_pass.end()
+    command_buffer = encoder.finish()
+    gpu_device.queue.submit([command_buffer])
+    gpu_device.queue.submit([command_buffer])  # wgpu-native panics: the process aborts
+
+def test_after(dispatch_meter, gpu_device):
+    dispatch_meter.measure(AddOne(gpu_device).single_pass, 3, rounds=2)
+"""
+
+
+def test_a_native_abort_kills_the_whole_run_without_isolation(pytester, gpu):
+    pytester.makepyfile(ABORTING_TEST)
+    result = pytester.runpytest_subprocess()
+    assert result.ret not in (0, 1)  # the interpreter died mid-run
+    assert "test_after" not in result.stdout.str().split("test_aborts")[-1]
+
+
+def test_isolation_turns_a_native_abort_into_one_failed_test(pytester, gpu):
+    pytester.makepyfile(ABORTING_TEST)
+    result = pytester.runpytest_subprocess("--dispatch-isolate", "--dispatch-report")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*the isolated test process was killed by SIGABRT*",
+                                 "test_after * 3 * 1 *"])
+
+
+def test_odd_test_ids_map_back_from_the_json(pytester, gpu):
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_dispatch.workloads import AddOne
+        @pytest.mark.parametrize("n", [1, 2], ids=["a/b[c]", "ünï code::x"])
+        def test_odd(dispatch_meter, gpu_device, n):
+            dispatch_meter.measure(AddOne(gpu_device).single_pass, n, rounds=2)
+        """
+    )
+    pytester.runpytest("--dispatch-save=odd", "--dispatch-storage=store").assert_outcomes(passed=2)
+    (saved,) = (pytester.path / "store").glob("*/*.json")
+    assert saved.name.endswith("_odd.json") and saved.name.isascii()
+    nodeids = {t["nodeid"] for t in json.loads(saved.read_text())["pytest_dispatch"]["tests"]}
+    assert nodeids == {"test_odd_test_ids_map_back_from_the_json.py::test_odd[a/b[c]]",
+                       "test_odd_test_ids_map_back_from_the_json.py::test_odd[\\xfcn\\xef code::x]"} or \
+        nodeids == {"test_odd_test_ids_map_back_from_the_json.py::test_odd[a/b[c]]",
+                    "test_odd_test_ids_map_back_from_the_json.py::test_odd[ünï code::x]"}
+    result = pytester.runpytest("--dispatch-compare=odd", "--dispatch-storage=store",
+                                "--dispatch-threshold=50%", "--dispatch-floor-us=5")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["dispatch gate vs *: 2 timing *"])
