@@ -39,6 +39,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=1, help="discarded repetitions per row")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="PATH", help="also write the rows and the setup as JSON")
+    parser.add_argument("--kernel-times", action="store_true",
+                        help="also print GPU time per kernel of a decode step (repeated dispatches)")
     args = parser.parse_args(argv)
     args.levels = _choices(parser, "--levels", args.levels, LEVELS)
     args.encodings = _choices(parser, "--encodings", args.encodings, ENCODINGS)
@@ -78,6 +80,17 @@ def measure(model: ReferenceModel, prompt: list[int], n_decode: int) -> tuple[fl
     return ttft, decode, (model.dispatches_issued - issued) / n_decode
 
 
+def print_kernel_times(model: ReferenceModel, prompt: list[int]) -> None:
+    model.reset()
+    model.forward(prompt)
+    times = model.time_kernels(n_tokens=1)
+    counts = model.expected_dispatches()
+    print(f"#   {model.level} decode step, GPU time by kernel (repeated dispatches in one pass):")
+    for label, us in sorted(times.items(), key=lambda item: -item[1] * counts[item[0]]):
+        print(f"#     {label:<30} {counts[label]:>4} x {us:8.1f} us = {counts[label] * us:8.1f} us")
+    print(f"#     {'total':<30} {sum(counts.values()):>4}            {sum(counts[k] * v for k, v in times.items()):8.1f} us")
+
+
 def summary(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
@@ -112,6 +125,8 @@ def main(argv=None) -> None:
                          "dispatches_per_token": dispatches})
             print(f"{level:<7} {encoding:<20} {tokens_per_s[0]:>9.1f} ± {tokens_per_s[1]:<5.1f}"
                   f"{ttft_ms[0]:>9.2f} ± {ttft_ms[1]:<5.2f}{dispatches:>16.0f}", flush=True)
+        if args.kernel_times:
+            print_kernel_times(model, prompt)
         del model
 
     baseline = next((r for r in rows if (r["level"], r["encoding"]) == ("eager", "submit-per-dispatch")), None)

@@ -11,6 +11,7 @@ level's dispatches (``encoding``), and one mapped readback of the 4-byte next to
 from __future__ import annotations
 
 import math
+import time
 import weakref
 from collections import Counter
 from typing import Mapping, Sequence
@@ -161,6 +162,35 @@ class ReferenceModel:
         per_dispatch = {"submit-per-dispatch": (n, n, n), "pass-per-dispatch": (n, 1, 1), "single-pass": (1, 1, 1)}
         passes, encoders, submits = per_dispatch[self.encoding]
         return {"dispatches": n, "passes": passes, "encoders": encoders, "submits": submits}
+
+    def time_kernels(self, *, n_tokens: int = 1, repeats: int = 20) -> dict[str, float]:
+        """Profiling aid: GPU microseconds per dispatch of each kernel label. Every instance
+        of the label (one per layer, so weights come from memory, not cache) is dispatched
+        ``repeats`` times in one compute pass; the time of an empty pass is subtracted.
+        Runs at the current cache position; call after a ``forward``."""
+        self._write_params(np.zeros(n_tokens, dtype=np.int64), max(0, self.position - n_tokens))
+        by_label: dict[str, list] = {}
+        for kernel, item in zip(self.kernels, self._work_for(n_tokens)):
+            by_label.setdefault(kernel.name, []).append(item)
+
+        def seconds(items) -> float:
+            start = time.perf_counter()
+            encoder = self.device.create_command_encoder()
+            compute = encoder.begin_compute_pass()
+            for _ in range(repeats):
+                for pipeline, bind_group, grid in items:
+                    compute.set_pipeline(pipeline)
+                    compute.set_bind_group(0, bind_group)
+                    compute.dispatch_workgroups(*grid)
+            compute.end()
+            self._copy(encoder, [(self._buffers["next_token"], self._token_staging, 4)])
+            self.device.queue.submit([encoder.finish()])
+            self._read_staging(self._token_staging, np.uint32, 1)  # waits for the GPU
+            return time.perf_counter() - start
+
+        empty = min(seconds([]) for _ in range(3))
+        return {label: 1e6 * max(0.0, min(seconds(items) for _ in range(3)) - empty) / (repeats * len(items))
+                for label, items in by_label.items()}
 
     def run_kernel(self, index: int, inputs: Mapping[str, np.ndarray], *, tokens: Sequence[int],
                    start_pos: int = 0) -> dict[str, np.ndarray]:
