@@ -21,6 +21,9 @@ from pytest_dispatch.meter import SEQUENTIAL, Measurement
 from pytest_dispatch.results import TestResult
 
 TIMING_METRIC = "us_per_dispatch"
+# When the dispatch count changed, per-dispatch costs spread different fixed costs:
+# the time per call is then the comparable figure.
+TIMING_METRIC_COUNT_CHANGED = "us_per_call"
 INCOMPARABLE = "incomparable"
 DEFAULTS = {"alpha": 0.01, "threshold": 0.05, "floor_us": 0.5}
 
@@ -69,8 +72,8 @@ def compare_counts(baseline: Measurement, current: Measurement) -> list[CountVer
     return verdicts
 
 
-def timing_samples(measurement: Measurement) -> np.ndarray:
-    return measurement.wall_us_per_dispatch
+def timing_samples(measurement: Measurement, metric: str = TIMING_METRIC) -> np.ndarray:
+    return measurement.wall_us if metric == TIMING_METRIC_COUNT_CHANGED else measurement.wall_us_per_dispatch
 
 
 @dataclasses.dataclass
@@ -82,11 +85,13 @@ class TestVerdicts:
     counts: dict[str, list[CountVerdict]] = dataclasses.field(default_factory=dict)  # key -> verdicts
     timing: dict[str, stats.TimingVerdict | str] = dataclasses.field(default_factory=dict)  # str: why not judged
     missing: list[str] = dataclasses.field(default_factory=list)  # measurements with no baseline
+    metrics: dict[str, str] = dataclasses.field(default_factory=dict)  # key -> timing metric judged
 
     @property
     def failure_lines(self) -> list[str]:
         lines = [v.summary for verdicts in self.counts.values() for v in verdicts if v.failed]
-        lines += [_timing_line(k, v) for k, v in self.timing.items() if isinstance(v, stats.TimingVerdict) and v.failed]
+        lines += [self._timing_line(k, v) for k, v in self.timing.items()
+                  if isinstance(v, stats.TimingVerdict) and v.failed]
         return lines
 
     @property
@@ -102,16 +107,21 @@ class TestVerdicts:
             changed = [v.summary for v in verdicts if v.status != "unchanged"]
             out.extend(changed or [f"counts unchanged ({verdicts[0].current} dispatches per call)"])
         for key, verdict in self.timing.items():
-            out.append(_timing_line(key, verdict) if isinstance(verdict, stats.TimingVerdict)
-                       else f"{TIMING_METRIC} {verdict}")
+            out.append(self._timing_line(key, verdict) if isinstance(verdict, stats.TimingVerdict)
+                       else f"{self.metrics.get(key, TIMING_METRIC)} {verdict}")
         out.extend(f"no baseline for {key}: not compared" for key in self.missing)
         return out
+
+    def _timing_line(self, key: str, verdict: stats.TimingVerdict) -> str:
+        """'<measurement> us_per_dispatch regressed: ...' (the test is known from context)."""
+        return verdict.line(f"{key.rsplit('::', 1)[-1]} {self.metrics.get(key, TIMING_METRIC)}")
 
     def as_dict(self) -> dict[str, Any]:
         timing = {}
         for key, verdict in self.timing.items():
             if isinstance(verdict, stats.TimingVerdict):
                 timing[key] = {
+                    "metric": self.metrics.get(key, TIMING_METRIC),
                     "status": verdict.status, "baseline_median_us": verdict.baseline_median,
                     "current_median_us": verdict.current_median, "ratio": verdict.ratio,
                     "ratio_ci": None if verdict.ratio_ci is None else [verdict.ratio_ci.low, verdict.ratio_ci.high],
@@ -124,11 +134,6 @@ class TestVerdicts:
             "timing": timing,
             "missing": list(self.missing),
         }
-
-
-def _timing_line(key: str, verdict: stats.TimingVerdict) -> str:
-    """'<measurement> us_per_dispatch regressed: ...' (the test is known from context)."""
-    return verdict.line(f"{key.rsplit('::', 1)[-1]} {TIMING_METRIC}")
 
 
 class Gate:
@@ -169,15 +174,17 @@ class Gate:
                 verdicts.missing.append(key)
                 continue
             verdicts.counts[key] = compare_counts(base, measurement)
-            verdicts.timing[key] = self._judge_timing(key, base, measurement, overrides)
+            metric = TIMING_METRIC if base.dispatches == measurement.dispatches else TIMING_METRIC_COUNT_CHANGED
+            verdicts.metrics[key] = metric
+            verdicts.timing[key] = self._judge_timing(key, base, measurement, overrides, metric)
         return verdicts
 
-    def _judge_timing(self, key, base: Measurement, current: Measurement, overrides):
+    def _judge_timing(self, key, base: Measurement, current: Measurement, overrides, metric: str):
         if not self.comparable:
             return f"{INCOMPARABLE}: baseline from another GPU (fingerprint differs); counts compared only"
-        before, now = timing_samples(base), timing_samples(current)
+        before, now = timing_samples(base, metric), timing_samples(current, metric)
         if not (base.dispatches and current.dispatches) or min(before.min(), now.min()) <= 0:
-            return "inconclusive: non-positive per-dispatch samples (the sync's noise exceeds the work; raise per_round)"
+            return "inconclusive: non-positive samples (the sync's noise exceeds the work; raise per_round)"
         self._pairs[key] = (before, now)
         if overrides:
             self._overrides[key] = dict(overrides)
@@ -194,9 +201,6 @@ class Gate:
         if not self._pairs:
             return {}
         return stats.judge_timings(self._pairs, **self.settings, overrides=self._overrides)
-
-    def overrides_for(self, key: str) -> Mapping[str, float]:
-        return self._overrides.get(key, {})
 
 
 @dataclasses.dataclass(frozen=True)

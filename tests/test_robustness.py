@@ -172,6 +172,6 @@ def test_odd_test_ids_map_back_from_the_json(pytester, gpu):
         nodeids == {"test_odd_test_ids_map_back_from_the_json.py::test_odd[a/b[c]]",
                     "test_odd_test_ids_map_back_from_the_json.py::test_odd[ünï code::x]"}
     result = pytester.runpytest("--dispatch-compare=odd", "--dispatch-storage=store",
-                                "--dispatch-threshold=50%", "--dispatch-floor-us=5")
+                                "--dispatch-threshold=1000%")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["dispatch gate vs *: 2 timing *"])
