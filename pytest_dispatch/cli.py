@@ -3,6 +3,7 @@
     pytest-dispatch compare BASELINE.json CURRENT.json [--markdown]   exit 1 on a regression
     pytest-dispatch show FILE [--markdown]
     pytest-dispatch merge FILES... -o OUT                             one file, grouped by GPU
+    pytest-dispatch probe [--impl wgpu|dawn|all] [--n 100,1000] [--dtype f32,f16] [--json PATH]
 
 Bad input (missing, corrupt or hostile files) is one line on stderr and exit 2.
 """
@@ -123,6 +124,31 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_probe(args: argparse.Namespace) -> int:
+    from pytest_dispatch import probe
+
+    impls = ["wgpu", "dawn"] if args.impl == "all" else [args.impl]
+    try:
+        ns = [int(n) for n in args.n.split(",")]
+    except ValueError:
+        raise InputError(f"--n takes comma-separated counts, not {args.n!r}") from None
+    dtypes = args.dtype.split(",")
+    if set(dtypes) - {"f32", "f16"} or min(ns) < 1:
+        raise InputError("--dtype takes f32,f16 and --n positive counts")
+    found = probe.adapters(impls, args.backend, args.adapter)
+    if not found:
+        raise InputError(f"no adapter found for {', '.join(impls)} (backend {args.backend})")
+    rows = []
+    for impl, adapter in found:
+        rows += probe.probe_adapter(impl, adapter, dtypes, ns, args.rounds)
+    print("\n".join(probe.render(rows)))
+    if args.json:
+        storage.write_json_atomically(args.json, {"probe": [row.as_dict() for row in rows],
+                                                  "rounds": args.rounds})
+        print(f"probe results written to {args.json}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pytest-dispatch", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -145,6 +171,16 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("files", nargs="+")
     merge.add_argument("-o", "--output", required=True)
     merge.set_defaults(run=cmd_merge)
+
+    probe = commands.add_parser("probe", help="measure per-dispatch cost by the paper's methods on every adapter")
+    probe.add_argument("--impl", choices=("wgpu", "dawn", "all"), default="all")
+    probe.add_argument("--backend", default="auto")
+    probe.add_argument("--adapter", default="", help="substring of the adapter name")
+    probe.add_argument("--n", default="100,1000", help="dispatches per call (comma-separated)")
+    probe.add_argument("--dtype", default="f32,f16")
+    probe.add_argument("--rounds", type=int, default=30)
+    probe.add_argument("--json", help="also write the figures to this file")
+    probe.set_defaults(run=cmd_probe)
     return parser
 
 

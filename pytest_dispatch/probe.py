@@ -1,0 +1,111 @@
+"""``pytest-dispatch probe``: the paper's per-dispatch measurements on every adapter found.
+
+For each implementation x adapter x dtype x N it measures the add-one kernel
+(``workloads.AddOne``) with the plugin's own meter:
+
+* single-op: one dispatch, then a sync (the naive method; the sync stays in);
+* sequential: N dispatches, each with its own encoder, pass and submit, one sync;
+* pass-per-dispatch: one encoder with N passes, one submit, one sync;
+* single-pass: one pass holding N dispatches, one submit, one sync;
+
+plus the sync alone and the host time of each API call of the sequential path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable
+
+import numpy as np
+
+from pytest_dispatch import gpu
+from pytest_dispatch.gpu import GpuInfo, NoAdapterError
+from pytest_dispatch.meter import DispatchMeter, Measurement
+from pytest_dispatch.workloads import ENCODINGS, AddOne
+
+METHODS = ("single-op",) + ENCODINGS
+
+
+@dataclasses.dataclass
+class ProbeRow:
+    gpu: GpuInfo
+    dtype: str
+    n: int
+    us_per_dispatch: dict[str, float]  # method -> median wall µs per dispatch
+    sync_us: float
+    breakdown_us: dict[str, float]  # host µs per dispatch of each call kind, sequential path
+
+    @property
+    def inflation(self) -> float:
+        return self.us_per_dispatch["single-op"] / self.us_per_dispatch["sequential"]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"gpu": self.gpu.as_dict(), "dtype": self.dtype, "n": self.n,
+                "us_per_dispatch": self.us_per_dispatch, "sync_us": self.sync_us,
+                "inflation": self.inflation, "breakdown_us": self.breakdown_us}
+
+
+def adapters(impls: Iterable[str], backend: str = "auto", name: str = "") -> list[tuple[str, Any]]:
+    """(impl, adapter) for every adapter of each implementation; missing ones are skipped."""
+    found = []
+    for impl in impls:
+        try:
+            entry = gpu.gpu_entry(gpu.IMPLEMENTATIONS[impl])
+            candidates = list(entry.enumerate_adapters_sync())
+        except (NoAdapterError, RuntimeError):
+            continue
+        for adapter in candidates:
+            info = adapter.info
+            if backend != "auto" and info.get("backend_type", "").lower() != backend:
+                continue
+            if name.lower() not in str(info.get("device", "")).lower():
+                continue
+            found.append((impl, adapter))
+    return found
+
+
+def _median_per_dispatch(m: Measurement) -> float:
+    return float(np.median(m.wall_us_per_dispatch))
+
+
+def probe_adapter(impl: str, adapter, dtypes: Iterable[str], ns: Iterable[int], rounds: int) -> list[ProbeRow]:
+    info = gpu.gpu_info(adapter, gpu.IMPLEMENTATIONS[impl])
+    device = gpu.request_device(adapter)
+    meter = DispatchMeter(device=device)
+    rows = []
+    for dtype in dtypes:
+        if dtype == "f16" and "shader-f16" not in device.features:
+            continue
+        kernel = AddOne(device, dtype=dtype)
+        single = _median_per_dispatch(meter.single_op(kernel.sequential, 1, rounds=rounds))
+        for n in ns:
+            results = {"single-op": single}
+            sequential = None
+            for encoding in ENCODINGS:
+                m = meter.measure(kernel.encoding(encoding), n, rounds=rounds, per_round=1, name=encoding)
+                results[encoding] = _median_per_dispatch(m)
+                if encoding == "sequential":
+                    sequential = m
+            breakdown = {kind: us / n for kind, us in sequential.host_breakdown_us.items() if sequential.calls[kind]}
+            rows.append(ProbeRow(info, dtype, n, results, sequential.sync_median_us, breakdown))
+    return rows
+
+
+def render(rows: list[ProbeRow]) -> list[str]:
+    lines = []
+    header = (f"{'adapter':<34} {'impl':<11} {'dtype':<5} {'N':>5} {'sync':>7} "
+              + " ".join(f"{m:>11}" for m in ("single-op", "sequential", "pass/disp", "one pass")) + f" {'infl.':>6}")
+    lines += ["µs per dispatch (median); sync = one empty sync in µs; infl. = single-op / sequential", header,
+              "-" * len(header)]
+    for row in rows:
+        name = f"{row.gpu.adapter_name[:22]} ({row.gpu.backend})"
+        cells = " ".join(f"{row.us_per_dispatch[m]:>11.1f}" for m in METHODS)
+        lines.append(f"{name:<34} {row.gpu.implementation:<11} {row.dtype:<5} {row.n:>5} {row.sync_us:>7.0f} "
+                     f"{cells} {row.inflation:>5.1f}x")
+    for row in rows:
+        total = sum(row.breakdown_us.values()) or 1.0
+        parts = ", ".join(f"{kind} {us:.1f} ({100 * us / total:.0f}%)"
+                          for kind, us in sorted(row.breakdown_us.items(), key=lambda item: -item[1]))
+        lines.append(f"sequential host µs/dispatch, {row.gpu.implementation} {row.dtype} N={row.n}: {parts}")
+    return lines
+

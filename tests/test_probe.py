@@ -1,0 +1,24 @@
+"""The probe command on the local adapter (lavapipe in CI)."""
+
+import json
+
+from pytest_dispatch import cli
+
+
+def test_probe_measures_every_method_and_writes_json(gpu_info, tmp_path, capsys):
+    out = tmp_path / "probe.json"
+    code = cli.main(["probe", "--impl", "wgpu", "--backend", gpu_info.backend.lower(), "--n", "5",
+                     "--dtype", "f32", "--rounds", "3", "--json", str(out)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "single-op" in text and "sequential host µs/dispatch" in text
+    (row,) = json.loads(out.read_text())["probe"]
+    assert set(row["us_per_dispatch"]) == {"single-op", "sequential", "pass-per-dispatch", "single-pass"}
+    assert row["inflation"] > 1  # the single-op figure carries a whole sync per dispatch
+    assert row["breakdown_us"]["submit"] > 0 and row["gpu"]["fingerprint"] == gpu_info.fingerprint
+
+
+def test_probe_rejects_bad_arguments(capsys):
+    assert cli.main(["probe", "--n", "ten"]) == 2
+    assert cli.main(["probe", "--dtype", "f64"]) == 2
+    assert "pytest-dispatch probe: " in capsys.readouterr().err
