@@ -85,7 +85,7 @@ def print_kernel_times(model: ReferenceModel, prompt: list[int]) -> None:
     model.forward(prompt)
     times = model.time_kernels(n_tokens=1)
     counts = model.expected_dispatches()
-    print(f"#   {model.level} decode step, GPU time by kernel (repeated dispatches in one pass):")
+    print(f"#   {model.level} decode step, GPU time by kernel, encoding excluded (repeated dispatches in one pass):")
     for label, us in sorted(times.items(), key=lambda item: -item[1] * counts[item[0]]):
         print(f"#     {label:<30} {counts[label]:>4} x {us:8.1f} us = {counts[label] * us:8.1f} us")
     print(f"#     {'total':<30} {sum(counts.values()):>4}            {sum(counts[k] * v for k, v in times.items()):8.1f} us")

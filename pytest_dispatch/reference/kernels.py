@@ -62,6 +62,9 @@ class Pack:
 
     ``layout``: ``"rows"`` stacks the matrices' rows; ``"gate_up"`` interleaves two matrices in
     blocks of ``block // 2`` rows (so one workgroup sees a gate row and its up row);
+    ``"rope_pairs"`` stacks the matrices' rows, then orders each head of ``head_dim`` rows in
+    blocks of ``block`` rows: ``block // 2`` rows of the head's first half followed by their
+    rotary partners ``head_dim // 2`` further on (so one workgroup sees both rows of a pair);
     ``"vector"`` concatenates 1-D arrays (norm weight, biases) padded to 4.
     """
 
@@ -73,13 +76,16 @@ class Pack:
     rows: int = 0  # padded row count
     rows_per_shard: int = 0
     n_shards: int = 1
+    head_dim: int = 0  # rope_pairs
 
     def materialize(self, weights) -> np.ndarray:
         if self.layout == "vector":
             flat = np.concatenate([np.asarray(weights[name], dtype=np.float64).ravel() for name in self.tensors])
             return np.pad(flat, (0, -len(flat) % 4))
-        if self.layout == "rows":
+        if self.layout in ("rows", "rope_pairs"):
             stacked = np.concatenate([np.asarray(weights[name]) for name in self.tensors], axis=0)
+            if self.layout == "rope_pairs":
+                stacked = stacked[rope_pair_order(len(stacked), self.head_dim, self.block)]
         else:  # gate_up
             gate, up = (np.asarray(weights[name]) for name in self.tensors)
             half = self.block // 2
@@ -94,7 +100,16 @@ class Pack:
         return array[index * self.rows_per_shard:(index + 1) * self.rows_per_shard]
 
 
-def matrix_pack(layout: str, tensors: Sequence[str], rows: int, cols: int, ctx: BuildContext, block=0) -> Pack:
+def rope_pair_order(n_rows: int, head_dim: int, block: int) -> np.ndarray:
+    """Row order of a ``rope_pairs`` pack: packed row i holds original row ``order[i]``."""
+    pairs, half = block // 2, head_dim // 2
+    first = np.arange(n_rows // head_dim)[:, None, None] * head_dim + np.arange(0, half, pairs)[None, :, None]
+    first = first + np.arange(pairs)[None, None, :]
+    return np.concatenate([first, first + half], axis=2).reshape(-1)
+
+
+def matrix_pack(layout: str, tensors: Sequence[str], rows: int, cols: int, ctx: BuildContext, block=0,
+                head_dim=0) -> Pack:
     """A matrix pack with its rows padded to whole shards and split to fit one binding each."""
     padded = math.ceil(rows / SHARD_ROW_MULTIPLE) * SHARD_ROW_MULTIPLE
     row_bytes = cols * ctx.bytes_per_element(ACT)
@@ -105,7 +120,8 @@ def matrix_pack(layout: str, tensors: Sequence[str], rows: int, cols: int, ctx: 
             f"device binds at most {ctx.max_binding_size}; request a larger max-storage-buffer-binding-size"
         )
     rows_per_shard = min(padded, max_rows)
-    return Pack(layout, tuple(tensors), ACT, cols, block, padded, rows_per_shard, math.ceil(padded / rows_per_shard))
+    return Pack(layout, tuple(tensors), ACT, cols, block, padded, rows_per_shard, math.ceil(padded / rows_per_shard),
+                head_dim)
 
 
 def vector_pack(tensors: Sequence[str]) -> Pack:
@@ -618,18 +634,26 @@ def argmax_reference(logits: np.ndarray) -> np.ndarray:
 
 def argmax_program(op: Op, graph: Graph, ctx: BuildContext) -> Program:
     v = ctx.config.vocab_size
+    v4 = math.ceil(v / 4)
+    in_range = (lambda c: f"4u * q + {c}u < {_u(v)} && ") if v % 4 else (lambda c: "")
+    compares = "\n".join(
+        f"            if ({in_range(c)}x[{c}] > value) {{ value = x[{c}]; index = 4u * q + {c}u; }}" for c in range(4))
     source = f"""{_header(ctx)}
-{_declare([("logits", "f32", False), ("out", "u32", True)])}
+{_declare([("logits", "vec4<f32>", False), ("out", "u32", True)])}
 var<workgroup> best_value: array<f32, 256>;
 var<workgroup> best_index: array<u32, 256>;
 
-// argmax over {v} logits in one workgroup.
+// argmax over {v} logits in one workgroup: each invocation scans every 256th vec4 (a
+// constant trip count, so loads can be issued ahead), then a tree reduction.
 {_ENTRY}
     var value = -3.4e38;
     var index = 0xffffffffu;
-    for (var i = lid; i < {_u(v)}; i += 256u) {{
-        let x = logits[i];
-        if (x > value) {{ value = x; index = i; }}
+    for (var i = 0u; i < {_u(math.ceil(v4 / WORKGROUP))}; i += 1u) {{
+        let q = lid + i * 256u;
+        if (q < {_u(v4)}) {{
+            let x = logits[q];
+{compares}
+        }}
     }}
     best_value[lid] = value;
     best_index[lid] = index;
@@ -747,8 +771,12 @@ def matvec_spec(kernel: Kernel, graph: Graph, ctx: BuildContext) -> MatvecSpec:
                   last_token_only=last_token_only)
 
     if kernel.ops_of("*_cache.append"):  # norm_qkv_rope_append
-        geometry = matvec_geometry(sum(rows), k, block=cfg.head_dim)
-        pack = matrix_pack("rows", weight_names, sum(rows), k, ctx)
+        # Workgroups of a few rotary pairs each, not whole heads: many more workgroups.
+        geometry = matvec_geometry(sum(rows), k)
+        if geometry.rows > cfg.head_dim:
+            geometry = matvec_geometry(sum(rows), k, block=cfg.head_dim)
+        pack = matrix_pack("rope_pairs", weight_names, sum(rows), k, ctx, block=geometry.rows,
+                           head_dim=cfg.head_dim)
         rope_ops = kernel.ops_of("q_rope.*") + kernel.ops_of("k_rope.*")
         cos = kernel.op("q_rope.mul_cos").inputs[1].tensor
         sin = kernel.op("q_rope.mul_sin").inputs[1].tensor
@@ -855,25 +883,31 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
         decl += [("cos_table", "f32", False), ("sin_table", "f32", False)]
         bindings += [Binding(cos), Binding(sin)]
         d, h, kv, s = cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, ctx.max_seq_len
-        epilogue = f"""    // This workgroup's rows are one head: q heads, then k heads, then v heads.
-    if (lid < {_u(d)}) {{
-        let j = lid;
-        let row = block * {_u(d)} + j;
-        let value = row_sum(j) + bias_at(row);
+        pairs = rows // 2
+        blocks_per_head = d // rows
+        epilogue = f"""    // Local rows [0, {pairs}) are rows j0.. of a head's first half; rows [{pairs}, {rows}) are
+    // their rotary partners {d // 2} rows further on. Heads: q heads, then k heads, then v heads.
+    if (lid < {_u(rows)}) {{
+        let head = block / {_u(blocks_per_head)};
+        let j0 = (block % {_u(blocks_per_head)}) * {_u(pairs)};
+        let first_half = lid < {_u(pairs)};
+        let j = select(j0 + lid - {_u(pairs)} + {_u(d // 2)}, j0 + lid, first_half);
+        let value = row_sum(lid) + bias_at(head * {_u(d)} + j);
         let pos = fwd.start_pos + t;
-        if (block < {_u(h + kv)}) {{
+        if (head < {_u(h + kv)}) {{
             // rotary: x * cos + cat(-x2, x1) * sin
-            let partner = select(j - {_u(d // 2)}, j + {_u(d // 2)}, j < {_u(d // 2)});
-            let partner_value = row_sum(partner) + bias_at(block * {_u(d)} + partner);
-            let rotated = select(partner_value, -partner_value, j < {_u(d // 2)});
+            let partner = select(lid - {_u(pairs)}, lid + {_u(pairs)}, first_half);
+            let partner_j = select(j - {_u(d // 2)}, j + {_u(d // 2)}, first_half);
+            let partner_value = row_sum(partner) + bias_at(head * {_u(d)} + partner_j);
+            let rotated = select(partner_value, -partner_value, first_half);
             let y = value * cos_table[t * {_u(d)} + j] + rotated * sin_table[t * {_u(d)} + j];
-            if (block < {_u(h)}) {{
-                q_out[t * {_u(h * d)} + block * {_u(d)} + j] = act(y);
+            if (head < {_u(h)}) {{
+                q_out[t * {_u(h * d)} + head * {_u(d)} + j] = act(y);
             }} else {{
-                k_cache[((block - {_u(h)}) * {_u(s)} + pos) * {_u(d)} + j] = act(y);
+                k_cache[((head - {_u(h)}) * {_u(s)} + pos) * {_u(d)} + j] = act(y);
             }}
         }} else {{
-            v_cache[((block - {_u(h + kv)}) * {_u(s)} + pos) * {_u(d)} + j] = act(value);
+            v_cache[((head - {_u(h + kv)}) * {_u(s)} + pos) * {_u(d)} + j] = act(value);
         }}
     }}"""
 
@@ -891,13 +925,15 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
     tail_guard = f"if (k4 >= {_u(k4)}) {{ break; }}" if k4 % lanes else ""
 
     def main_loop(shard: int) -> str:
+        # Accumulators are unrolled into scalars so they stay in registers.
+        products = "\n".join(
+            f"                acc{r} += dot(vec4<f32>(w{shard}[w_index + {_u(r * k4)}]), xv);" for r in range(rpt))
         return f"""for (var i = 0u; i < {_u(iterations)}; i += 1u) {{
                 let k4 = lane + i * {_u(lanes)};
                 {tail_guard}
                 let xv = {load_x};
-                for (var r = 0u; r < {_u(rpt)}; r += 1u) {{
-                    acc[r] += dot(vec4<f32>(w{shard}[(local_row + r) * {_u(k4)} + k4]), xv);
-                }}
+                let w_index = local_row * {_u(k4)} + k4;
+{products}
             }}"""
 
     cases = "\n".join(f"        case {i}u: {{\n            {main_loop(i)}\n        }}" for i in range(pack.n_shards - 1))
@@ -925,18 +961,16 @@ fn bias_at(row: u32) -> f32 {{ {bias_body} }}
     let lane = lid % {_u(lanes)};
     let shard = block / {_u(blocks_per_shard)};
     let local_row = (block - shard * {_u(blocks_per_shard)}) * {_u(rows)} + slice * {_u(rpt)};
-    var acc: array<f32, {rpt}>;
-    switch shard {{
+{"".join(f"    var acc{r} = 0.0;{chr(10)}" for r in range(rpt))}    switch shard {{
 {cases}
         default: {{
             {main_loop(pack.n_shards - 1)}
         }}
     }}
-    for (var r = 0u; r < {_u(rpt)}; r += 1u) {{ partial[r * 256u + lid] = acc[r]; }}
-    workgroupBarrier();
+{"".join(f"    partial[{r * WORKGROUP}u + lid] = acc{r};{chr(10)}" for r in range(rpt))}    workgroupBarrier();
     for (var s = {_u(lanes // 2)}; s > 0u; s >>= 1u) {{
         if (lane < s) {{
-            for (var r = 0u; r < {_u(rpt)}; r += 1u) {{ partial[r * 256u + lid] += partial[r * 256u + lid + s]; }}
+{"".join(f"            partial[{r * WORKGROUP}u + lid] += partial[{r * WORKGROUP}u + lid + s];{chr(10)}" for r in range(rpt))}
         }}
         workgroupBarrier();
     }}

@@ -166,15 +166,15 @@ class ReferenceModel:
     def time_kernels(self, *, n_tokens: int = 1, repeats: int = 20) -> dict[str, float]:
         """Profiling aid: GPU microseconds per dispatch of each kernel label. Every instance
         of the label (one per layer, so weights come from memory, not cache) is dispatched
-        ``repeats`` times in one compute pass; the time of an empty pass is subtracted.
+        ``repeats`` times in one compute pass; the time from its submit to its completion,
+        less that of an empty pass, is divided by the dispatches. Encoding is not included.
         Runs at the current cache position; call after a ``forward``."""
         self._write_params(np.zeros(n_tokens, dtype=np.int64), max(0, self.position - n_tokens))
         by_label: dict[str, list] = {}
         for kernel, item in zip(self.kernels, self._work_for(n_tokens)):
             by_label.setdefault(kernel.name, []).append(item)
 
-        def seconds(items) -> float:
-            start = time.perf_counter()
+        def gpu_seconds(items) -> float:
             encoder = self.device.create_command_encoder()
             compute = encoder.begin_compute_pass()
             for _ in range(repeats):
@@ -184,12 +184,14 @@ class ReferenceModel:
                     compute.dispatch_workgroups(*grid)
             compute.end()
             self._copy(encoder, [(self._buffers["next_token"], self._token_staging, 4)])
-            self.device.queue.submit([encoder.finish()])
+            command_buffer = encoder.finish()
+            start = time.perf_counter()
+            self.device.queue.submit([command_buffer])
             self._read_staging(self._token_staging, np.uint32, 1)  # waits for the GPU
             return time.perf_counter() - start
 
-        empty = min(seconds([]) for _ in range(3))
-        return {label: 1e6 * max(0.0, min(seconds(items) for _ in range(3)) - empty) / (repeats * len(items))
+        empty = min(gpu_seconds([]) for _ in range(3))
+        return {label: 1e6 * max(0.0, min(gpu_seconds(items) for _ in range(3)) - empty) / (repeats * len(items))
                 for label, items in by_label.items()}
 
     def run_kernel(self, index: int, inputs: Mapping[str, np.ndarray], *, tokens: Sequence[int],

@@ -132,11 +132,11 @@ def test_weights_load_from_npz(tmp_path, gpu_device):
 def test_weights_missing_or_misshaped_arrays_are_named(tmp_path):
     weights = random_weights(ODD)
     name = "model.layers.1.mlp.up_proj.weight"
-    with pytest.raises(ValueError, match=rf"missing array '{name}'.*\(52, 36\)"):
+    with pytest.raises(ValueError, match=rf"missing array '{name}'.*\(52, 264\)"):
         load_weights({k: v for k, v in weights.items() if k != name}, ODD)
     path = tmp_path / "bad.npz"
     np.savez(path, **{**weights, name: weights[name].T})
-    with pytest.raises(ValueError, match=rf"bad.npz: '{name}' has shape \(36, 52\).*needs \(52, 36\)"):
+    with pytest.raises(ValueError, match=rf"bad.npz: '{name}' has shape \(264, 52\).*needs \(52, 264\)"):
         load_weights(path, ODD)
 
 
