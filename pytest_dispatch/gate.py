@@ -32,6 +32,14 @@ def measurement_key(nodeid: str, measurement: Measurement) -> str:
     return f"{nodeid}::{measurement.name}"
 
 
+def sequential_measurements(results: Iterable[TestResult]) -> dict[str, Measurement]:
+    """The measurements a gate compares, by key."""
+    return {
+        measurement_key(result.nodeid, m): m for result in results for m in result.measurements
+        if m.method == SEQUENTIAL
+    }
+
+
 @dataclasses.dataclass(frozen=True)
 class CountVerdict:
     metric: str
@@ -147,12 +155,7 @@ class Gate:
         settings: Mapping[str, float] | None = None,
         family_size: int | None = None,
     ) -> None:
-        self.baseline = {
-            measurement_key(result.nodeid, m): m
-            for result in baseline
-            for m in result.measurements
-            if m.method == SEQUENTIAL
-        }
+        self.baseline = sequential_measurements(baseline)
         self.comparable = comparable
         self.settings = {**DEFAULTS, **(settings or {})}
         self.family_size = family_size

@@ -35,6 +35,8 @@ GPU_OPTIONS = (
 REPORT_OPTIONS = (
     Option("dispatch_report", "Print the dispatch report (one row per measured test) at the end.", False, type="bool"),
     Option("dispatch_json", "Write the results to this JSON file (pytest-benchmark's schema).", None, type="path"),
+    Option("dispatch_plot", "Write SVG charts to this folder (needs matplotlib: the 'plot' extra).", None,
+           type="path"),
     Option("dispatch_isolate", "Run each GPU test in a child process, so a native abort (a wgpu-native "
            "panic) fails that test alone.", False, type="bool"),
     Option("dispatch_timestamps", "Add GPU timestamp queries (one pair per pass) to measurements, "

@@ -41,7 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
     wants_reporter = any(
         options.get(config, name)
         for name in ("dispatch_report", "dispatch_json", "dispatch_save", "dispatch_compare",
-                     "dispatch_accept", "dispatch_aa")
+                     "dispatch_accept", "dispatch_aa", "dispatch_plot")
     )
     if wants_reporter and not hasattr(config, "workerinput"):  # xdist workers send their results up
         config.pluginmanager.register(
@@ -86,7 +86,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     baseline = config.stash.get(BASELINE_KEY, None)
     if baseline is not None:
         collected = {item.nodeid for item in items}
-        family = sum(1 for m in baseline.gate({}).baseline if m.rsplit("::", 1)[0] in collected)
+        family = sum(1 for key in gate.sequential_measurements(baseline.results)
+                     if key.rsplit("::", 1)[0] in collected)
         config.stash[GATE_KEY] = baseline.gate(gate_settings(config), family_size=family)
 
 

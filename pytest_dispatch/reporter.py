@@ -77,6 +77,16 @@ class DispatchReporter:
         if not self.results:
             return
         document = storage.session_json(self.results, self._gpu_info())
+        plot_folder = options.get(self.config, "dispatch_plot")
+        if plot_folder:
+            from pytest_dispatch import plot
+
+            baseline = gate.sequential_measurements(self.baseline.results) if self.baseline else None
+            try:
+                charts = plot.plot_session(plot_folder, self.results, baseline)
+                self.saved.append(f"{plot_folder}/ ({len(charts)} SVG charts)")
+            except RuntimeError as error:
+                self.notes.append(f"dispatch plot: {error}")
         path = options.get(self.config, "dispatch_json")
         if path:
             self.saved.append(str(storage.write_json_atomically(path, document)))

@@ -210,3 +210,20 @@ def test_n(dispatch_meter, kernel, n):
     assert result.stdout.str().count("dispatch report") == 1
     document = json.loads((pytester.path / "x.json").read_text())
     assert sorted(e["extra_info"]["dispatches_per_call"] for e in document["benchmarks"]) == [1, 2, 3, 4]
+
+
+def test_plot_writes_one_svg_per_measurement(pytester, gpu):
+    pytest.importorskip("matplotlib")
+    pytester.makepyfile(
+        WORKLOAD
+        + """
+@pytest.mark.parametrize("n", [1, 2])
+def test_one(dispatch_meter, kernel, n):
+    dispatch_meter.measure(kernel.single_pass, n, rounds=3)
+"""
+    )
+    result = pytester.runpytest("--dispatch-plot", "charts")
+    result.assert_outcomes(passed=2)
+    charts = sorted((pytester.path / "charts").glob("*.svg"))
+    assert len(charts) == 2 and all(c.read_text().lstrip().startswith("<?xml") for c in charts)
+    assert all(c.name.isascii() and "[" not in c.name for c in charts)
