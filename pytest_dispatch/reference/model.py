@@ -389,7 +389,13 @@ class ReferenceModel:
 
     @staticmethod
     def _read_staging(buffer: wgpu.GPUBuffer, dtype, count: int) -> np.ndarray:
-        buffer.map_sync(wgpu.MapMode.READ)
+        # wgpu-py's plain READ map first submits an empty command buffer (a workaround for
+        # buffers never written by a submit); ours was just written by the forward's copy, so
+        # map the way queue.read_buffer does, without that extra submit.
+        try:
+            buffer.map_sync("READ_NOSYNC")
+        except (ValueError, KeyError, TypeError):  # a backend without wgpu-native's mode
+            buffer.map_sync(wgpu.MapMode.READ)
         try:
             return np.frombuffer(buffer.read_mapped(), dtype=dtype)[:count].copy()
         finally:
