@@ -15,6 +15,8 @@ from pytest_dispatch.reference import (
     random_weights,
 )
 
+from pytest_dispatch.reference.kernels import Pack
+
 from ._helpers import ODD, relative_error
 
 MAX_SEQ = 32
@@ -113,7 +115,7 @@ def test_weights_split_into_shards_when_a_binding_is_too_small(gpu_device, level
     binding = 256 * max(ODD.d_model, ODD.d_ff) * 4
     assert binding < 512 * ODD.d_model * 4
     model = ReferenceModel(gpu_device, ODD, level=level, max_seq_len=MAX_SEQ, max_binding_size=binding)
-    packs = [b.resource for p in model.programs for b in p.bindings if b.resource.__class__.__name__ == "Pack"]
+    packs = [b.resource for p in model.programs for b in p.bindings if isinstance(b.resource, Pack)]
     assert max(pack.n_shards for pack in packs) == 2  # 300 vocabulary rows -> 2 shards of 256
     expected = run_reference(NumpyReference(ODD, max_seq_len=MAX_SEQ))
     for (_, logits), (_, expected_logits) in zip(run(model), expected):
