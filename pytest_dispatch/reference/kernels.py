@@ -709,7 +709,8 @@ class Geometry:
 
 def matvec_geometry(n_rows: int, k: int, block: int | None = None) -> Geometry:
     """Lanes per row from the inner size; rows per thread so that big matrices still get
-    hundreds of workgroups. ``block`` forces the rows per workgroup (a head, for rotary)."""
+    hundreds of workgroups. ``block`` forces the rows per workgroup (a whole rotary head,
+    when the default block would be larger than one)."""
     k4 = k // 4
     lanes = 16 if k4 <= 64 else 32 if k4 < 512 else 64
     if block is not None:
@@ -744,7 +745,7 @@ class MatvecSpec:
     n_rows: int  # rows that produce output (the packed matrix may be padded past them)
     norm: NormParts | None = None
     bias: bool = False
-    vectors: Pack | None = None  # [norm weight (k) | biases (packed row order)]
+    vectors: Pack | None = None  # [norm weight (k) | biases, in the matrices' own row order]
     last_token_only: bool = False
     epilogue: str = "store"  # store | residual | silu_mul | rope_append
     routes: tuple[Route, ...] = ()  # store
