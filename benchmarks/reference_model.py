@@ -5,7 +5,7 @@ prefill forward of the prompt up to its first token read back; tokens/s is the d
 ``--tokens`` more tokens, one forward each. The 4-byte readback of each token is the sync.
 Each row is measured in one run per repetition: warm-up repetitions are discarded, the rest
 give mean and standard deviation. Dispatches/token are the dispatches the model encoded
-during the decode, divided by the decoded tokens.
+during the decode (counted by the recorder), divided by the decoded tokens.
 
     python benchmarks/reference_model.py --config tiny
     python benchmarks/reference_model.py --config qwen2.5-0.5b --runs 10 --json results.json
@@ -23,6 +23,7 @@ import time
 import numpy as np
 import wgpu
 
+from pytest_dispatch import count_dispatches, gpu
 from pytest_dispatch.reference import CONFIGS, DTYPES, ENCODINGS, LEVELS, ReferenceModel, get_config, random_weights
 
 
@@ -56,28 +57,29 @@ def _choices(parser, flag, value, allowed):
 
 
 def request_device(dtype: str):
-    adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
-    if adapter is None:
-        sys.exit("no WebGPU adapter found")
-    features = [f for f in ("shader-f16",) if f in adapter.features]
-    limits = {name: adapter.limits[name] for name in ("max-buffer-size", "max-storage-buffer-binding-size")}
-    if dtype == "f16" and not features:
+    """The plugin's adapter choice and device (maximum buffer sizes, shader-f16 when present)."""
+    try:
+        adapter = gpu.select_adapter(gpu.AdapterRequest())
+    except gpu.NoAdapterError as error:
+        sys.exit(str(error))
+    device = gpu.request_device(adapter)
+    if dtype == "f16" and "shader-f16" not in device.features:
         sys.exit(f"--dtype f16 needs shader-f16, which {adapter.info['device']} lacks")
-    return adapter, adapter.request_device_sync(required_features=features, required_limits=limits)
+    return adapter, device
 
 
 def measure(model: ReferenceModel, prompt: list[int], n_decode: int) -> tuple[float, float, float]:
-    """One repetition: (TTFT seconds, decode seconds, dispatches per decoded token)."""
+    """One repetition: (TTFT seconds, decode seconds, dispatches per decoded token, from the recorder)."""
     model.reset()
     start = time.perf_counter()
     model.forward(prompt)
     ttft = time.perf_counter() - start
-    issued = model.dispatches_issued
-    start = time.perf_counter()
-    for _ in range(n_decode):
-        model.decode_step()
-    decode = time.perf_counter() - start
-    return ttft, decode, (model.dispatches_issued - issued) / n_decode
+    with count_dispatches() as counts:
+        start = time.perf_counter()
+        for _ in range(n_decode):
+            model.decode_step()
+        decode = time.perf_counter() - start
+    return ttft, decode, counts.dispatches / n_decode
 
 
 def print_kernel_times(model: ReferenceModel, prompt: list[int]) -> None:

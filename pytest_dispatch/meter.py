@@ -158,6 +158,7 @@ class DispatchMeter:
         self.timestamps_enabled = timestamps_enabled
         self.aa = aa  # A/A mode: twice the rounds, judged later as two interleaved halves
         self.measurements: list[Measurement] = []
+        self.speedups: list[Speedup] = []
         self._sync_buffers: dict[int, Any] = {}
 
     def count(self, *, all_threads: bool = False) -> recorder.count:
@@ -226,17 +227,24 @@ class DispatchMeter:
         rounds: int = DEFAULT_ROUNDS,
         per_round: int = DEFAULT_PER_ROUND,
         device=None,
+        names: tuple[str, str] | None = None,
     ) -> "Speedup":
         """Assert that ``fast`` is at least ``at_least`` times faster than ``slow`` per call.
 
         Rounds alternate (fast, slow, fast, slow, ...) so machine drift cancels; the
         speedup is the ratio of median wall µs per call with a paired bootstrap CI,
-        and passes only if the CI's lower bound is at least ``at_least``."""
-        samplers = [_Sampler(fast, (), {}, None, SEQUENTIAL, per_round),
-                    _Sampler(slow, (), {}, None, SEQUENTIAL, per_round)]
+        and passes only if the CI's lower bound is at least ``at_least``.  ``names``
+        label the two in the report (default: their qualified names)."""
+        fast_name, slow_name = names or (None, None)
+        samplers = [_Sampler(fast, (), {}, fast_name, SEQUENTIAL, per_round),
+                    _Sampler(slow, (), {}, slow_name, SEQUENTIAL, per_round)]
+        if samplers[0].name == samplers[1].name:
+            samplers[0].name += " [fast]"
+            samplers[1].name += " [slow]"
         fast_m, slow_m = self._measure(samplers, warmup, rounds, device)
         interval = stats.ratio_of_medians_ci(slow_m.wall_us, fast_m.wall_us, confidence, paired=True)
         speedup = Speedup(fast_m.name, slow_m.name, interval, at_least)
+        self.speedups.append(speedup)
         if not speedup.passed:
             raise AssertionError(speedup.summary)
         return speedup

@@ -121,6 +121,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         measurements=list(meter.measurements) if meter else [],
         call=item.stash[CALL_COUNTS_KEY].as_dict(),
         outcome=report.outcome,
+        speedups=[speedup.summary for speedup in meter.speedups] if meter else [],
     )
     item_budget = item.stash.get(BUDGET_KEY, None)
     if item_budget is not None:

@@ -41,12 +41,17 @@ def _row(cells: Iterable[str]) -> str:
 
 
 def _test_label(result: TestResult, measurement: Measurement | None, several: bool) -> str:
+    """The test's name and, where needed, which measurement: the name is cut, the suffix kept."""
     name = result.nodeid.split("::", 1)[-1]
+    suffix = ""
     if measurement is not None and several:
-        name += f" [{measurement.name.rsplit('.', 1)[-1]}]"
+        suffix += f" [{measurement.name.rsplit('.', 1)[-1]}]"
     if measurement is not None and measurement.method == SINGLE_OP:
-        name += " (single-op)"
-    return name
+        suffix += " (single-op)"
+    room = _NAME_WIDTH - len(suffix)
+    if len(name) > room:
+        name = name[: max(room - 1, 1)] + "…"
+    return name + suffix
 
 
 def _interval_text(samples: np.ndarray) -> str:
@@ -128,6 +133,8 @@ def render(
                 lines.extend(breakdown_lines(measurement))
         if result.budget_lines:
             lines.extend(f"    {line}" for line in result.budget_lines)
+        for line in result.speedups:
+            lines.extend(textwrap.wrap(line, WIDTH, initial_indent="    ", subsequent_indent=" " * 6))
         if verdicts and result.nodeid in verdicts:
             for line in verdicts[result.nodeid].lines():
                 lines.extend(textwrap.wrap(line, WIDTH, initial_indent="    gate: ", subsequent_indent=" " * 10))

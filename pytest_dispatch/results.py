@@ -27,6 +27,7 @@ class TestResult:
     budget_lines: list[str] | None = None  # None: no budget; []: within budget
     outcome: str = "passed"
     gate: dict[str, Any] | None = None  # the gate's verdicts (gate.TestVerdicts.as_dict), when comparing
+    speedups: list[str] = dataclasses.field(default_factory=list)  # Speedup.summary of each assert_speedup
 
     @property
     def budget_verdict(self) -> str:
@@ -53,6 +54,7 @@ class TestResult:
             "budget_lines": self.budget_lines,
             "outcome": self.outcome,
             "gate": self.gate,
+            "speedups": list(self.speedups),
         }
 
     @classmethod
@@ -64,6 +66,7 @@ class TestResult:
             budget_lines=data.get("budget_lines"),
             outcome=data.get("outcome", "passed"),
             gate=data.get("gate"),
+            speedups=list(data.get("speedups") or []),
         )
 
 

@@ -91,7 +91,6 @@ class ReferenceModel:
             size=_round16(4 * self.config.vocab_size), usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
         self._pipelines, self._bind_groups = zip(*(self._pipeline_and_bind_group(p) for p in self.programs))
         self._work: dict[int, list] = {}  # n_tokens -> [(pipeline, bind group, grid)]
-        self.dispatches_issued = 0
         self.reset()
 
     # ----------------------------------------------------------------------------------------
@@ -348,7 +347,6 @@ class ReferenceModel:
 
     def _encode_and_submit(self, work: list, copies: list) -> None:
         device, queue = self.device, self.device.queue
-        self.dispatches_issued += len(work)
         if self._encoding == "single-pass":
             encoder = device.create_command_encoder()
             compute = encoder.begin_compute_pass()

@@ -1,0 +1,72 @@
+"""Dispatch budgets and fused speedups on the reference transformer.
+
+The model has Qwen2.5-0.5B's structure (24 layers, the paper's 876 -> 564 dispatches) with
+tiny widths, so it runs anywhere, lavapipe included: dispatch counts depend on structure only.
+"""
+
+import pytest
+
+from pytest_dispatch import exact
+from pytest_dispatch.reference import ReferenceModel, get_config, random_weights
+
+CONFIG = get_config("qwen2.5-0.5b", widths="tiny")
+PROMPT = [1, 2, 3, 4, 5]  # 5 tokens, as the paper's "The capital of France is"
+
+
+@pytest.fixture(scope="module")
+def weights():
+    return random_weights(CONFIG, seed=0)
+
+
+def model(device, weights, level, encoding="single-pass"):
+    reference = ReferenceModel(device, CONFIG, level=level, encoding=encoding, weights=weights)
+    reference.forward(PROMPT)  # prefill; each measured call is then one decode step
+    return reference
+
+
+# The paper's windows: eager 876 +-5%, fused 564 +-5%, fused+ at most 7 per layer + 4.
+@pytest.mark.dispatch_budget(dispatches=(833, 919), submits=exact(1), passes=exact(1))
+def test_eager_budget(dispatch_meter, gpu_device, weights):
+    dispatch_meter.measure(model(gpu_device, weights, "eager").decode_step, rounds=5, per_round=2)
+
+
+@pytest.mark.dispatch_budget(dispatches=(536, 592), submits=exact(1))
+def test_fused_budget(dispatch_meter, gpu_device, weights):
+    dispatch_meter.measure(model(gpu_device, weights, "fused").decode_step, rounds=5, per_round=2)
+
+
+@pytest.mark.dispatch_budget(dispatches=7 * 24 + 4, submits=exact(1))
+def test_fused_plus_budget(dispatch_meter, gpu_device, weights):
+    dispatch_meter.measure(model(gpu_device, weights, "fused+").decode_step, rounds=5, per_round=2)
+
+
+@pytest.mark.dispatch_budget(submits=exact(879))
+def test_submit_per_dispatch_submits_once_per_op(dispatch_meter, gpu_device, weights):
+    """torch-webgpu's encoding: an encoder, a pass and a submit for every op."""
+    eager = model(gpu_device, weights, "eager", encoding="submit-per-dispatch")
+    dispatch_meter.measure(eager.decode_step, rounds=3, per_round=1)
+
+
+# On a GPU the dispatch dominates and fusion pays as in the paper; on a CPU adapter (lavapipe)
+# the kernels run on the CPU too, so the same fusions buy less.
+def at_least(gpu_info, on_gpu, on_cpu):
+    return on_cpu if gpu_info.is_cpu else on_gpu
+
+
+def test_fused_plus_is_faster_than_eager(dispatch_meter, gpu_device, gpu_info, weights):
+    fused_plus, eager = model(gpu_device, weights, "fused+"), model(gpu_device, weights, "eager")
+    dispatch_meter.assert_speedup(fused_plus.decode_step, eager.decode_step, names=("fused+", "eager"),
+                                  at_least=at_least(gpu_info, 3.0, 2.0), rounds=8, per_round=1)
+
+
+def test_fused_is_faster_than_eager(dispatch_meter, gpu_device, gpu_info, weights):
+    fused, eager = model(gpu_device, weights, "fused"), model(gpu_device, weights, "eager")
+    dispatch_meter.assert_speedup(fused.decode_step, eager.decode_step, names=("fused", "eager"),
+                                  at_least=at_least(gpu_info, 1.3, 1.05), rounds=8, per_round=1)
+
+
+def test_single_pass_is_faster_than_submit_per_dispatch(dispatch_meter, gpu_device, gpu_info, weights):
+    one_pass = model(gpu_device, weights, "eager", encoding="single-pass")
+    per_op = model(gpu_device, weights, "eager", encoding="submit-per-dispatch")
+    dispatch_meter.assert_speedup(one_pass.decode_step, per_op.decode_step, names=("single-pass", "per-op submit"),
+                                  at_least=at_least(gpu_info, 2.0, 1.3), rounds=8, per_round=1)
