@@ -9,8 +9,6 @@ import os
 import re
 from typing import Any
 
-from pytest_dispatch import recorder
-
 IMPLEMENTATIONS = {"wgpu": "wgpu-native", "dawn": "dawn"}
 BACKENDS = ("auto", "vulkan", "metal", "d3d12", "opengl")
 _PACKAGES = {"wgpu-native": "wgpu", "dawn": "wgpudawn"}
@@ -114,7 +112,6 @@ def gpu_entry(implementation: str):
         ) from None
     if implementation == "wgpu-native":
         importlib.import_module("wgpu.backends.auto")
-    recorder.install(implementation)
     return module.gpu
 
 

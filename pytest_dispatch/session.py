@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from pytest_dispatch import gpu
+from pytest_dispatch import gpu, recorder
 from pytest_dispatch.gpu import AdapterRequest, GpuInfo, NoAdapterError
 
 
@@ -21,7 +21,9 @@ class GpuSession:
     @functools.cached_property
     def _selection(self):
         try:
-            return gpu.select_adapter(self.request), None
+            adapter = gpu.select_adapter(self.request)
+            recorder.install(gpu.IMPLEMENTATIONS[self.request.impl])  # wgpudawn is wrapped once chosen
+            return adapter, None
         except NoAdapterError as error:
             return None, str(error)
 

@@ -40,8 +40,8 @@ def test_per_dispatch_arrays_divide_by_dispatches(meter, kernel):
 
 
 def test_single_op_keeps_its_sync_and_sequential_subtracts_it(meter, kernel):
-    sequential = meter.measure(kernel.sequential, 1, warmup=2, rounds=5, per_round=1)
-    naive = meter.single_op(kernel.sequential, 1, warmup=2, rounds=5)
+    sequential = meter.measure(kernel.sequential, 1, warmup=2, rounds=15, per_round=1)
+    naive = meter.single_op(kernel.sequential, 1, warmup=2, rounds=15)
     assert naive.method == SINGLE_OP and naive.per_round == 1
     # The naive figure includes a sync; the sequential one has the median empty sync removed.
     assert np.median(naive.wall_us) > np.median(sequential.wall_us)

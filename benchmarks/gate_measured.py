@@ -6,7 +6,7 @@ statistics.  A/A trials change nothing; shifted trials busy-wait inside each dis
 call for a given fraction of the measured per-dispatch cost (the kind of regression a
 redundant bind-group set or extra host work adds).
 
-    python benchmarks/gate_lavapipe.py [--trials 20] [--dispatches 100] [--shifts 0.1,0.2]
+    python benchmarks/gate_measured.py [--trials 20] [--dispatches 100] [--shifts 0.1,0.2]
 """
 
 from __future__ import annotations
