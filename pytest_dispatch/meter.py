@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pytest_dispatch import recorder, stats, timestamps
+from pytest_dispatch import devicelock, recorder, stats, timestamps
 
 DEFAULT_WARMUP = 3
 DEFAULT_ROUNDS = 30
@@ -256,15 +256,16 @@ class DispatchMeter:
         if rounds < 1 or any(s.per_round < 1 for s in samplers):
             raise ValueError(f"rounds and per_round must be >= 1, not {rounds} and {samplers[0].per_round}")
         device = self._resolve_device(device)
-        for sampler in samplers:
-            sampler.warm_up(warmup, lambda: self._sync(device))
-            if self.timestamps_enabled:
-                sampler.stamper = timestamps.PassTimestamps.for_device(
-                    device, sampler.calls["pass"] * sampler.per_round
-                )
-        for _ in range(rounds):
+        with devicelock.for_device(device):  # pytest-xdist workers take turns on one GPU
             for sampler in samplers:
-                sampler.take_round(lambda: self._sync(device))
+                sampler.warm_up(warmup, lambda: self._sync(device))
+                if self.timestamps_enabled:
+                    sampler.stamper = timestamps.PassTimestamps.for_device(
+                        device, sampler.calls["pass"] * sampler.per_round
+                    )
+            for _ in range(rounds):
+                for sampler in samplers:
+                    sampler.take_round(lambda: self._sync(device))
         measurements = [sampler.measurement(warmup) for sampler in samplers]
         self.measurements.extend(measurements)
         return measurements

@@ -175,3 +175,31 @@ def test_odd_test_ids_map_back_from_the_json(pytester, gpu):
                                 "--dispatch-threshold=1000%")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["dispatch gate vs *: 2 timing *"])
+
+
+def test_xdist_workers_never_measure_one_device_at_the_same_time(pytester, gpu):
+    pytest.importorskip("xdist")
+    pytester.makepyfile(
+        """
+        import json, os, time
+        import pytest
+        from pytest_dispatch.workloads import AddOne
+
+        @pytest.mark.parametrize("i", range(4))
+        def test_measure(dispatch_meter, gpu_device, i):
+            kernel = AddOne(gpu_device)
+            intervals = []
+            def timed():
+                intervals.append(time.time())
+                kernel.sequential(5)
+                intervals.append(time.time())
+            dispatch_meter.measure(timed, rounds=5)
+            with open(f"interval-{i}.json", "w") as f:
+                json.dump([intervals[0], intervals[-1]], f)
+        """
+    )
+    pytester.runpytest_subprocess("-n", "2").assert_outcomes(passed=4)
+    spans = sorted(json.loads(p.read_text()) for p in pytester.path.glob("interval-*.json"))
+    assert len(spans) == 4
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert end <= start, "two measurements on one device overlapped"
