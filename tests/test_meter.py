@@ -39,12 +39,25 @@ def test_per_dispatch_arrays_divide_by_dispatches(meter, kernel):
     assert np.allclose(m.host_us_per_dispatch, m.host_us / 10)
 
 
-def test_single_op_keeps_its_sync_and_sequential_subtracts_it(meter, kernel):
-    sequential = meter.measure(kernel.sequential, 1, warmup=2, rounds=15, per_round=1)
-    naive = meter.single_op(kernel.sequential, 1, warmup=2, rounds=15)
-    assert naive.method == SINGLE_OP and naive.per_round == 1
-    # The naive figure includes a sync; the sequential one has the median empty sync removed.
-    assert np.median(naive.wall_us) > np.median(sequential.wall_us)
+def test_single_op_keeps_its_sync_and_sequential_subtracts_it():
+    """The arithmetic on known raw timings: no GPU, no timing noise."""
+    from pytest_dispatch.meter import SEQUENTIAL, _Sampler
+
+    def sampler(method, per_round):
+        s = _Sampler(lambda: None, (), {}, "fn", method, per_round)
+        s.calls, s.by_kernel = {"dispatch": 4, "dispatch_indirect": 0}, {"k": 4}
+        s.round_counts = [({"dispatch": 4 * per_round, "dispatch_indirect": 0}, {"k": 4 * per_round})] * 3
+        s.sync = [200_000, 100_000, 300_000]  # ns: the empty syncs, median 200 µs
+        s.wall = [1_200_000, 1_300_000, 1_100_000]  # ns: calls + one sync per round
+        s.host = [500_000] * 3
+        return s
+
+    naive = sampler(SINGLE_OP, 1).measurement(warmup=2)
+    assert list(naive.wall_us) == [1200.0, 1300.0, 1100.0]  # the sync stays in
+    sequential = sampler(SEQUENTIAL, 2).measurement(warmup=2)
+    assert list(sequential.wall_us) == [500.0, 550.0, 450.0]  # (wall - 200 µs) / 2 calls
+    assert list(sequential.wall_us_per_dispatch) == [125.0, 137.5, 112.5]
+    assert list(sequential.host_us) == [250.0] * 3
 
 
 def test_counts_that_differ_between_calls_name_the_kernels(meter, gpu_device):
