@@ -40,6 +40,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=1, help="discarded repetitions per row")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="PATH", help="also write the rows and the setup as JSON")
+    parser.add_argument("--plot", metavar="PATH", help="also draw dispatches and tokens/s per row as SVG "
+                        "(needs matplotlib: the 'plot' extra)")
     parser.add_argument("--kernel-times", action="store_true",
                         help="also print GPU time per kernel of a decode step (repeated dispatches)")
     args = parser.parse_args(argv)
@@ -147,6 +149,11 @@ def main(argv=None) -> None:
         best = max(rows, key=lambda r: r["tokens_per_s"])
         print(f"# fastest: {best['level']} {best['encoding']}, "
               f"{best['tokens_per_s'] / baseline['tokens_per_s']:.2f}x eager submit-per-dispatch")
+    if args.plot:
+        from pytest_dispatch import plot
+
+        title = f"{config.name} {args.dtype}, {adapter.info['device']} ({adapter.info['backend_type']})"
+        plot.plot_levels(args.plot, rows, title)
     if args.json:
         setup = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                  "command": " ".join(sys.argv), "config": config.name, "n_layers": config.n_layers,
