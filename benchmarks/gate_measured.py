@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from pytest_dispatch import gate, gpu, stats
+from pytest_dispatch import encoding, gate, gpu, stats
 from pytest_dispatch.gpu import AdapterRequest
 from pytest_dispatch.meter import DEFAULT_ROUNDS, DispatchMeter
 from pytest_dispatch.workloads import AddOne
@@ -29,16 +29,8 @@ def busy_wait(seconds: float) -> None:
 
 
 def one_pass(kernel: AddOne, dispatches: int, extra_s: float) -> None:
-    encoder = kernel.device.create_command_encoder()
-    compute_pass = encoder.begin_compute_pass()
-    compute_pass.set_pipeline(kernel.pipeline)
-    compute_pass.set_bind_group(0, kernel.bind_group)
-    for _ in range(dispatches):
-        compute_pass.dispatch_workgroups(kernel.workgroups)
-        if extra_s:
-            busy_wait(extra_s)
-    compute_pass.end()
-    kernel.device.queue.submit([encoder.finish()])
+    busy = (lambda: busy_wait(extra_s)) if extra_s else None
+    encoding.submit(kernel.device, kernel.work(dispatches), encoding.SINGLE_PASS, after_dispatch=busy)
 
 
 def main() -> None:

@@ -11,6 +11,8 @@ from typing import Callable
 
 import numpy as np
 
+from pytest_dispatch import encoding
+
 ELEMENTS = 256
 WORKGROUP_SIZE = 64
 
@@ -28,7 +30,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {{
 
 _NUMPY_DTYPES = {"f32": np.float32, "f16": np.float16}
 
-# How the N dispatches of one call are encoded (the paper's methods, without the sync).
+# The paper's methods (without the sync), named as the probe reports them.
 ENCODINGS = ("sequential", "pass-per-dispatch", "single-pass")
 
 
@@ -67,39 +69,21 @@ class AddOne:
     def read(self) -> np.ndarray:
         return np.frombuffer(self.device.queue.read_buffer(self.buffer), dtype=_NUMPY_DTYPES[self.dtype])
 
-    def _dispatch(self, compute_pass) -> None:
-        compute_pass.set_pipeline(self.pipeline)
-        compute_pass.set_bind_group(0, self.bind_group)
-        compute_pass.dispatch_workgroups(self.workgroups)
+    def work(self, n: int) -> list[tuple]:
+        """``n`` dispatches of this kernel, for ``encoding.submit``."""
+        return [(self.pipeline, self.bind_group, (self.workgroups, 1, 1))] * n
 
     def sequential(self, n: int) -> None:
         """n dispatches, each with its own encoder, pass and submit (torch-webgpu's way)."""
-        for _ in range(n):
-            encoder = self.device.create_command_encoder()
-            compute_pass = encoder.begin_compute_pass()
-            self._dispatch(compute_pass)
-            compute_pass.end()
-            self.device.queue.submit([encoder.finish()])
+        encoding.submit(self.device, self.work(n), encoding.SUBMIT_PER_DISPATCH)
 
     def pass_per_dispatch(self, n: int) -> None:
         """n dispatches in one encoder, one pass each, one submit."""
-        encoder = self.device.create_command_encoder()
-        for _ in range(n):
-            compute_pass = encoder.begin_compute_pass()
-            self._dispatch(compute_pass)
-            compute_pass.end()
-        self.device.queue.submit([encoder.finish()])
+        encoding.submit(self.device, self.work(n), encoding.PASS_PER_DISPATCH)
 
     def single_pass(self, n: int) -> None:
         """n dispatches in one pass (pipeline and bind group set once), one submit."""
-        encoder = self.device.create_command_encoder()
-        compute_pass = encoder.begin_compute_pass()
-        compute_pass.set_pipeline(self.pipeline)
-        compute_pass.set_bind_group(0, self.bind_group)
-        for _ in range(n):
-            compute_pass.dispatch_workgroups(self.workgroups)
-        compute_pass.end()
-        self.device.queue.submit([encoder.finish()])
+        encoding.submit(self.device, self.work(n), encoding.SINGLE_PASS)
 
     def encoding(self, name: str) -> Callable[[int], None]:
         """The method for one of ``ENCODINGS``."""

@@ -19,12 +19,14 @@ from typing import Mapping, Sequence
 import numpy as np
 import wgpu
 
+from pytest_dispatch import encoding
+
 from .config import ModelConfig, get_config
 from .graph import ACT, ACTIVATION, CACHE, F32, LEVELS, OUTPUT, Kernel, build_graph, schedule
 from .kernels import BuildContext, Pack, Program, build_program
 from .weights import load_weights, random_weights
 
-ENCODINGS = ("submit-per-dispatch", "pass-per-dispatch", "single-pass")
+ENCODINGS = encoding.ENCODINGS
 DTYPES = ("f32", "f16")
 MAX_TOKENS_IN_UNIFORM = 16000  # the per-forward uniform holds the token ids (64 KiB binding limit)
 
@@ -346,39 +348,7 @@ class ReferenceModel:
         return self._work[n_tokens]
 
     def _encode_and_submit(self, work: list, copies: list) -> None:
-        device, queue = self.device, self.device.queue
-        if self._encoding == "single-pass":
-            encoder = device.create_command_encoder()
-            compute = encoder.begin_compute_pass()
-            for pipeline, bind_group, grid in work:
-                compute.set_pipeline(pipeline)
-                compute.set_bind_group(0, bind_group)
-                compute.dispatch_workgroups(*grid)
-            compute.end()
-            self._copy(encoder, copies)
-            queue.submit([encoder.finish()])
-        elif self._encoding == "pass-per-dispatch":
-            encoder = device.create_command_encoder()
-            for pipeline, bind_group, grid in work:
-                compute = encoder.begin_compute_pass()
-                compute.set_pipeline(pipeline)
-                compute.set_bind_group(0, bind_group)
-                compute.dispatch_workgroups(*grid)
-                compute.end()
-            self._copy(encoder, copies)
-            queue.submit([encoder.finish()])
-        else:  # submit-per-dispatch, as torch-webgpu issues ops
-            last = len(work) - 1
-            for index, (pipeline, bind_group, grid) in enumerate(work):
-                encoder = device.create_command_encoder()
-                compute = encoder.begin_compute_pass()
-                compute.set_pipeline(pipeline)
-                compute.set_bind_group(0, bind_group)
-                compute.dispatch_workgroups(*grid)
-                compute.end()
-                if index == last:
-                    self._copy(encoder, copies)
-                queue.submit([encoder.finish()])
+        encoding.submit(self.device, work, self._encoding, before_finish=lambda encoder: self._copy(encoder, copies))
 
     @staticmethod
     def _copy(encoder, copies) -> None:

@@ -1,0 +1,74 @@
+"""The three ways of encoding a list of dispatches that the paper compares, in one place.
+
+``work`` is a sequence of ``(pipeline, bind_group, (x, y, z))``; bind groups go to group 0.
+
+* ``submit-per-dispatch``: an encoder, a compute pass and a queue submit per dispatch
+  (torch-webgpu's way, and the paper's sequential benchmark);
+* ``pass-per-dispatch``: one encoder with a pass per dispatch, one submit;
+* ``single-pass``: one pass holding every dispatch, one submit.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+SUBMIT_PER_DISPATCH = "submit-per-dispatch"
+PASS_PER_DISPATCH = "pass-per-dispatch"
+SINGLE_PASS = "single-pass"
+ENCODINGS = (SUBMIT_PER_DISPATCH, PASS_PER_DISPATCH, SINGLE_PASS)
+
+
+def submit(
+    device,
+    work: Sequence[tuple],
+    encoding: str,
+    *,
+    before_finish: Callable[[object], None] | None = None,
+    after_dispatch: Callable[[], None] | None = None,
+) -> None:
+    """Encode ``work`` as ``encoding`` and submit it.
+
+    ``before_finish(encoder)`` runs on the last encoder before it is finished (to add a
+    copy, say); ``after_dispatch()`` after each dispatch call (benchmarks inject costs
+    there).  In one pass, a pipeline or bind group equal to the previous one is not set again.
+    """
+    if encoding not in ENCODINGS:
+        raise ValueError(f"unknown encoding {encoding!r}; choose one of {', '.join(ENCODINGS)}")
+    queue = device.queue
+    if encoding == SUBMIT_PER_DISPATCH:
+        last = len(work) - 1
+        for index, (pipeline, bind_group, grid) in enumerate(work):
+            encoder = device.create_command_encoder()
+            compute = encoder.begin_compute_pass()
+            compute.set_pipeline(pipeline)
+            compute.set_bind_group(0, bind_group)
+            compute.dispatch_workgroups(*grid)
+            if after_dispatch is not None:
+                after_dispatch()
+            compute.end()
+            if index == last and before_finish is not None:
+                before_finish(encoder)
+            queue.submit([encoder.finish()])
+        return
+    encoder = device.create_command_encoder()
+    compute = None
+    current = (None, None)
+    for pipeline, bind_group, grid in work:
+        if encoding == PASS_PER_DISPATCH or compute is None:
+            compute = encoder.begin_compute_pass()
+            current = (None, None)
+        if pipeline is not current[0]:
+            compute.set_pipeline(pipeline)
+        if bind_group is not current[1] or pipeline is not current[0]:
+            compute.set_bind_group(0, bind_group)
+        current = (pipeline, bind_group)
+        compute.dispatch_workgroups(*grid)
+        if after_dispatch is not None:
+            after_dispatch()
+        if encoding == PASS_PER_DISPATCH:
+            compute.end()
+    if encoding == SINGLE_PASS and compute is not None:
+        compute.end()
+    if before_finish is not None:
+        before_finish(encoder)
+    queue.submit([encoder.finish()])
