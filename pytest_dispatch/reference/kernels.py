@@ -184,6 +184,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
 _FLAT_WORKGROUP = "let flat_wg = wg.x + wg.y * nwg.x;"
 
 
+def _tmn_index(m: int, n: int) -> str:
+    """One invocation per element of a [T, m, n] tensor: its flat index i and (t, m, n)."""
+    return f"""    {_FLAT_WORKGROUP}
+    let i = flat_wg * 256u + lid;
+    if (i >= fwd.n_tokens * {_u(m * n)}) {{ return; }}
+    let t = i / {_u(m * n)};
+    let m = (i / {_u(n)}) % {_u(m)};
+    let n = i % {_u(n)};"""
+
+
 def _reduce_fn(name: str, combine: str) -> str:
     return f"""
 // One value per invocation in, the {name} of all 256 out (to every invocation).
@@ -258,12 +268,7 @@ def map_program(op: Op, graph: Graph, ctx: BuildContext) -> Program:
 
 // {op.label}: out[t, m, n] = {MAP_FUNCTIONS[op.attrs['fn']][0]} over [T, {m}, {n}]
 {_ENTRY}
-    {_FLAT_WORKGROUP}
-    let i = flat_wg * 256u + lid;
-    if (i >= fwd.n_tokens * {_u(m * n)}) {{ return; }}
-    let t = i / {_u(m * n)};
-    let m = (i / {_u(n)}) % {_u(m)};
-    let n = i % {_u(n)};
+{_tmn_index(m, n)}
 {loads}
     out[i] = {out_type}({MAP_FUNCTIONS[op.attrs['fn']][0]});
 }}
@@ -295,12 +300,7 @@ def cat_program(op: Op, graph: Graph, ctx: BuildContext) -> Program:
 
 // cat: out[t, m, :] = cat(a[t, m, :{na}], b[t, m, :{nb}]) over [T, {m}, {n}]
 {_ENTRY}
-    {_FLAT_WORKGROUP}
-    let i = flat_wg * 256u + lid;
-    if (i >= fwd.n_tokens * {_u(m * n)}) {{ return; }}
-    let t = i / {_u(m * n)};
-    let m = (i / {_u(n)}) % {_u(m)};
-    let n = i % {_u(n)};
+{_tmn_index(m, n)}
     if (n < {_u(na)}) {{
         out[i] = {out_type}(a_in[{_index(a)}]);
     }} else {{
