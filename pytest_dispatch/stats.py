@@ -113,17 +113,7 @@ def median_ci(samples, confidence: float = 0.95, *, seed: int = 0) -> Interval:
     estimate = float(np.median(x))
     if x.min() == x.max():
         return Interval(estimate, estimate, estimate, confidence)
-    result = stats.bootstrap(
-        (x,),
-        _median_along,
-        confidence_level=confidence,
-        method=_BOOTSTRAP_METHOD,
-        n_resamples=BOOTSTRAP_RESAMPLES,
-        vectorized=True,
-        rng=np.random.default_rng(seed),
-    )
-    ci = result.confidence_interval
-    return Interval(estimate, float(ci.low), float(ci.high), confidence)
+    return _bootstrap_interval((x,), _median_along, estimate, confidence, seed)
 
 
 def ratio_of_medians_ci(
@@ -151,9 +141,14 @@ def ratio_of_medians_ci(
     constant = a.min() == a.max() and b.min() == b.max()
     if constant or min(a.size, b.size) < 2:
         return Interval(estimate, estimate, estimate, confidence)
+    return _bootstrap_interval((a, b), _ratio_of_medians, estimate, confidence, seed, paired=paired)
+
+
+def _bootstrap_interval(data, statistic, estimate: float, confidence: float, seed: int,
+                        paired: bool = False) -> Interval:
     result = stats.bootstrap(
-        (a, b),
-        _ratio_of_medians,
+        data,
+        statistic,
         paired=paired,
         confidence_level=confidence,
         method=_BOOTSTRAP_METHOD,
