@@ -117,3 +117,12 @@ def get(config: pytest.Config, name: str) -> Any:
 
 
 _BY_NAME = {option.name: option for option in ALL_OPTIONS}
+
+
+def gate_settings(config: pytest.Config) -> dict[str, float]:
+    """The regression gate's statistics settings (alpha, threshold, floor_us)."""
+    return {
+        "alpha": get(config, "dispatch_alpha"),
+        "threshold": get(config, "dispatch_threshold"),
+        "floor_us": get(config, "dispatch_floor_us"),
+    }

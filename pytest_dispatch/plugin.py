@@ -61,14 +61,6 @@ def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
         raise pytest.UsageError(f"--dispatch-compare: {error}") from None
 
 
-def gate_settings(config: pytest.Config) -> dict[str, float]:
-    return {
-        "alpha": options.get(config, "dispatch_alpha"),
-        "threshold": options.get(config, "dispatch_threshold"),
-        "floor_us": options.get(config, "dispatch_floor_us"),
-    }
-
-
 def pytest_report_header(config: pytest.Config) -> str:
     return config.stash[GPU_SESSION_KEY].header_line()
 
@@ -88,7 +80,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         collected = {item.nodeid for item in items}
         family = sum(1 for key in gate.sequential_measurements(baseline.results)
                      if key.rsplit("::", 1)[0] in collected)
-        config.stash[GATE_KEY] = baseline.gate(gate_settings(config), family_size=family)
+        config.stash[GATE_KEY] = baseline.gate(options.gate_settings(config), family_size=family)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -129,6 +129,8 @@ def render(
             lines.append(counts_row(result))
         for measurement in result.measurements:
             lines.append(measurement_row(result, measurement, several))
+            if measurement.dispatches and np.median(measurement.wall_us) <= 0:
+                lines.append("    the work is below the sync's noise: measure more calls per round (per_round)")
             if verbose:
                 lines.extend(breakdown_lines(measurement))
         if result.budget_lines:

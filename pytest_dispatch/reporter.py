@@ -38,9 +38,7 @@ class DispatchReporter:
         return None if self.gpu_session.unavailable_reason else self.gpu_session.info
 
     def _settings(self) -> dict[str, float]:
-        from pytest_dispatch.plugin import gate_settings
-
-        return gate_settings(self.config)
+        return options.gate_settings(self.config)
 
     def _judge_session(self) -> None:
         session_gate = self.baseline.gate(self._settings())

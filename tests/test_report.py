@@ -101,7 +101,7 @@ def test_report_rows_and_verbose_breakdown(pytester, gpu):
         WORKLOAD
         + """
 def test_sequential(dispatch_meter, kernel):
-    dispatch_meter.measure(kernel.sequential, 4, rounds=3)
+    dispatch_meter.measure(kernel.sequential, 20, rounds=5)  # ~10 ms a round: well above the sync's noise
     dispatch_meter.single_op(kernel.sequential, 1, rounds=3)
 
 @pytest.mark.dispatch_budget(dispatches=5)
@@ -120,14 +120,14 @@ def test_not_in_report(kernel):
             f"adapter: {gpu.adapter_name}*",
             "test * disp/call sub/call  wall µs/disp [[]95% CI[]] host µs/d sync µs infl. budget",
             "test_counted_only * 5 * 1 * (not measured) * ok",
-            "test_sequential * 4 * 4 * [[]*-*[]]* *x *-",
+            "test_sequential * 20 * 20 * [[]*-*[]]* *x *-",
             "test_sequential (single-op) * 1 * 1 *",
         ]
     )
     assert "test_not_in_report" not in result.stdout.str()
     assert max(len(line) for line in report_section(result)) <= 100
     verbose = pytester.runpytest("--dispatch-report", "-v")
-    verbose.stdout.fnmatch_lines(["*kernels/call: add_one 4*", "*host per call: encoder 4x *", "*submit 4x*"])
+    verbose.stdout.fnmatch_lines(["*kernels/call: add_one 20*", "*host per call: encoder 20x *", "*submit 20x*"])
     assert max(len(line) for line in report_section(verbose)) <= 100
 
 
@@ -227,3 +227,17 @@ def test_one(dispatch_meter, kernel, n):
     charts = sorted((pytester.path / "charts").glob("*.svg"))
     assert len(charts) == 2 and all(c.read_text().lstrip().startswith("<?xml") for c in charts)
     assert all(c.name.isascii() and "[" not in c.name for c in charts)
+
+
+def test_a_measurement_below_the_sync_noise_says_what_to_do():
+    import numpy as np
+
+    from pytest_dispatch import recorder, report
+    from pytest_dispatch.meter import Measurement
+    from pytest_dispatch.results import TestResult
+
+    calls = dict.fromkeys(recorder.KINDS, 0) | {"dispatch": 2, "submit": 1, "pass": 1, "encoder": 1}
+    noisy = Measurement("tiny", "sequential", 3, 3, 1, calls, {"k": 2}, np.full(3, 5.0),
+                        np.array([-30.0, -10.0, 40.0]), np.full(3, 200.0), dict.fromkeys(recorder.KINDS, 0.0))
+    lines = report.render([TestResult("t.py::test_tiny", [noisy], {})], None, "adapter: test")
+    assert "    the work is below the sync's noise: measure more calls per round (per_round)" in lines
