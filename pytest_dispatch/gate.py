@@ -116,13 +116,16 @@ class TestVerdicts:
             out.extend(changed or [f"counts unchanged ({verdicts[0].current} dispatches per call)"])
         for key, verdict in self.timing.items():
             out.append(self._timing_line(key, verdict) if isinstance(verdict, stats.TimingVerdict)
-                       else f"{self.metrics.get(key, TIMING_METRIC)} {verdict}")
+                       else f"{self._label(key)} {verdict}")
         out.extend(f"no baseline for {key}: not compared" for key in self.missing)
         return out
 
+    def _label(self, key: str) -> str:
+        """'<measurement> <metric>': the test is known from context."""
+        return f"{key.rsplit('::', 1)[-1]} {self.metrics.get(key, TIMING_METRIC)}"
+
     def _timing_line(self, key: str, verdict: stats.TimingVerdict) -> str:
-        """'<measurement> us_per_dispatch regressed: ...' (the test is known from context)."""
-        return verdict.line(f"{key.rsplit('::', 1)[-1]} {self.metrics.get(key, TIMING_METRIC)}")
+        return verdict.line(self._label(key))
 
     def as_dict(self) -> dict[str, Any]:
         timing = {}
