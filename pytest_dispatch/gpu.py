@@ -106,12 +106,14 @@ def gpu_entry(implementation: str):
     package = _PACKAGES[implementation]
     try:
         module = importlib.import_module(package)
+        if implementation == "wgpu-native":
+            importlib.import_module("wgpu.backends.auto")
     except ImportError as error:
         raise NoAdapterError(
             f"{implementation} is not installed ({error}); {_INSTALL_HINT[implementation]}"
         ) from None
-    if implementation == "wgpu-native":
-        importlib.import_module("wgpu.backends.auto")
+    except Exception as error:  # the native library failed to load
+        raise NoAdapterError(f"{implementation} failed to load: {_one_line(error)}") from None
     return module.gpu
 
 

@@ -421,7 +421,7 @@ def install(impl: str = "wgpu-native") -> bool:
             return True
         try:
             api = importlib.import_module(BACKEND_MODULES[impl])
-        except ImportError:
+        except Exception:  # not installed, or its native library failed to load
             return False
         originals = {}
         for class_name, method_name, kind in _TARGETS:
