@@ -70,12 +70,14 @@ def _median_per_dispatch(m: Measurement) -> float:
 
 def probe_adapter(impl: str, adapter, dtypes: Iterable[str], ns: Iterable[int], rounds: int) -> list[ProbeRow]:
     info = gpu.gpu_info(adapter, gpu.IMPLEMENTATIONS[impl])
-    device = gpu.request_device(adapter)
-    meter = DispatchMeter(device=device)
     rows = []
     for dtype in dtypes:
+        # A fresh device per dtype: per-dispatch costs creep up over a device's life (seen with
+        # wgpu-native 0.32), which would otherwise charge the dtype measured second.
+        device = gpu.request_device(adapter)
         if dtype == "f16" and "shader-f16" not in device.features:
             continue
+        meter = DispatchMeter(device=device)
         kernel = AddOne(device, dtype=dtype)
         single = _median_per_dispatch(meter.single_op(kernel.sequential, 1, rounds=rounds))
         for n in ns:
@@ -88,6 +90,7 @@ def probe_adapter(impl: str, adapter, dtypes: Iterable[str], ns: Iterable[int], 
                     sequential = m
             breakdown = {kind: us / n for kind, us in sequential.host_breakdown_us.items() if sequential.calls[kind]}
             rows.append(ProbeRow(info, dtype, n, results, sequential.sync_median_us, breakdown))
+        device.destroy()
     return rows
 
 
