@@ -139,8 +139,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if not found:
         raise InputError(f"no adapter found for {', '.join(impls)} (backend {args.backend})")
     rows = []
-    for impl, adapter in found:
-        rows += probe.probe_adapter(impl, adapter, dtypes, ns, args.rounds)
+    for impl, index in found:
+        rows += probe.probe_adapter(impl, index, dtypes, ns, args.rounds)
     print("\n".join(probe.render(rows)))
     if args.json:
         storage.write_json_atomically(args.json, {"probe": [row.as_dict() for row in rows],

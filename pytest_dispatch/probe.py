@@ -45,35 +45,41 @@ class ProbeRow:
                 "inflation": self.inflation, "breakdown_us": self.breakdown_us}
 
 
-def adapters(impls: Iterable[str], backend: str = "auto", name: str = "") -> list[tuple[str, Any]]:
-    """(impl, adapter) for every adapter of each implementation; missing ones are skipped."""
+def adapters(impls: Iterable[str], backend: str = "auto", name: str = "") -> list[tuple[str, int]]:
+    """(impl, index in its enumeration) of every matching adapter; missing impls are skipped."""
     found = []
     for impl in impls:
         try:
-            entry = gpu.gpu_entry(gpu.IMPLEMENTATIONS[impl])
-            candidates = list(entry.enumerate_adapters_sync())
+            candidates = list(gpu.gpu_entry(gpu.IMPLEMENTATIONS[impl]).enumerate_adapters_sync())
         except (NoAdapterError, RuntimeError):
             continue
-        for adapter in candidates:
+        for index, adapter in enumerate(candidates):
             info = adapter.info
             if backend != "auto" and info.get("backend_type", "").lower() != backend:
                 continue
             if name.lower() not in str(info.get("device", "")).lower():
                 continue
-            found.append((impl, adapter))
+            found.append((impl, index))
     return found
+
+
+def _fresh_adapter(impl: str, index: int):
+    """The adapter anew: Dawn's adapter gives one device only."""
+    return list(gpu.gpu_entry(gpu.IMPLEMENTATIONS[impl]).enumerate_adapters_sync())[index]
 
 
 def _median_per_dispatch(m: Measurement) -> float:
     return float(np.median(m.wall_us_per_dispatch))
 
 
-def probe_adapter(impl: str, adapter, dtypes: Iterable[str], ns: Iterable[int], rounds: int) -> list[ProbeRow]:
-    info = gpu.gpu_info(adapter, gpu.IMPLEMENTATIONS[impl])
+def probe_adapter(impl: str, index: int, dtypes: Iterable[str], ns: Iterable[int], rounds: int) -> list[ProbeRow]:
     rows = []
     for dtype in dtypes:
-        # A fresh device per dtype: per-dispatch costs creep up over a device's life (seen with
-        # wgpu-native 0.32), which would otherwise charge the dtype measured second.
+        # A fresh device per dtype, so that one dtype's work leaves no state behind for the
+        # next. (Costs still drift within a process: the dtype measured second came out slower
+        # in both orders on the H200; compare dtypes across runs in both orders.)
+        adapter = _fresh_adapter(impl, index)
+        info = gpu.gpu_info(adapter, gpu.IMPLEMENTATIONS[impl])
         device = gpu.request_device(adapter)
         if dtype == "f16" and "shader-f16" not in device.features:
             continue
