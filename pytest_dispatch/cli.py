@@ -44,10 +44,7 @@ def _runs(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _load(path: str) -> dict[str, Any]:
     try:
-        document = storage.load_document(path)
-        for run in _runs(document):
-            storage.load_document_object(run, path)
-        return document
+        return storage.load_document(path)
     except storage.BaselineError as error:
         raise InputError(str(error)) from None
 

@@ -165,9 +165,6 @@ class Gate:
         self._pairs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._overrides: dict[str, dict[str, float]] = {}
 
-    def baseline_nodeids(self) -> set[str]:
-        return {key.rsplit("::", 1)[0] for key in self.baseline}
-
     def judge(self, result: TestResult, overrides: Mapping[str, float] | None = None) -> TestVerdicts:
         """Verdicts for one finished test (its sequential measurements)."""
         verdicts = TestVerdicts()

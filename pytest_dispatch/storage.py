@@ -182,6 +182,11 @@ def load_document_object(document: Any, path: str | os.PathLike) -> dict[str, An
             _check_result(TestResult.from_dict(test))
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
         raise BaselineError(f"{path}: malformed test results ({type(error).__name__}: {error})") from None
+    runs = document["pytest_dispatch"].get("runs") or []  # a merged file: each run is a document
+    if not isinstance(runs, list):
+        raise BaselineError(f"{path}: 'runs' must be a list of results documents")
+    for run in runs:
+        load_document_object(run, path)
     return document
 
 

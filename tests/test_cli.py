@@ -109,3 +109,13 @@ def test_huge_float_literal_and_missing_file(tmp_path, capsys):
     assert cli.main(["show", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err
     assert "out of range" in err and "no such file" in err
+
+
+def test_a_bad_run_inside_a_merged_file_is_exit_2(tmp_path, capsys):
+    merged = tmp_path / "merged.json"
+    assert cli.main(["merge", write(tmp_path, "a.json"), "-o", str(merged)]) == 0
+    document = json.loads(merged.read_text())
+    document["pytest_dispatch"]["runs"][0]["pytest_dispatch"]["schema"] = 7
+    merged.write_text(json.dumps(document))
+    assert cli.main(["show", str(merged)]) == 2
+    assert "schema version 7" in capsys.readouterr().err
