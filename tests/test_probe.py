@@ -7,7 +7,7 @@ from pytest_dispatch import cli
 
 def test_probe_measures_every_method_and_writes_json(gpu_info, tmp_path, capsys):
     out = tmp_path / "probe.json"
-    code = cli.main(["probe", "--impl", "wgpu", "--backend", gpu_info.backend.lower(), "--n", "20",
+    code = cli.main(["probe", "--impl", "wgpu", "--backend", gpu_info.backend.lower(), "--n", "200",
                      "--dtype", "f32", "--rounds", "7", "--json", str(out)])
     assert code == 0
     text = capsys.readouterr().out
