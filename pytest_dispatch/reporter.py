@@ -108,9 +108,6 @@ class DispatchReporter:
         if self.baseline is not None:
             for line in report.gate_summary(self.baseline, self.verdicts, self.late_regressions):
                 write(line)
-        if options.get(self.config, "dispatch_aa"):
-            for line in report.aa_summary(gate.aa_verdicts(self.results, self._settings()), self._settings()):
-                write(line)
         for line in self.notes:
             write(line, yellow=True)
         for path in self.saved:
