@@ -85,9 +85,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if len(_runs(baseline_doc)) > 1 or len(_runs(current_doc)) > 1:
         raise InputError("compare takes two single-run files, not merged ones")
     comparable = storage.fingerprint_of(baseline_doc) == storage.fingerprint_of(current_doc)
-    settings = {"alpha": args.alpha, "threshold": args.threshold, "floor_us": args.floor_us}
-    baseline = gate.Baseline(args.baseline, storage.results_of(baseline_doc), comparable)
-    session_gate = baseline.gate(settings)
+    gate_settings = {"alpha": args.alpha, "threshold": args.threshold}
+    baseline = gate.Baseline(args.baseline, storage.results_of(baseline_doc), comparable,
+                             gate.stored_of([baseline_doc]) if comparable else {})
+    session_gate = baseline.gate(gate_settings)
     results = storage.results_of(current_doc)
     try:
         verdicts = {r.nodeid: session_gate.judge(r) for r in results}
@@ -184,9 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
     compare = commands.add_parser("compare", help="judge CURRENT against BASELINE (exit 1 on regression)")
     compare.add_argument("baseline")
     compare.add_argument("current")
-    compare.add_argument("--alpha", type=float, default=gate.DEFAULTS["alpha"])
-    compare.add_argument("--threshold", type=float, default=gate.DEFAULTS["threshold"])
-    compare.add_argument("--floor-us", type=float, default=gate.DEFAULTS["floor_us"])
+    compare.add_argument("--alpha", type=_setting(settings.alpha, "alpha"), default=settings.DEFAULTS["alpha"],
+                         help="false-alarm level of one timing comparison (default 0.01)")
+    compare.add_argument("--threshold", type=_setting(settings.fraction, "threshold"),
+                         default=settings.DEFAULTS["threshold"],
+                         help="smallest relative change called a change (default 2%%)")
     compare.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
     compare.set_defaults(run=cmd_compare)
 

@@ -142,6 +142,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     )
     item_budget = item.stash.get(BUDGET_KEY, None)
     if item_budget is not None:
+        result.gate_overrides = dict(item_budget.gate)
         failure = budget.judge(item_budget, observations(result))
         result.budget_lines = list(failure.lines) if failure else []
         if failure and report.passed:
@@ -156,8 +157,7 @@ def _judge_against_baseline(item: pytest.Item, result: TestResult, report: pytes
     """Fail the test on a gate regression; attach its result for the reporter."""
     test_gate = item.config.stash.get(GATE_KEY, None)
     if test_gate is not None and result.measurements:
-        item_budget = item.stash.get(BUDGET_KEY, None)
-        verdicts = test_gate.judge(result, item_budget.gate if item_budget is not None else None)
+        verdicts = test_gate.judge(result, result.gate_overrides)
         failures = verdicts.failure_lines
         if failures and report.passed and not options.get(item.config, "dispatch_accept"):
             report.outcome = "failed"
