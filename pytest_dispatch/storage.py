@@ -249,10 +249,17 @@ class BaselineStore:
         path = self.root / fingerprint / f"{stamp}_{self.safe_name(commit)}_{self.safe_name(name)}.json"
         return write_json_atomically(path, document)
 
+    @staticmethod
+    def name_of(path: Path) -> str:
+        """The name a file was saved under (``<time>_<commit>_<name>.json``)."""
+        parts = Path(path).stem.split("_", 2)
+        return parts[2] if len(parts) == 3 else Path(path).stem
+
     def _files(self, fingerprint: str | None, name: str) -> list[Path]:
         folders = [self.root / fingerprint] if fingerprint else [p for p in self.root.glob("*") if p.is_dir()]
-        pattern = "*.json" if name == "latest" else f"*_{self.safe_name(name)}.json"
-        files = [f for folder in folders for f in folder.glob(pattern) if not f.name.startswith(".")]
+        files = [f for folder in folders for f in folder.glob("*.json") if not f.name.startswith(".")]
+        if name != "latest":
+            files = [f for f in files if self.name_of(f) == self.safe_name(name)]
         return sorted(files, key=lambda f: f.name.split("_", 1)[0])
 
     def find(self, fingerprint: str, name: str = "latest") -> Path | None:
