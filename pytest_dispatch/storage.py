@@ -134,12 +134,17 @@ def session_json(results: list[TestResult], gpu: GpuInfo | None) -> dict[str, An
 
 def write_json_atomically(path: str | os.PathLike, document: dict[str, Any]) -> Path:
     """Write ``document`` to ``path`` via a temp file in the same folder and a rename."""
+    return write_text_atomically(path, json.dumps(document, indent=2, allow_nan=False))
+
+
+def write_text_atomically(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` via a temp file in the same folder and a rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
-            json.dump(document, file, indent=2, allow_nan=False)
+            file.write(text)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temp, path)
@@ -227,6 +232,18 @@ def results_of(document: dict[str, Any]) -> list[TestResult]:
 
 def fingerprint_of(document: dict[str, Any]) -> str | None:
     return (document.get("machine_info") or {}).get("gpu_fingerprint")
+
+
+def gpu_of(document: dict[str, Any]) -> GpuInfo | None:
+    """The GPU a results document was measured on, None when unknown or malformed."""
+    data = (document.get("machine_info") or {}).get("gpu")
+    if not isinstance(data, dict):
+        return None
+    fields = {k: v for k, v in data.items() if k in GpuInfo.__dataclass_fields__}
+    try:
+        return GpuInfo(**{**fields, "features": frozenset(fields.get("features") or ())})
+    except TypeError:
+        return None
 
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
