@@ -246,7 +246,7 @@ def judge_against_runs(
     """
     measured = {}
     for key, (runs, current) in comparisons.items():
-        settings = dict(alpha=float(alpha), threshold=float(threshold), **(overrides or {}).get(key, {}))
+        settings = {"alpha": float(alpha), "threshold": float(threshold), **(overrides or {}).get(key, {})}
         runs = _as_samples(runs, f"stored run medians of {key!r}")
         current = float(current)
         _require_positive(runs, f"stored run medians of {key!r}")

@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from pytest_dispatch import paired, settings as gate_settings
 from pytest_dispatch.ab import verdicts, worker
@@ -193,17 +193,18 @@ class Job:
 
     # -- messages
 
-    def _next(self, timeout: float, expect_from: int | None = None) -> tuple[int, dict | None]:
-        """The next message (side, message); None as message: that side is gone."""
+    def _next(self, timeout: float, suspects: Sequence[int] = (BASE, HEAD)) -> tuple[int, dict | None]:
+        """The next message (side, message); None as message: that side is gone.
+
+        When nothing comes within ``timeout``, the first of ``suspects`` (the sides
+        that owe a message) is taken to hang: it is killed and _SideLost raised."""
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
             try:
                 index, generation, message = self.events.get(timeout=max(remaining, 0.001))
             except queue.Empty:
-                side = self.sides[expect_from if expect_from is not None else HEAD]
-                hung = [s for s in self.sides if s.process and s.process.poll() is None]
-                victim = side if expect_from is not None else (hung[0] if hung else side)
+                victim = self.sides[suspects[0]]
                 victim.kill()
                 raise _SideLost(victim.index, f"the {victim.name} worker sent nothing for {timeout:g} s "
                                               f"(hung); it was killed{victim.log_tail()}") from None
@@ -212,7 +213,7 @@ class Job:
             return index, message
 
     def _expect(self, index: int, timeout: float) -> dict:
-        side, message = self._next(timeout, expect_from=index)
+        side, message = self._next(timeout, suspects=(index,))
         if message is None:
             raise _SideLost(side, self.sides[side].death())
         if side != index:
@@ -226,10 +227,10 @@ class Job:
         try:
             collected = self._start_both()
             self._check_adapters(collected)
-            order = self._plan(collected)
-            for position, nodeid in enumerate(order):
-                following = order[position + 1] if position + 1 < len(order) else None
-                self._run_test(nodeid, following, f"[{position + 1}/{len(order)}]")
+            plan = self._plan(collected)
+            for position, (nodeid, running) in enumerate(plan):
+                following = [next((n for n, r in plan[position + 1:] if side in r), None) for side in (BASE, HEAD)]
+                self._run_test(nodeid, running, following, f"[{position + 1}/{len(plan)}]")
         finally:
             for side in self.sides:
                 side.stop()
@@ -263,36 +264,36 @@ class Job:
                            f"{adapters[1]['description']}): refused; pin one with --gpu-adapter")
         self.outcome.adapter = adapters[1]["description"]
 
-    def _plan(self, collected: list[dict]) -> list[str]:
-        """The tests both sides have, in the head's order; the rest is reported."""
+    def _plan(self, collected: list[dict]) -> list[tuple[str, tuple[int, ...]]]:
+        """(test, sides that run it): the tests both sides have, in the head's order, then
+        those of one side only, run there alone (their measurements are new or removed)."""
         base_ids, head_ids = (message["nodeids"] for message in collected)
         for index, message in enumerate(collected):
             self.outcome.problems.extend(f"{SIDE_NAMES[index]}: could not collect {error}"
                                          for error in message["errors"])
         common = set(base_ids) & set(head_ids)
-        for nodeid in head_ids:
-            if nodeid not in common:
-                self.outcome.problems.append(f"head only (not run): {nodeid}")
-        for nodeid in base_ids:
-            if nodeid not in common:
-                self.outcome.problems.append(f"base only (not run): {nodeid}")
-        order = [nodeid for nodeid in head_ids if nodeid in common]
-        if not order:
+        if not common:
             raise JobError("no test is collected on both sides: nothing to compare")
-        return order
+        plan = [(nodeid, (BASE, HEAD)) for nodeid in head_ids if nodeid in common]
+        plan += [(nodeid, (HEAD,)) for nodeid in head_ids if nodeid not in common]
+        plan += [(nodeid, (BASE,)) for nodeid in base_ids if nodeid not in common]
+        return plan
 
-    def _run_test(self, nodeid: str, following: str | None, position: str) -> None:
-        self.progress(f"{position} {nodeid}")
-        done: dict[int, dict] = {}
+    def _run_test(self, nodeid: str, running: tuple[int, ...], following: list[str | None], position: str) -> None:
+        alone = "" if len(running) == 2 else f" ({SIDE_NAMES[running[0]]} only)"
+        self.progress(f"{position} {nodeid}{alone}")
+        done: dict[int, dict] = {index: {} for index in (BASE, HEAD) if index not in running}
         pending: dict[int, dict] = {}
-        for side in self.sides:
+        for index in running:
             try:
-                side.send({"cmd": "run", "nodeid": nodeid, "next": following})
+                self.sides[index].send({"cmd": "run", "nodeid": nodeid, "next": following[index]})
             except _SideLost as lost:
                 done[lost.side] = self._lost(nodeid, lost, pending)
         while len(done) < 2:
             try:
-                index, message = self._next(self.settings.test_timeout)
+                owing = [i for i in running if i not in done]
+                idle = [i for i in owing if i not in pending]  # a side waiting for its pair is not hung
+                index, message = self._next(self.settings.test_timeout, suspects=idle or owing)
                 if message is None:
                     raise _SideLost(index, self.sides[index].death())
                 event = message.get("event")
@@ -306,7 +307,8 @@ class Job:
                 done[lost.side] = self._lost(nodeid, lost, pending)
                 self._solo_orphans(pending, done)
         for index, message in done.items():
-            self._record_test(index, nodeid, message)
+            if index in running:
+                self._record_test(index, nodeid, message)
 
     def _lost(self, nodeid: str, lost: _SideLost, pending: dict[int, dict]) -> dict:
         """A side crashed or hung: its test failed; restart it for the next test."""
@@ -319,7 +321,7 @@ class Job:
         try:
             side.start()
             while True:
-                index, message = self._next(self.settings.test_timeout, expect_from=side.index)
+                index, message = self._next(self.settings.test_timeout, suspects=(side.index,))
                 if message is None:
                     raise _SideLost(index, self.sides[index].death())
                 if index == side.index and message.get("event") == "collected":

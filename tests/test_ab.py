@@ -1,0 +1,185 @@
+"""A/B jobs end to end on the session's adapter: two worker processes, each importing its
+own tree's code, paired rounds, and one clear line for every kind of bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_dispatch.ab import command, coordinator
+
+TEST_FILE = """
+import os, time
+import pytest
+import cost  # from this side's tree
+from pytest_dispatch.workloads import AddOne
+
+@pytest.fixture(scope="module")
+def kernel(gpu_device):
+    return AddOne(gpu_device)
+
+def work(kernel):
+    kernel.single_pass(cost.DISPATCHES)
+    end = time.perf_counter() + cost.EXTRA_US / 1e6
+    while time.perf_counter() < end:  # host work per call: the injected cost
+        pass
+
+def test_model(dispatch_meter, kernel):
+    dispatch_meter.measure(work, kernel, per_round=2, name="work")
+
+def test_steady(dispatch_meter, kernel):
+    dispatch_meter.measure(kernel.single_pass, 10, per_round=2, name="steady")
+"""
+FAST = dict(max_pairs=60, max_seconds=3.0, first_pairs=20, batch_pairs=20)
+
+
+def git(folder: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True, text=True).stdout
+
+
+def write_cost(folder: Path, dispatches: int = 20, extra_us: float = 0.0) -> None:
+    (folder / "cost.py").write_text(f"DISPATCHES = {dispatches}\nEXTRA_US = {extra_us}\n")
+
+
+@pytest.fixture
+def project(tmp_path, gpu_info) -> Path:
+    """A git repository whose main commit has the workload; the work tree is the head."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "test_work.py").write_text(TEST_FILE)
+    write_cost(folder)
+    git(folder, "init", "-q", "-b", "main")
+    git(folder, "add", ".")
+    git(folder, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    return folder
+
+
+def ab(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest_dispatch.cli", "ab", *args], cwd=project,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def outcome_of(project: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    done = ab(project, "--max-time", "3", "--max-pairs", "60", "--json", "ab.json", *args)
+    return done, json.loads((project / "ab.json").read_text()) if (project / "ab.json").exists() else {}
+
+
+def by_name(outcome: dict) -> dict[str, dict]:
+    return {m["name"]: m for m in outcome["measurements"]}
+
+
+def test_a_a_job_on_one_folder_finds_no_regression(project):
+    done, outcome = outcome_of(project, "--base", ".")
+    assert done.returncode == 0, done.stdout + done.stderr
+    measured = by_name(outcome)
+    assert set(measured) == {"work", "steady"}
+    for measurement in measured.values():
+        assert measurement["status"] in ("unchanged", "inconclusive")
+        assert measurement["timing"]["pairs"] >= 20 and measurement["dispatches"] == {"base": 20, "head": 20} \
+            or measurement["name"] == "steady"
+    assert outcome["schema"] == "pytest-dispatch-ab/1" and "A/B passed" in done.stdout
+
+
+def test_head_with_an_injected_cost_regresses_and_the_base_worktree_is_removed(project):
+    write_cost(project, extra_us=5000)  # the head's own cost.py: 5 ms per call against ~1 ms
+    done, outcome = outcome_of(project, "--base", "main")
+    assert done.returncode == 1, done.stdout + done.stderr
+    measured = by_name(outcome)
+    assert measured["work"]["status"] == "regressed" and measured["work"]["timing"]["low"] > 1.02
+    assert measured["steady"]["status"] in ("unchanged", "inconclusive")
+    assert "work regressed: time per call regressed:" in done.stdout
+    assert git(project, "worktree", "list").count("\n") == 1  # the base's checkout is gone
+
+
+def test_more_dispatches_in_the_head_is_an_exact_count_regression(project):
+    write_cost(project, dispatches=22)
+    done, outcome = outcome_of(project, "--base", "main")
+    assert done.returncode == 1
+    assert "work regressed: dispatches regressed: 20 -> 22 per call (+2: add_one +2)" in done.stdout
+    assert by_name(outcome)["work"]["counts"]["dispatches"]["status"] == "regressed"
+
+
+def test_the_pytest_twin_runs_the_same_job(project):
+    write_cost(project, extra_us=5000)
+    done = subprocess.run([sys.executable, "-m", "pytest", "--dispatch-ab=main", "--dispatch-ab-max-time=3",
+                           "--dispatch-ab-max-pairs=60", "-q"], cwd=project, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "work regressed: time per call regressed:" in done.stdout
+
+
+def test_a_ref_that_does_not_exist_is_one_line(project):
+    done = ab(project, "--base", "no-such-branch")
+    assert done.returncode == 2
+    assert done.stdout.strip() == (f"pytest-dispatch ab: 'no-such-branch' is neither a folder nor a commit of the "
+                                   f"git repository at {project}: give a branch, tag, commit or folder")
+
+
+def test_pytest_xdist_options_are_refused(project):
+    done = ab(project, "--base", ".", "--", "-n", "2")
+    assert done.returncode == 2 and "drop the pytest-xdist option" in done.stdout
+
+
+def test_tests_and_measurements_only_one_side_has_are_new_and_the_rest_is_compared(project):
+    head = TEST_FILE.replace('name="steady")', 'name="steady")\n'
+                             '    dispatch_meter.measure(kernel.single_pass, 4, per_round=2, name="extra")')
+    head += ("\ndef test_new_in_head(dispatch_meter, kernel):\n"
+             "    dispatch_meter.measure(kernel.single_pass, 5, per_round=2, name='new')\n")
+    (project / "test_work.py").write_text(head)
+    done, outcome = outcome_of(project, "--base", "main")
+    assert done.returncode == 0, done.stdout + done.stderr
+    measured = by_name(outcome)
+    assert measured["new"]["status"] == "new" and measured["extra"]["status"] == "new"
+    assert measured["new"]["dispatches"] == {"base": None, "head": 5}
+    assert measured["steady"]["timing"] is not None and measured["work"]["timing"] is not None
+    assert "test_work.py::test_new_in_head (head only)" in done.stdout
+
+
+def test_a_side_that_cannot_collect_a_file_is_one_line_and_the_rest_is_compared(project):
+    (project / "test_broken.py").write_text("import no_such_module_here\n")
+    done, outcome = outcome_of(project, "--base", "main")
+    assert "head: could not collect test_broken.py: " in done.stdout and "no_such_module_here" in done.stdout
+    assert by_name(outcome)["work"]["timing"] is not None
+
+
+def test_a_worker_that_crashes_fails_that_test_and_the_job_goes_on(project):
+    (project / "test_crash.py").write_text("import os, cost\n\ndef test_crash(gpu_device):\n"
+                                           "    if getattr(cost, 'CRASH', False):\n        os.abort()\n")
+    git(project, "add", ".")
+    git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "crash test")
+    with open(project / "cost.py", "a") as handle:
+        handle.write("CRASH = True\n")  # a native abort in the head only, as a wgpu-native panic would be
+    done, outcome = outcome_of(project, "--base", "main", "--", "-p", "no:randomly", "test_crash.py",
+                               "test_work.py")
+    assert done.returncode == 1  # the head's test failed
+    assert "head: test_crash.py::test_crash: the head worker was killed by SIGABRT" in done.stdout
+    assert by_name(outcome)["work"]["timing"] is not None  # compared after the head worker restarted
+
+
+def test_a_worker_that_hangs_is_killed_and_named(project, capsys):
+    hanging = TEST_FILE.replace("def test_model(", "def test_aaa_hang(gpu_device):\n    import time\n"
+                                                   "    time.sleep(600)\n\ndef test_model(")
+    (project / "test_work.py").write_text(hanging)
+    settings = coordinator.Settings(test_timeout=10, **FAST)
+    lines = []
+    code = command.run("main", str(project), ["-p", "no:randomly"], settings, out=lines.append)
+    assert code == 1
+    assert any("sent nothing for 10 s (hung); it was killed" in line for line in lines), lines
+
+
+def test_sides_on_different_adapters_are_refused():
+    job = coordinator.Job.__new__(coordinator.Job)
+    collected = [{"adapter": {"fingerprint": f, "description": f}, "no_adapter": None} for f in ("gpu-a", "gpu-b")]
+    with pytest.raises(coordinator.JobError, match="different adapters .* refused; pin one with --gpu-adapter"):
+        job._check_adapters(collected)
+
+
+def test_worker_arguments_drop_the_coordinators_options():
+    args = ["tests", "--dispatch-ab=main", "--dispatch-report", "--dispatch-json", "x.json", "-k", "fast",
+            "--dispatch-ab-max-time=5", "--gpu-adapter=H200", "--dispatch-save"]
+    assert command.worker_args(args) == ["tests", "-k", "fast", "--gpu-adapter=H200"]

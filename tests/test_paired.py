@@ -1,0 +1,154 @@
+"""The paired, sequential engine (pytest_dispatch.paired) on synthetic rounds whose noise
+has what real machines have: a per-process random effect, drift shared by both sides,
+autocorrelated rounds and a heavy tail (``simulate_pairs``)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from pytest_dispatch import paired
+
+
+def feed(a: np.ndarray, b: np.ndarray, per_round: int = 5, sync_ns: int = 200_000):
+    """A take_round over synthetic per-call µs: rounds come out in the order asked for."""
+    sides = (iter(a), iter(b))
+
+    def take_round(side: int):
+        return int(next(sides[side]) * 1000 * per_round) + sync_ns, sync_ns, per_round
+
+    return take_round
+
+
+def run_trials(ratio: float, trials: int, seed: int, design=paired.Design(), **noise) -> list[paired.PairedVerdict]:
+    out = []
+    for trial in range(trials):
+        rng = np.random.default_rng([seed, trial])
+        a, b = paired.simulate_pairs(rng, design.max_pairs, ratio=ratio, **noise)
+        out.append(paired.run_sequential(feed(a, b), paired.ChangeQuestion(0.02), design,
+                                         rng=random.Random(trial)))
+    return out
+
+
+def test_false_alarms_stay_under_alpha_with_process_effects_drift_and_autocorrelation():
+    verdicts = run_trials(1.0, 300, seed=1, process_sd=0.005, drift_sd=0.01, autocorrelation=0.3)
+    flagged = sum(v.status in (paired.REGRESSED, paired.IMPROVED) for v in verdicts)
+    assert flagged <= sps.binom.ppf(0.999, 300, 0.01), flagged
+
+
+def test_ten_percent_is_caught_within_the_first_looks():
+    verdicts = run_trials(1.10, 100, seed=2)
+    assert sum(v.status == paired.REGRESSED for v in verdicts) >= 95
+    assert np.median([v.pairs for v in verdicts]) <= 60
+
+
+def test_a_large_process_effect_is_reported_not_hidden():
+    # two processes 10% apart for their whole life look like a change: the engine cannot
+    # tell them from one, which is why the job pins both workers to one CPU (see ab.coordinator)
+    verdicts = run_trials(1.0, 20, seed=3, process_sd=0.1)
+    assert any(v.status != paired.UNCHANGED for v in verdicts)
+
+
+def test_drift_shared_by_both_sides_cancels_in_the_pairs():
+    verdicts = run_trials(1.0, 50, seed=4, drift_sd=0.05, process_sd=0.0)
+    assert sum(v.status == paired.REGRESSED for v in verdicts) == 0
+    assert np.median([v.ratio for v in verdicts]) == pytest.approx(1.0, abs=0.01)
+
+
+def test_unchanged_is_shown_early_when_the_noise_is_low():
+    verdicts = run_trials(1.0, 20, seed=5, sigma=0.005, process_sd=0.0, drift_sd=0.0, outlier_fraction=0.0)
+    assert all(v.status == paired.UNCHANGED and v.pairs == 30 for v in verdicts)
+
+
+def test_caps_end_inconclusive_with_the_reason():
+    design = paired.Design(first=10, batch=10, max_pairs=40, max_seconds=60)
+    (verdict,) = run_trials(1.02, 1, seed=6, design=design, sigma=0.2)
+    assert verdict.status == paired.INCONCLUSIVE and verdict.pairs == 40
+    assert "straddles the 2% tolerance" in verdict.reason
+
+
+def test_time_cap_stops_adding_pairs():
+    clock = iter(range(0, 10_000, 10))  # each look 10+ s apart
+    a, b = paired.simulate_pairs(np.random.default_rng(7), 300, sigma=0.3)
+    verdict = paired.run_sequential(feed(a, b), paired.ChangeQuestion(0.02), paired.Design(max_seconds=15),
+                                    clock=lambda: next(clock))
+    assert verdict.status == paired.INCONCLUSIVE and "time cap 15 s" in verdict.reason and verdict.pairs < 300
+
+
+@pytest.mark.parametrize("order", paired.ORDERS)
+def test_orders_put_each_side_first_about_half_the_time(order):
+    firsts = []
+    a, b = np.full(300, 40.0), np.full(300, 44.0)
+    take = feed(a, b)
+
+    def recording(side):
+        firsts.append(side)
+        return take(side)
+
+    paired.run_sequential(recording, paired.ChangeQuestion(0.02), paired.Design(order=order),
+                          rng=random.Random(0))
+    leading = firsts[0::2]
+    assert 0.35 < np.mean(leading) < 0.65
+    if order == "abba":
+        assert leading[:4] == [0, 1, 0, 1]
+
+
+def test_walsh_interval_is_the_exact_signed_rank_interval():
+    d = np.array([0.3, -0.1, 0.5, 0.2, 0.4, 0.1, 0.25, -0.05])
+    estimate, low, high = paired.walsh_interval(d, 0.025)
+    i, j = np.triu_indices(d.size)
+    walsh = np.sort((d[i] + d[j]) / 2)
+    assert estimate == pytest.approx(np.median(walsh))
+    # n = 8: P(T+ <= 3) = 5/256 < 0.025 < P(T+ <= 4) = 7/256, so the 4th Walsh average from each end
+    assert (low, high) == (walsh[3], walsh[-4])
+    assert paired.walsh_interval(d[:3], 0.001)[1:] == (-math.inf, math.inf)  # no bound possible at n = 3
+
+
+def test_speedup_question_passes_fails_and_reads_as_a_speedup():
+    fast, slow = np.full(300, 10.0), np.full(300, 30.0)
+    jitter = np.random.default_rng(8).lognormal(0, 0.02, (2, 300))
+    verdict = paired.run_sequential(feed(fast * jitter[0], slow * jitter[1]), paired.SpeedupQuestion(2.0),
+                                    paired.Design(first=20, batch=20, max_pairs=200, alpha=0.05))
+    assert verdict.status == paired.PASSED and verdict.ratio == pytest.approx(3.0, rel=0.03)
+    failing = paired.run_sequential(feed(fast * jitter[0], slow * jitter[1]), paired.SpeedupQuestion(4.0),
+                                    paired.Design(first=20, batch=20, max_pairs=200, alpha=0.05))
+    assert failing.status == paired.FAILED and failing.high < 4.0
+
+
+def test_rounds_within_the_sync_noise_are_inconclusive_not_a_crash():
+    def take_round(side):
+        return 100_000, 200_000, 1  # faster than the empty sync: negative once it is subtracted
+
+    verdict = paired.run_sequential(take_round, paired.ChangeQuestion(0.02), paired.Design())
+    assert verdict.status == paired.INCONCLUSIVE and "raise per_round" in verdict.reason
+
+
+def test_bh_across_the_session_turns_a_lone_marginal_call_into_inconclusive():
+    strong = paired.PairedVerdict(paired.REGRESSED, 1.5, 1.4, 1.6, 0.998, 30, 1.0, 10, 15, 1e-9)
+    marginal = paired.PairedVerdict(paired.REGRESSED, 1.05, 1.03, 1.08, 0.998, 300, 9.0, 10, 10.5, 0.009)
+    nulls = {f"n{i}": paired.PairedVerdict(paired.UNCHANGED, 1.0, 0.99, 1.01, 0.998, 30, 1.0, 10, 10, 1.0)
+             for i in range(20)}
+    adjusted = paired.adjust_family({"strong": strong, "marginal": marginal, **nulls}, alpha=0.01)
+    assert adjusted["strong"].status == paired.REGRESSED
+    assert adjusted["marginal"].status == paired.INCONCLUSIVE and "Benjamini-Hochberg" in adjusted["marginal"].reason
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"alpha": 0}, "alpha"), ({"first": 3}, "first >= 6"), ({"max_seconds": 0}, "max_seconds"),
+    ({"order": "zigzag"}, "order"),
+])
+def test_bad_designs_are_one_line_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        paired.Design(**kwargs)
+
+
+def test_verdicts_travel_as_json():
+    verdict = paired.PairedVerdict(paired.INCONCLUSIVE, math.nan, 0.0, math.inf, 0.998, 1, 0.1, 1.0, 1.0, 1.0, "x")
+    data = verdict.as_dict()
+    assert data["ratio"] is None and data["high"] is None
+    back = paired.PairedVerdict.from_dict(data)
+    assert back.status == verdict.status and math.isinf(back.high) and math.isnan(back.ratio)
