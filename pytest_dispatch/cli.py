@@ -7,6 +7,7 @@
     pytest-dispatch show FILE|FOLDER|NAME [--markdown]
     pytest-dispatch merge FILES... -o OUT                             one file, grouped by GPU
     pytest-dispatch probe [--impl wgpu|dawn|all] [--n 100,1000] [--dtype f32,f16] [--json PATH]
+    pytest-dispatch ab --base REF_OR_DIR [--head DIR] [-- pytest args]   exit 1 on a regression
 
 BASELINE, CURRENT and NAME are files or names of saved runs: 'latest', a --dispatch-save name,
 a branch, or a commit prefix.  Bad input (missing, corrupt or hostile files) is one line on
@@ -21,7 +22,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_dispatch import gate, history, report, storage
+from pytest_dispatch import gate, history, paired, report, settings, storage
 from pytest_dispatch.progress import Progress
 from pytest_dispatch.results import TestResult
 
@@ -131,9 +132,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if len(_runs(baseline_doc)) > 1 or len(_runs(current_doc)) > 1:
         raise InputError("compare takes two single-run files, not merged ones")
     comparable = storage.fingerprint_of(baseline_doc) == storage.fingerprint_of(current_doc)
-    settings = {"alpha": args.alpha, "threshold": args.threshold, "floor_us": args.floor_us}
-    baseline = gate.Baseline(args.baseline, storage.results_of(baseline_doc), comparable)
-    session_gate = baseline.gate(settings)
+    gate_settings = {"alpha": args.alpha, "threshold": args.threshold}
+    baseline = gate.Baseline(args.baseline, storage.results_of(baseline_doc), comparable,
+                             gate.stored_of([baseline_doc]) if comparable else {})
+    session_gate = baseline.gate(gate_settings)
     results = storage.results_of(current_doc)
     try:
         verdicts = {r.nodeid: session_gate.judge(r) for r in results}
@@ -260,6 +262,31 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_ab(args: argparse.Namespace) -> int:
+    from pytest_dispatch.ab import command, coordinator
+
+    job_settings = coordinator.Settings(threshold=args.threshold, alpha=args.alpha, max_pairs=args.max_pairs,
+                                        max_seconds=args.max_time, order=args.order, cpus=args.cpus,
+                                        seed=args.seed)
+    pytest_args = list(args.pytest_args)
+    if pytest_args[:1] == ["--"]:
+        pytest_args = pytest_args[1:]
+    return command.run(args.base, args.head, pytest_args, job_settings, json_path=args.json,
+                       markdown_path=args.markdown)
+
+
+def _setting(parse, name: str):
+    """An argparse type that reports pytest_dispatch.settings' one-line message."""
+
+    def convert(text: str):
+        try:
+            return parse(name, text)
+        except settings.SettingError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return convert
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pytest-dispatch", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -276,9 +303,11 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("baseline", help=names)
     compare.add_argument("current", help=names)
     _add_storage_arguments(compare)
-    compare.add_argument("--alpha", type=float, default=gate.DEFAULTS["alpha"])
-    compare.add_argument("--threshold", type=float, default=gate.DEFAULTS["threshold"])
-    compare.add_argument("--floor-us", type=float, default=gate.DEFAULTS["floor_us"])
+    compare.add_argument("--alpha", type=_setting(settings.alpha, "alpha"), default=settings.DEFAULTS["alpha"],
+                         help="false-alarm level of one timing comparison (default 0.01)")
+    compare.add_argument("--threshold", type=_setting(settings.fraction, "threshold"),
+                         default=settings.DEFAULTS["threshold"],
+                         help="smallest relative change called a change (default 2%%)")
     compare.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
     compare.set_defaults(run=cmd_compare)
 
@@ -324,6 +353,31 @@ def build_parser() -> argparse.ArgumentParser:
                        help="smallest absolute change, µs per dispatch, called a change point")
     _add_storage_arguments(trend)
     trend.set_defaults(run=cmd_history)
+    ab = commands.add_parser(
+        "ab", help="A/B: run tests on two versions in one job, pairing rounds (exit 1 on regression)",
+        description="Run the same tests in two worker processes, base and head, taking each measurement's "
+                    "rounds in turn; judge head against base on paired rounds. Put pytest's arguments "
+                    "after '--'.")
+    ab.add_argument("--base", required=True, help="a git ref (checked out for the job) or a folder; "
+                                                  "'.' with no --head is the A/A check")
+    ab.add_argument("--head", help="the head folder (default: the current folder)")
+    ab.add_argument("--threshold", type=_setting(settings.fraction, "threshold"),
+                    default=settings.DEFAULTS["threshold"], help="smallest relative change called a change "
+                                                                 "(default 2%%)")
+    ab.add_argument("--alpha", type=_setting(settings.alpha, "alpha"), default=settings.DEFAULTS["alpha"],
+                    help="false-alarm level of one comparison over all its looks (default 0.01)")
+    ab.add_argument("--max-pairs", type=_setting(lambda n, v: settings.count(n, v, 6), "max-pairs"), default=300,
+                    help="most pairs of rounds per measurement (default 300)")
+    ab.add_argument("--max-time", type=_setting(settings.seconds, "max-time"), default=60.0,
+                    help="most seconds of pairs per measurement (default 60)")
+    ab.add_argument("--order", choices=paired.ORDERS, default="abba", help="order of a pair's two rounds")
+    ab.add_argument("--cpus", default="one", help="CPUs both workers are pinned to: 'one' (the same CPU, picked "
+                                                  "per job; default), 'all' (not pinned) or a list such as 0,3")
+    ab.add_argument("--seed", type=int, help="seed of the random choices (CPU, random order)")
+    ab.add_argument("--json", help="write the outcome to this JSON file")
+    ab.add_argument("--markdown", help="append the outcome as Markdown to this file ('-': print it)")
+    ab.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then pytest's arguments")
+    ab.set_defaults(run=cmd_ab)
     return parser
 
 

@@ -290,7 +290,7 @@ class Settings:
 
     alpha: float = DEFAULTS["alpha"]
     threshold: float = DEFAULTS["threshold"]  # relative change of the segments' medians
-    floor_us: float = DEFAULTS["floor_us"]  # absolute change, µs per dispatch
+    floor_us: float = 0.0  # absolute change, µs per dispatch (the gate itself has no absolute floor)
     penalty: float | None = None  # ruptures' penalty on the robust-scaled log medians; None: BIC, 2 ln(n)
 
 
