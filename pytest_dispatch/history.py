@@ -286,11 +286,10 @@ class Series:
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """What counts as a change point: significant, and larger than both the threshold and the floor."""
+    """What counts as a change point: significant, and at least the threshold (a ratio, as in the gate)."""
 
     alpha: float = DEFAULTS["alpha"]
     threshold: float = DEFAULTS["threshold"]  # relative change of the segments' medians
-    floor_us: float = 0.0  # absolute change, µs per dispatch (the gate itself has no absolute floor)
     penalty: float | None = None  # ruptures' penalty on the robust-scaled log medians; None: BIC, 2 ln(n)
 
 
@@ -326,8 +325,8 @@ def change_points_of(medians: Iterable[float], settings: Settings = Settings()) 
 
     Candidates come from ruptures' PELT (L2 cost on the log medians scaled by their robust noise,
     BIC penalty); a candidate is kept while the runs of its two neighbouring segments differ by a
-    two-sided Mann-Whitney U test at ``alpha`` and their medians by at least ``threshold`` and
-    ``floor_us``; the weakest failing candidate is dropped and the rest re-tested until all pass.
+    two-sided Mann-Whitney U test at ``alpha`` and their medians by at least ``threshold``; the
+    weakest failing candidate is dropped and the rest re-tested until all pass.
     """
     values = np.asarray(list(medians), dtype=float)
     n = values.size
@@ -343,8 +342,7 @@ def change_points_of(medians: Iterable[float], settings: Settings = Settings()) 
         for i, index in enumerate(candidates):
             before, after = values[bounds[i]:index], values[index:bounds[i + 2]]
             p = _segment_test(before, after)
-            shift = abs(float(np.median(after)) - float(np.median(before)))
-            large = shift >= settings.floor_us and shift >= settings.threshold * float(np.median(before))
+            large = abs(float(np.median(after)) / float(np.median(before)) - 1) >= settings.threshold
             tested.append((p < settings.alpha and large, p, index))
         failing = [(p, index) for ok, p, index in tested if not ok]
         if not failing:
@@ -496,7 +494,7 @@ def analyse(
 
 def _describe_settings(settings: Settings) -> str:
     return (f"ruptures PELT on log run medians, kept when Mann-Whitney p < {settings.alpha:g} and the change "
-            f">= {100 * settings.threshold:g}% and >= {settings.floor_us:g} µs/dispatch")
+            f">= {100 * settings.threshold:g}%")
 
 
 def render_text(histories: list[GpuHistory], settings: Settings, note: str | None) -> list[str]:
