@@ -330,10 +330,11 @@ def change_points_of(medians: Iterable[float], settings: Settings = Settings()) 
     """
     values = np.asarray(list(medians), dtype=float)
     n = values.size
-    if n < 3 or np.any(values <= 0):
+    if n < 3:
         return []
-    logs = np.log(values)
-    scaled = (logs / _robust_scale(logs)).reshape(-1, 1)
+    # relative changes on a log scale; a median <= 0 (work below the sync's noise) keeps the raw scale
+    transformed = np.log(values) if np.all(values > 0) else values
+    scaled = (transformed / _robust_scale(transformed)).reshape(-1, 1)
     penalty = settings.penalty if settings.penalty is not None else 2 * np.log(n)
     candidates = _ruptures().Pelt(model="l2", min_size=1, jump=1).fit(scaled).predict(pen=penalty)[:-1]
     while candidates:
@@ -342,7 +343,9 @@ def change_points_of(medians: Iterable[float], settings: Settings = Settings()) 
         for i, index in enumerate(candidates):
             before, after = values[bounds[i]:index], values[index:bounds[i + 2]]
             p = _segment_test(before, after)
-            large = abs(float(np.median(after)) / float(np.median(before)) - 1) >= settings.threshold
+            level = float(np.median(before))
+            shift = abs(float(np.median(after)) - level)
+            large = shift >= settings.threshold * abs(level) and shift > 0
             tested.append((p < settings.alpha and large, p, index))
         failing = [(p, index) for ok, p, index in tested if not ok]
         if not failing:

@@ -128,6 +128,12 @@ def test_change_point_is_attributed_to_the_first_run_after_it():
     assert history.change_points_of(medians[:7]) == []
 
 
+def test_a_series_with_medians_below_zero_still_has_its_step_found():
+    # the sync subtraction can leave a median <= 0 when the work is below the sync's noise
+    medians = [-0.1, 0.2, 0.1, -0.05, 0.15, 5.0, 5.2, 4.9, 5.1, 5.3]
+    assert [index for index, _ in history.change_points_of(medians)] == [5]
+
+
 def test_a_change_below_the_threshold_is_not_a_change_point():
     medians = np.r_[[40.0] * 5, [41.0] * 5]  # 2.5%: significant, but below a 5% threshold
     assert history.change_points_of(medians, history.Settings(threshold=0.05)) == []
