@@ -128,6 +128,16 @@ def test_change_point_is_attributed_to_the_first_run_after_it():
     assert history.change_points_of(medians[:7]) == []
 
 
+def test_a_change_falls_between_commits_never_inside_one():
+    # two runs per commit; the 3rd commit's runs disagree (40 and 60): a change may be put before
+    # or after that commit, not between its two runs
+    medians = [40.0, 41.0, 40.5, 39.8, 40.2, 60.3, 60.0, 61.0, 59.0, 60.5, 60.2, 59.8, 60.1, 59.6]
+    commits = [i // 2 for i in range(len(medians))]
+    assert [index for index, _ in history.change_points_of(medians)] == [5]
+    ((index, p),) = history.change_points_of(medians, commits=commits)
+    assert index in (4, 6) and p < 0.01
+
+
 def test_a_series_with_medians_below_zero_still_has_its_step_found():
     # the sync subtraction can leave a median <= 0 when the work is below the sync's noise
     medians = [-0.1, 0.2, 0.1, -0.05, 0.15, 5.0, 5.2, 4.9, 5.1, 5.3]
