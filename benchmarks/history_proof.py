@@ -1,13 +1,14 @@
 """Proof of `pytest-dispatch history` on real runs: a step is found and attributed to its commit.
 
-    python benchmarks/history_proof.py [--runs 10] [--changed-from 6] [--extra-us 20] [--out DIR]
+    python benchmarks/history_proof.py [--runs 10] [--changed-from 6] [--extra-us 100] [--sessions 1] [--out DIR]
 
 In a temporary git repository, makes ``--runs`` commits; after each, runs a pytest session of
 two measurements of the paper's AddOne kernel (sequential method, 50 dispatches per call) and
 saves it with ``--dispatch-save``.  From commit ``--changed-from`` on, the 'changed' measurement
 spins ``--extra-us`` µs on the host after every dispatch; the 'steady' one never changes.
 Then runs ``pytest-dispatch history`` on the storage and checks that it names exactly that
-commit for 'changed', nothing for 'steady', and no count change.  Prints the series and the
+commit for 'changed', nothing for 'steady', and no count change.  With ``--sessions K``, each
+commit is measured by K sessions (all kept; a change can only fall between commits).  Prints the series and the
 verdict; exit 0 when the check passes.  With ``--out``, writes history.json, history.md and
 history.html there.
 """
@@ -88,9 +89,10 @@ def history_output(storage: Path, *options: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=10, help="commits, each measured by --sessions runs")
     parser.add_argument("--changed-from", type=int, default=6, help="first commit (1-based) with the added cost")
-    parser.add_argument("--extra-us", type=float, default=20.0, help="host µs added after each dispatch")
+    parser.add_argument("--extra-us", type=float, default=100.0, help="host µs added after each dispatch")
+    parser.add_argument("--sessions", type=int, default=1, help="pytest sessions (saved runs) per commit")
     parser.add_argument("--out", help="folder for history.json, history.md and history.html")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, e.g. --gpu-impl dawn")
     args = parser.parse_args()
@@ -113,16 +115,17 @@ def main() -> int:
         stamp = (start + datetime.timedelta(minutes=number)).isoformat()
         git(repo, "commit", "-q", "-m", f"revision {number}", env={"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp})
         commits.append(git(repo, "rev-parse", "HEAD"))
-        session = subprocess.run(
-            [sys.executable, "-m", "pytest", "test_workload.py", "-q", "-p", "no:cacheprovider", *plugin_arguments(),
-             "--rootdir", str(repo), "--gpu-required", "--dispatch-save=proof", f"--dispatch-storage={storage}",
-             *args.pytest_args],
-            cwd=repo, env=env, capture_output=True, text=True)
-        if session.returncode != 0:
-            print(session.stdout[-3000:], session.stderr[-3000:], sep="\n")
-            raise SystemExit(f"run {number}: pytest exited {session.returncode}")
-        print(f"history_proof: run {number}/{args.runs} at {commits[-1][:10]} (extra {extra:g} µs/dispatch) saved "
-              f"({time.perf_counter() - began:.0f} s)", flush=True)
+        for _ in range(args.sessions):
+            session = subprocess.run(
+                [sys.executable, "-m", "pytest", "test_workload.py", "-q", "-p", "no:cacheprovider",
+                 *plugin_arguments(), "--rootdir", str(repo), "--gpu-required", "--dispatch-save=proof",
+                 f"--dispatch-storage={storage}", *args.pytest_args],
+                cwd=repo, env=env, capture_output=True, text=True)
+            if session.returncode != 0:
+                print(session.stdout[-3000:], session.stderr[-3000:], sep="\n")
+                raise SystemExit(f"commit {number}: pytest exited {session.returncode}")
+        print(f"history_proof: commit {number}/{args.runs} {commits[-1][:10]} (extra {extra:g} µs/dispatch): "
+              f"{args.sessions} run(s) saved ({time.perf_counter() - began:.0f} s)", flush=True)
 
     text = history_output(storage)
     document = json.loads(history_output(storage, "--json"))

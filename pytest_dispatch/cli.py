@@ -207,10 +207,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    settings = history.Settings(alpha=args.alpha, threshold=args.threshold, floor_us=args.floor_us)
+    change_settings = history.Settings(alpha=args.alpha, threshold=args.threshold)
     progress = Progress("pytest-dispatch history", every_s=1.0)
     try:
-        histories, note = history.analyse(args.storage, args.fingerprint, args.k, settings, args.branch,
+        histories, note = history.analyse(args.storage, args.fingerprint, args.k, change_settings, args.branch,
                                           lambda text: progress.step(text))
     except ValueError as error:
         raise InputError(str(error)) from None
@@ -222,17 +222,17 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.html:
         from pytest_dispatch import history_html
 
-        storage.write_text_atomically(args.html, history_html.page(histories, settings, note,
+        storage.write_text_atomically(args.html, history_html.page(histories, change_settings, note,
                                                                    lambda text: progress.step(text)))
         print(f"history page written to {args.html}")
     if args.json:
         import json
 
-        print(json.dumps(history.as_json(histories, settings, note, lambda text: progress.step(text)), indent=2))
+        print(json.dumps(history.as_json(histories, change_settings, note, lambda text: progress.step(text)), indent=2))
     elif args.markdown:
-        print("\n".join(history.render_markdown(histories, settings, note)))
+        print("\n".join(history.render_markdown(histories, change_settings, note)))
     elif not args.html:
-        print("\n".join(history.render_text(histories, settings, note)))
+        print("\n".join(history.render_text(histories, change_settings, note)))
     return EXIT_OK
 
 
@@ -345,12 +345,10 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
     trend.add_argument("--html", metavar="FILE", help="also write a self-contained page with one chart per "
                                                       "measurement")
-    trend.add_argument("--alpha", type=float, default=history.Settings.alpha,
+    trend.add_argument("--alpha", type=_setting(settings.alpha, "alpha"), default=history.Settings.alpha,
                        help="significance level of a change point (Mann-Whitney U between its segments)")
-    trend.add_argument("--threshold", type=float, default=history.Settings.threshold,
-                       help="smallest relative change called a change point")
-    trend.add_argument("--floor-us", type=float, default=history.Settings.floor_us,
-                       help="smallest absolute change, µs per dispatch, called a change point")
+    trend.add_argument("--threshold", type=_setting(settings.fraction, "threshold"),
+                       default=history.Settings.threshold, help="smallest relative change called a change point")
     _add_storage_arguments(trend)
     trend.set_defaults(run=cmd_history)
     ab = commands.add_parser(

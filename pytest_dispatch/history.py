@@ -14,7 +14,7 @@ import functools
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -286,11 +286,10 @@ class Series:
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """What counts as a change point: significant, and larger than both the threshold and the floor."""
+    """What counts as a change point: significant, and at least the threshold (a ratio, as in the gate)."""
 
     alpha: float = DEFAULTS["alpha"]
     threshold: float = DEFAULTS["threshold"]  # relative change of the segments' medians
-    floor_us: float = 0.0  # absolute change, µs per dispatch (the gate itself has no absolute floor)
     penalty: float | None = None  # ruptures' penalty on the robust-scaled log medians; None: BIC, 2 ln(n)
 
 
@@ -321,36 +320,53 @@ def _segment_test(before: np.ndarray, after: np.ndarray) -> float:
     return float(mannwhitneyu(before, after, alternative="two-sided").pvalue)
 
 
-def change_points_of(medians: Iterable[float], settings: Settings = Settings()) -> list[tuple[int, float]]:
+def change_points_of(medians: Iterable[float], settings: Settings = Settings(),
+                     commits: Sequence[Any] | None = None) -> list[tuple[int, float]]:
     """(index of the first run after the change, p-value) of each change point of a series of run medians.
 
-    Candidates come from ruptures' PELT (L2 cost on the log medians scaled by their robust noise,
-    BIC penalty); a candidate is kept while the runs of its two neighbouring segments differ by a
-    two-sided Mann-Whitney U test at ``alpha`` and their medians by at least ``threshold`` and
-    ``floor_us``; the weakest failing candidate is dropped and the rest re-tested until all pass.
+    With ``commits`` (one per run, equal for consecutive runs of one commit), a change can only
+    fall between commits: candidates are found on each commit's median run.  Candidates come from
+    ruptures' PELT (L2 cost on the log medians scaled by their robust noise, BIC penalty); a
+    candidate is kept while the runs of its two neighbouring segments differ by a two-sided
+    Mann-Whitney U test at ``alpha`` and their medians by at least ``threshold``; the weakest
+    failing candidate is dropped and the rest re-tested until all pass.
     """
     values = np.asarray(list(medians), dtype=float)
-    n = values.size
-    if n < 3 or np.any(values <= 0):
+    starts = _group_starts(commits if commits is not None else range(values.size))
+    if len(starts) < 3:
         return []
-    logs = np.log(values)
-    scaled = (logs / _robust_scale(logs)).reshape(-1, 1)
-    penalty = settings.penalty if settings.penalty is not None else 2 * np.log(n)
-    candidates = _ruptures().Pelt(model="l2", min_size=1, jump=1).fit(scaled).predict(pen=penalty)[:-1]
+    levels = np.array([np.median(values[a:b]) for a, b in zip(starts, [*starts[1:], values.size])])
+    # relative changes on a log scale; a median <= 0 (work below the sync's noise) keeps the raw scale
+    transformed = np.log(levels) if np.all(levels > 0) else levels
+    scaled = (transformed / _robust_scale(transformed)).reshape(-1, 1)
+    penalty = settings.penalty if settings.penalty is not None else 2 * np.log(levels.size)
+    found = _ruptures().Pelt(model="l2", min_size=1, jump=1).fit(scaled).predict(pen=penalty)[:-1]
+    candidates = [starts[group] for group in found]
     while candidates:
-        bounds = [0, *candidates, n]
+        bounds = [0, *candidates, values.size]
         tested = []
         for i, index in enumerate(candidates):
             before, after = values[bounds[i]:index], values[index:bounds[i + 2]]
             p = _segment_test(before, after)
-            shift = abs(float(np.median(after)) - float(np.median(before)))
-            large = shift >= settings.floor_us and shift >= settings.threshold * float(np.median(before))
+            level = float(np.median(before))
+            shift = abs(float(np.median(after)) - level)
+            large = shift >= settings.threshold * abs(level) and shift > 0
             tested.append((p < settings.alpha and large, p, index))
         failing = [(p, index) for ok, p, index in tested if not ok]
         if not failing:
             return [(index, p) for _, p, index in tested]
         candidates.remove(max(failing)[1])
     return []
+
+
+def _group_starts(commits: Iterable[Any]) -> list[int]:
+    """Where each run of consecutive equal commits starts."""
+    starts, previous = [], object()
+    for index, commit in enumerate(commits):
+        if index == 0 or commit != previous:
+            starts.append(index)
+        previous = commit
+    return starts
 
 
 def _count_changes(key: str, runs: list[StoredRun]) -> list[CountChange]:
@@ -372,7 +388,9 @@ def series_of(runs: list[StoredRun], key: str, settings: Settings = Settings(),
     values = [run.measurements[key].median_us for run in measured]
     change_points = None
     if find_changes:
-        found = change_points_of(values, settings)
+        # runs of one commit measured the same code; a run outside git, or of a dirty tree, stands alone
+        commits = [run.commit if run.commit and not run.dirty else f"run {i}" for i, run in enumerate(measured)]
+        found = change_points_of(values, settings, commits)
         bounds = [0, *(i for i, _ in found), len(values)]
         change_points = tuple(
             ChangePoint(key, index, measured[index], float(np.median(values[bounds[i]:index])),
@@ -496,7 +514,7 @@ def analyse(
 
 def _describe_settings(settings: Settings) -> str:
     return (f"ruptures PELT on log run medians, kept when Mann-Whitney p < {settings.alpha:g} and the change "
-            f">= {100 * settings.threshold:g}% and >= {settings.floor_us:g} µs/dispatch")
+            f">= {100 * settings.threshold:g}%")
 
 
 def render_text(histories: list[GpuHistory], settings: Settings, note: str | None) -> list[str]:

@@ -13,6 +13,8 @@ import math
 from html import escape
 from typing import Callable
 
+import numpy as np
+
 from pytest_dispatch import history
 from pytest_dispatch.history import GpuHistory, Series, Settings
 
@@ -84,7 +86,7 @@ def _chart(series: Series, chart_id: str) -> str:
     c_span = (c_high - c_low) or max(c_high, 1)
 
     def y_of_count(value: int) -> float:
-        return TOP + plot_h * (0.9 - 0.8 * (value - c_low) / c_span) if c_high != c_low else TOP + plot_h * 0.5
+        return TOP + plot_h * (0.9 - 0.8 * (value - c_low) / c_span)
 
     path = [f"M {LEFT} {y_of_count(counts[0]):.1f}"]
     for index in range(1, n):
@@ -98,10 +100,10 @@ def _chart(series: Series, chart_id: str) -> str:
                      f'{value} disp.</text>')
 
     bounds = [0, *(cp.index for cp in series.change_points or ()), n]
+    medians = series.medians
     for start, stop in zip(bounds, bounds[1:]):
-        level = sorted(p.median_us for p in points[start:stop])[(stop - start) // 2] if stop > start else None
-        if level is not None:
-            parts.append(f'<line class="level" x1="{x_of(start) - 8:.1f}" x2="{x_of(stop - 1) + 8:.1f}" '
+        level = float(np.median(medians[start:stop]))
+        parts.append(f'<line class="level" x1="{x_of(start) - 8:.1f}" x2="{x_of(stop - 1) + 8:.1f}" '
                          f'y1="{y_of(level):.1f}" y2="{y_of(level):.1f}" stroke="{POINT_COLOUR}" '
                          'stroke-opacity="0.35" stroke-width="3"/>')
     for cp in series.change_points or ():

@@ -87,7 +87,7 @@ def probe_adapter(impl: str, index: int, dtypes: Iterable[str], ns: Iterable[int
         if dtype == "f16" and "shader-f16" not in device.features:
             for n in ns:
                 if progress:
-                    progress(f"{impl} {dtype} N={n}: skipped, the device has no shader-f16")
+                    progress(f"{impl} {info.adapter_name} ({info.backend}) {dtype} N={n}: skipped, no shader-f16")
             continue
         meter = DispatchMeter(device=device)
         kernel = AddOne(device, dtype=dtype)
@@ -96,14 +96,15 @@ def probe_adapter(impl: str, index: int, dtypes: Iterable[str], ns: Iterable[int
             results = {"single-op": single}
             sequential = None
             for encoding in ENCODINGS:
-                m = meter.measure(kernel.encoding(encoding), n, rounds=rounds, per_round=1, name=encoding)
+                m = meter.measure(kernel.encoding(encoding), n, rounds=rounds, per_round=1, name=f"{encoding} N={n}")
                 results[encoding] = _median_per_dispatch(m)
                 if encoding == "sequential":
                     sequential = m
             breakdown = {kind: us / n for kind, us in sequential.host_breakdown_us.items() if sequential.calls[kind]}
             rows.append(ProbeRow(info, dtype, n, results, sequential.sync_median_us, breakdown))
             if progress:
-                progress(f"{impl} {dtype} N={n}: sequential {results['sequential']:.1f} µs/dispatch")
+                progress(f"{impl} {info.adapter_name} ({info.backend}) {dtype} N={n}: "
+                         f"sequential {results['sequential']:.1f} µs/dispatch")
         device.destroy()
     return rows
 

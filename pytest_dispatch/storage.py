@@ -15,7 +15,7 @@ import re
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TextIO
 
 import numpy as np
 
@@ -134,17 +134,21 @@ def session_json(results: list[TestResult], gpu: GpuInfo | None) -> dict[str, An
 
 def write_json_atomically(path: str | os.PathLike, document: dict[str, Any]) -> Path:
     """Write ``document`` to ``path`` via a temp file in the same folder and a rename."""
-    return write_text_atomically(path, json.dumps(document, indent=2, allow_nan=False))
+    return _write_atomically(path, lambda file: json.dump(document, file, indent=2, allow_nan=False))
 
 
 def write_text_atomically(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` via a temp file in the same folder and a rename."""
+    return _write_atomically(path, lambda file: file.write(text))
+
+
+def _write_atomically(path: str | os.PathLike, write: Callable[[TextIO], Any]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(text)
+            write(file)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temp, path)

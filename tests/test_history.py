@@ -128,11 +128,26 @@ def test_change_point_is_attributed_to_the_first_run_after_it():
     assert history.change_points_of(medians[:7]) == []
 
 
-def test_a_change_below_the_threshold_or_floor_is_not_a_change_point():
-    medians = np.r_[[40.0] * 5, [41.0] * 5]  # 2.5%: significant, but below the 5% threshold
-    assert history.change_points_of(medians) == []
-    assert history.change_points_of(medians, history.Settings(threshold=0.01))[0][0] == 5
-    assert history.change_points_of(medians, history.Settings(threshold=0.01, floor_us=2.0)) == []
+def test_a_change_falls_between_commits_never_inside_one():
+    # two runs per commit; the 3rd commit's runs disagree (40 and 60): a change may be put before
+    # or after that commit, not between its two runs
+    medians = [40.0, 41.0, 40.5, 39.8, 40.2, 60.3, 60.0, 61.0, 59.0, 60.5, 60.2, 59.8, 60.1, 59.6]
+    commits = [i // 2 for i in range(len(medians))]
+    assert [index for index, _ in history.change_points_of(medians)] == [5]
+    ((index, p),) = history.change_points_of(medians, commits=commits)
+    assert index in (4, 6) and p < 0.01
+
+
+def test_a_series_with_medians_below_zero_still_has_its_step_found():
+    # the sync subtraction can leave a median <= 0 when the work is below the sync's noise
+    medians = [-0.1, 0.2, 0.1, -0.05, 0.15, 5.0, 5.2, 4.9, 5.1, 5.3]
+    assert [index for index, _ in history.change_points_of(medians)] == [5]
+
+
+def test_a_change_below_the_threshold_is_not_a_change_point():
+    medians = np.r_[[40.0] * 5, [41.0] * 5]  # 2.5%: significant, but below a 5% threshold
+    assert history.change_points_of(medians, history.Settings(threshold=0.05)) == []
+    assert history.change_points_of(medians, history.Settings(threshold=0.02))[0][0] == 5
 
 
 def test_history_names_the_commit_of_the_step_and_nothing_for_the_steady_one(tmp_path, capsys):
@@ -246,11 +261,11 @@ def test_list_and_prune(tmp_path, capsys):
 
 
 def test_show_and_compare_take_names_and_folders(tmp_path, capsys):
-    step_history(tmp_path)
+    step_history(tmp_path, dispatches_from=7)
     storage_args = ["--storage", str(tmp_path)]
     assert cli.main(["compare", "00cccc", "latest", *storage_args]) == 1
-    assert "model us_per_dispatch regressed" in capsys.readouterr().out
-    assert cli.main(["compare", "05cccc", "main", *storage_args]) == 0  # 'main': the newest run on branch main
+    assert "dispatches regressed: 10 -> 12 per call" in capsys.readouterr().out
+    assert cli.main(["compare", "07cccc", "main", *storage_args]) == 0  # 'main': the newest run on branch main
     assert cli.main(["show", "03cccc", *storage_args]) == 0
     assert "test_forward [model]" in capsys.readouterr().out
     assert cli.main(["show", str(tmp_path)]) == 0

@@ -7,12 +7,17 @@ from pytest_dispatch import cli
 
 def test_probe_measures_every_method_and_writes_json(gpu_info, tmp_path, capsys):
     out = tmp_path / "probe.json"
-    code = cli.main(["probe", "--impl", "wgpu", "--backend", gpu_info.backend.lower(), "--n", "200",
+    code = cli.main(["probe", "--impl", "wgpu", "--backend", gpu_info.backend.lower(), "--n", "100,200",
                      "--dtype", "f32", "--rounds", "7", "--json", str(out)])
     assert code == 0
-    text = capsys.readouterr().out
-    assert "single-op" in text and "sequential host µs/dispatch" in text
-    (row,) = json.loads(out.read_text())["probe"]
+    captured = capsys.readouterr()
+    assert "single-op" in captured.out and "sequential host µs/dispatch" in captured.out
+    progress = [line for line in captured.err.splitlines() if line.startswith("pytest-dispatch probe: [")]
+    assert [line.split("]")[0][-3:] for line in progress] == ["1/2", "2/2"]  # one line per finished step
+    assert "f32 N=100: sequential" in progress[0] and "f32 N=200: sequential" in progress[1]
+    rows = json.loads(out.read_text())["probe"]
+    assert [row["n"] for row in rows] == [100, 200]
+    row = rows[-1]
     assert set(row["us_per_dispatch"]) == {"single-op", "sequential", "pass-per-dispatch", "single-pass"}
     assert row["inflation"] > 0 and all(us > 0 for us in row["us_per_dispatch"].values())
     assert row["breakdown_us"]["submit"] > 0 and row["gpu"]["fingerprint"] == gpu_info.fingerprint
