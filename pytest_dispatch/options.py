@@ -30,6 +30,8 @@ GPU_OPTIONS = (
     Option("gpu_backend", "Graphics backend of the adapter.", "auto", choices=BACKENDS),
     Option("gpu_adapter", "Use the adapter whose name, vendor or driver contains this substring.", ""),
     Option("gpu_required", "Error, instead of skip, when no adapter is found.", False, type="bool"),
+    Option("gpu_no_spread", "With pytest-xdist on a host with several identical GPUs: every worker uses "
+           "the first one (taking turns), instead of each worker its own.", False, type="bool"),
 )
 
 REPORT_OPTIONS = (
