@@ -30,9 +30,8 @@ def _gpu_of(document: dict[str, Any]) -> GpuInfo | None:
     data = (document.get("machine_info") or {}).get("gpu")
     if not isinstance(data, dict):
         return None
-    fields = {k: v for k, v in data.items() if k in GpuInfo.__dataclass_fields__}
     try:
-        return GpuInfo(**{**fields, "features": frozenset(fields.get("features") or ())})
+        return GpuInfo.from_dict(data)
     except TypeError:
         return None
 
@@ -54,8 +53,9 @@ def _markdown_table(results: list[TestResult], verdicts: dict[str, gate.TestVerd
              "|---|---:|---:|---:|---|"]
     for result in results:
         verdict = verdicts.get(result.nodeid) if verdicts else None
-        text = "; ".join(verdict.lines()) if verdict else result.budget_verdict
         for measurement in result.measurements:
+            key = gate.measurement_key(result.nodeid, measurement)
+            text = "; ".join(verdict.lines(key)) if verdict else result.budget_verdict
             wall = report.median_text(measurement)
             method = " (single-op)" if measurement.method == "single-op" else ""
             lines.append(f"| `{result.nodeid}` [{measurement.name}]{method} | {measurement.dispatches} | "
@@ -98,7 +98,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             if key in final:
                 test.timing[key] = final[key]
     print("\n".join(_render_run(current_doc, args.markdown, verdicts)))
-    for line in report.gate_summary(baseline, verdicts, []):
+    accept = f"make CURRENT the baseline to accept them: cp {args.current} {args.baseline}"
+    for line in report.gate_summary(baseline, verdicts, [], accept_hint=accept):
         print(line)
     regressed = any(test.failure_lines for test in verdicts.values())
     return EXIT_REGRESSED if regressed else EXIT_OK
@@ -151,31 +152,36 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     show = commands.add_parser("show", help="print a results file as the report")
-    show.add_argument("file")
+    show.add_argument("file", help="a results file (--dispatch-json, a saved baseline, or a merged file)")
     show.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
     show.set_defaults(run=cmd_show)
 
     compare = commands.add_parser("compare", help="judge CURRENT against BASELINE (exit 1 on regression)")
-    compare.add_argument("baseline")
-    compare.add_argument("current")
-    compare.add_argument("--alpha", type=float, default=gate.DEFAULTS["alpha"])
-    compare.add_argument("--threshold", type=float, default=gate.DEFAULTS["threshold"])
-    compare.add_argument("--floor-us", type=float, default=gate.DEFAULTS["floor_us"])
+    compare.add_argument("baseline", help="the results file judged against (e.g. main's)")
+    compare.add_argument("current", help="the results file judged (e.g. the pull request's)")
+    compare.add_argument("--alpha", type=float, default=gate.DEFAULTS["alpha"],
+                         help="significance level of the per-dispatch cost comparison, after "
+                              "Benjamini-Hochberg (default %(default)s)")
+    compare.add_argument("--threshold", type=float, default=gate.DEFAULTS["threshold"],
+                         help="smallest relative slowdown called a regression, as a fraction (default %(default)s)")
+    compare.add_argument("--floor-us", type=float, default=gate.DEFAULTS["floor_us"],
+                         help="smallest absolute slowdown called a regression, µs per dispatch (default %(default)s)")
     compare.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
     compare.set_defaults(run=cmd_compare)
 
     merge = commands.add_parser("merge", help="merge results of several machines into one file")
-    merge.add_argument("files", nargs="+")
-    merge.add_argument("-o", "--output", required=True)
+    merge.add_argument("files", nargs="+", help="results files, e.g. one per CI matrix job")
+    merge.add_argument("-o", "--output", required=True, help="the merged file to write")
     merge.set_defaults(run=cmd_merge)
 
     probe = commands.add_parser("probe", help="measure per-dispatch cost by the paper's methods on every adapter")
-    probe.add_argument("--impl", choices=("wgpu", "dawn", "all"), default="all")
-    probe.add_argument("--backend", default="auto")
+    probe.add_argument("--impl", choices=("wgpu", "dawn", "all"), default="all",
+                       help="WebGPU implementation(s) to probe (default %(default)s)")
+    probe.add_argument("--backend", default="auto", help="only adapters of this backend, e.g. vulkan (default: all)")
     probe.add_argument("--adapter", default="", help="substring of the adapter name")
     probe.add_argument("--n", default="100,1000", help="dispatches per call (comma-separated)")
-    probe.add_argument("--dtype", default="f32,f16")
-    probe.add_argument("--rounds", type=int, default=30)
+    probe.add_argument("--dtype", default="f32,f16", help="element types of the kernel, comma-separated")
+    probe.add_argument("--rounds", type=int, default=30, help="timed rounds per method (default %(default)s)")
     probe.add_argument("--json", help="also write the figures to this file")
     probe.set_defaults(run=cmd_probe)
     return parser

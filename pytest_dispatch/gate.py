@@ -97,7 +97,7 @@ class TestVerdicts:
 
     @property
     def failure_lines(self) -> list[str]:
-        lines = [v.summary for verdicts in self.counts.values() for v in verdicts if v.failed]
+        lines = [self._count_line(k, v) for k, verdicts in self.counts.items() for v in verdicts if v.failed]
         lines += [self._timing_line(k, v) for k, v in self.timing.items()
                   if isinstance(v, stats.TimingVerdict) and v.failed]
         return lines
@@ -108,21 +108,32 @@ class TestVerdicts:
             isinstance(v, stats.TimingVerdict) and v.status == "improved" for v in self.timing.values()
         )
 
-    def lines(self) -> list[str]:
-        """Every verdict, one line each, for the report."""
+    def lines(self, key: str | None = None) -> list[str]:
+        """Every verdict, one line each naming its measurement, for the report; only
+        those of measurement ``key`` when given."""
         out = []
-        for key, verdicts in self.counts.items():
-            changed = [v.summary for v in verdicts if v.status != "unchanged"]
-            out.extend(changed or [f"counts unchanged ({verdicts[0].current} dispatches per call)"])
-        for key, verdict in self.timing.items():
-            out.append(self._timing_line(key, verdict) if isinstance(verdict, stats.TimingVerdict)
-                       else f"{self._label(key)} {verdict}")
-        out.extend(f"no baseline for {key}: not compared" for key in self.missing)
+        for count_key, verdicts in self.counts.items():
+            if key is None or count_key == key:
+                changed = [self._count_line(count_key, v) for v in verdicts if v.status != "unchanged"]
+                name = self._measurement(count_key)
+                out.extend(changed or [f"{name} counts unchanged ({verdicts[0].current} dispatches per call)"])
+        for timing_key, verdict in self.timing.items():
+            if key is None or timing_key == key:
+                out.append(self._timing_line(timing_key, verdict) if isinstance(verdict, stats.TimingVerdict)
+                           else f"{self._label(timing_key)} {verdict}")
+        out.extend(f"no baseline for {k}: not compared" for k in self.missing if key is None or k == key)
         return out
+
+    @staticmethod
+    def _measurement(key: str) -> str:
+        return key.rsplit("::", 1)[-1]
+
+    def _count_line(self, key: str, verdict: CountVerdict) -> str:
+        return f"{self._measurement(key)} {verdict.summary}"
 
     def _label(self, key: str) -> str:
         """'<measurement> <metric>': the test is known from context."""
-        return f"{key.rsplit('::', 1)[-1]} {self.metrics.get(key, TIMING_METRIC)}"
+        return f"{self._measurement(key)} {self.metrics.get(key, TIMING_METRIC)}"
 
     def _timing_line(self, key: str, verdict: stats.TimingVerdict) -> str:
         return verdict.line(self._label(key))

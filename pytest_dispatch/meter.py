@@ -197,6 +197,7 @@ class DispatchMeter:
     ) -> Measurement:
         """Measure ``fn(*args, **kwargs)`` by the sequential method: ``per_round``
         calls, one sync, ``rounds`` times, after ``warmup`` calls."""
+        __tracebackhide__ = True
         if self.aa:
             rounds *= 2
         return self._measure([_Sampler(fn, args, kwargs, name, SEQUENTIAL, per_round)], warmup, rounds, device)[0]
@@ -214,6 +215,7 @@ class DispatchMeter:
         """Measure ``fn`` the naive way, with a sync after every call (per_round = 1).
 
         Compare with ``measure`` to see how much a per-op sync inflates the cost."""
+        __tracebackhide__ = True
         return self._measure([_Sampler(fn, args, kwargs, name, SINGLE_OP, 1)], warmup, rounds, device)[0]
 
     def assert_speedup(
@@ -235,6 +237,7 @@ class DispatchMeter:
         speedup is the ratio of median wall µs per call with a paired bootstrap CI,
         and passes only if the CI's lower bound is at least ``at_least``.  ``names``
         label the two in the report (default: their qualified names)."""
+        __tracebackhide__ = True
         fast_name, slow_name = names or (None, None)
         samplers = [_Sampler(fast, (), {}, fast_name, SEQUENTIAL, per_round),
                     _Sampler(slow, (), {}, slow_name, SEQUENTIAL, per_round)]
@@ -251,6 +254,7 @@ class DispatchMeter:
 
     def _measure(self, samplers: list["_Sampler"], warmup: int, rounds: int, device) -> list[Measurement]:
         """Warm up each sampler, then take ``rounds`` rounds of each, interleaved."""
+        __tracebackhide__ = True
         if warmup < 2:
             raise ValueError(f"warmup must be >= 2 (the first call may create pipelines), not {warmup}")
         if rounds < 1 or any(s.per_round < 1 for s in samplers):
@@ -314,6 +318,7 @@ class _Sampler:
 
     def warm_up(self, warmup: int, sync: Callable[[], None]) -> None:
         """One scope per call: the first call may differ (lazy set-up); later ones must agree."""
+        __tracebackhide__ = True
         warm_counts = []
         for _ in range(warmup):
             with recorder.count() as scope:
@@ -325,6 +330,7 @@ class _Sampler:
 
     def take_round(self, sync: Callable[[], None]) -> None:
         """An empty sync (timed), then per_round calls and one sync (timed)."""
+        __tracebackhide__ = True
         start = time.perf_counter_ns()
         sync()
         self.sync.append(time.perf_counter_ns() - start)
@@ -344,6 +350,7 @@ class _Sampler:
             self.gpu.append(self.stamper.read_total_us())
 
     def measurement(self, warmup: int) -> Measurement:
+        __tracebackhide__ = True
         _check_consistent(self.name, self.round_counts, "rounds")
         expected = ({k: v * self.per_round for k, v in self.calls.items()},
                     {k: v * self.per_round for k, v in self.by_kernel.items()})

@@ -115,6 +115,7 @@ def render(rows: list[ProbeRow]) -> list[str]:
         total = sum(row.breakdown_us.values()) or 1.0
         parts = ", ".join(f"{kind} {us:.1f} ({100 * us / total:.0f}%)"
                           for kind, us in sorted(row.breakdown_us.items(), key=lambda item: -item[1]))
-        lines.append(f"sequential host µs/dispatch, {row.gpu.implementation} {row.dtype} N={row.n}: {parts}")
+        lines.append(f"sequential host µs/dispatch, {row.gpu.adapter_name} ({row.gpu.backend}) "
+                     f"{row.gpu.implementation} {row.dtype} N={row.n}: {parts}")
     return lines
 

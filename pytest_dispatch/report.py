@@ -56,7 +56,10 @@ class Label:
         return len(self.name) + len(self.suffix)
 
     def fit(self, width: int) -> str:
-        return cut_keeping_end(self.name, max(width - len(self.suffix), 1)) + self.suffix
+        room = width - len(self.suffix)
+        if room < 8:  # no room for a readable name: cut both, still keeping the end
+            return cut_keeping_end(self.name + self.suffix, width)
+        return cut_keeping_end(self.name, room) + self.suffix
 
 
 class _Table:
@@ -184,8 +187,13 @@ def render(
     return lines
 
 
-def gate_summary(baseline, verdicts: Mapping[str, "TestVerdicts"], late_regressions: list[str]) -> list[str]:
-    """The gate's totals, one line, then what to do about them."""
+PYTEST_ACCEPT_HINT = "run with --dispatch-accept to make this run the baseline"
+
+
+def gate_summary(baseline, verdicts: Mapping[str, "TestVerdicts"], late_regressions: list[str],
+                 accept_hint: str = PYTEST_ACCEPT_HINT) -> list[str]:
+    """The gate's totals, one line, then what to do about them: ``accept_hint`` when
+    something improved and nothing regressed."""
     statuses: dict[str, int] = {}
     for test in verdicts.values():
         for per_key in test.counts.values():
@@ -201,8 +209,9 @@ def gate_summary(baseline, verdicts: Mapping[str, "TestVerdicts"], late_regressi
     totals = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items())) or "nothing compared"
     lines = [f"dispatch gate vs {baseline.path}{where}: {totals}"]
     lines += [f"dispatch gate: regressed with the whole session known: {line}" for line in late_regressions]
-    if any(test.improved for test in verdicts.values()):
-        lines.append("dispatch gate: improvements found; run with --dispatch-accept to make this run the baseline")
+    regressed = late_regressions or any(test.failure_lines for test in verdicts.values())
+    if not regressed and any(test.improved for test in verdicts.values()):
+        lines.append(f"dispatch gate: improvements found; {accept_hint}")
     return lines
 
 

@@ -138,6 +138,7 @@ def write_json_atomically(path: str | os.PathLike, document: dict[str, Any]) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(temp, 0o666 & ~_umask())  # mkstemp's 0600 would hide results from the team and CI caches
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             json.dump(document, file, indent=2, allow_nan=False)
             file.flush()
@@ -147,6 +148,13 @@ def write_json_atomically(path: str | os.PathLike, document: dict[str, Any]) -> 
         Path(temp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    """The process's umask (it can only be read by setting it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 class BaselineError(Exception):
@@ -244,7 +252,7 @@ class BaselineStore:
 
     def save(self, document: dict[str, Any], name: str) -> Path:
         fingerprint = fingerprint_of(document) or "no-gpu"
-        commit = str((document.get("commit_info") or {}).get("id") or "nocommit")[:10]
+        commit = str((document.get("commit_info") or {}).get("id") or "nocommit")
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
         path = self.root / fingerprint / f"{stamp}_{self.safe_name(commit)}_{self.safe_name(name)}.json"
         return write_json_atomically(path, document)

@@ -63,7 +63,7 @@ def test_count_increase_fails_the_test_with_one_line(gate_project, monkeypatch):
     monkeypatch.setenv("DISPATCHES", "52")
     result = run(gate_project, "--dispatch-compare=main")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["dispatches regressed: 50 -> 52 per call (+2: add_one +2)"])
+    result.stdout.fnmatch_lines(["work dispatches regressed: 50 -> 52 per call (+2: add_one +2)"])
 
 
 def test_count_decrease_passes_and_says_to_accept(gate_project, monkeypatch):
@@ -72,7 +72,7 @@ def test_count_decrease_passes_and_says_to_accept(gate_project, monkeypatch):
     result = run(gate_project, "--dispatch-compare=main", "--dispatch-report", "--dispatch-threshold=1000%")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["*gate: dispatches improved: 50 -> 48 per call (-2: add_one -2)*",
+        ["*gate: work dispatches improved: 50 -> 48 per call (-2: add_one -2)*",
          "*gate: work us_per_call *",  # per-dispatch cost is not comparable across counts
          "dispatch gate: improvements found; run with --dispatch-accept to make this run the baseline"]
     )
