@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 DEFAULT_WIDTH = 100  # when the terminal's width is unknown (not a terminal, no COLUMNS)
 MIN_WIDTH = 80
-_NAME_MIN = len("test")
+_NAME_MIN = 27  # a narrow terminal still gets this much of a name (the line then wraps)
 _NUMBER_COLUMNS = (
     ("disp/call", 9),
     ("sub/call", 8),
@@ -66,8 +66,8 @@ class _Table:
     """Fixed number columns; the test column takes the rest of the width, no more than it needs."""
 
     def __init__(self, labels: Iterable[Label], width: int) -> None:
-        longest = max((len(label) for label in labels), default=_NAME_MIN)
-        self.name_width = max(_NAME_MIN, min(longest, width - _NUMBERS_WIDTH))
+        longest = max((len(label) for label in labels), default=len("test"))
+        self.name_width = max(len("test"), min(longest, max(width - _NUMBERS_WIDTH, _NAME_MIN)))
 
     def row(self, label: Label | str, cells: Iterable[str]) -> str:
         text = label.fit(self.name_width) if isinstance(label, Label) else label
