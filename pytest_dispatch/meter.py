@@ -189,7 +189,7 @@ class DispatchMeter:
         self.measurements: list[Measurement] = []
         self.speedups: list[Speedup] = []
         self._sync_buffers: dict[int, Any] = {}
-        self._call_sites: dict[str, str] = {}
+        self._call_sites: dict[tuple[str, str], str] = {}
 
     def count(self, *, all_threads: bool = False) -> recorder.count:
         """Context manager recording the wgpu calls made inside it (see ``Counts``)."""
@@ -307,7 +307,7 @@ class DispatchMeter:
         if rounds < 0 or (rounds < 1 and not (served or take_rounds)) or any(s.per_round < 1 for s in samplers):
             raise ValueError(f"rounds and per_round must be >= 1, not {rounds} and {samplers[0].per_round}")
         for sampler in samplers:
-            self._claim_name(sampler.name)
+            self._claim_name(sampler.name, sampler.method)
         device = self._resolve_device(device)
         sync = functools.partial(self._sync, device)
         with devicelock.for_device(device) if self.lock else contextlib.nullcontext():
@@ -332,16 +332,17 @@ class DispatchMeter:
         nodeid = self._request.node.nodeid if self._request is not None else ""
         return measurement_key(nodeid, name)
 
-    def _claim_name(self, name: str) -> None:
-        """A name identifies a measurement within its test (reports, baselines, A/B pairs)."""
+    def _claim_name(self, name: str, method: str) -> None:
+        """A name (with its method) identifies a measurement within its test (reports,
+        baselines, A/B pairs)."""
         caller = next((frame for frame in inspect.stack()[2:]
                        if not frame.filename.startswith(os.path.dirname(__file__))), None)
         site = f"{os.path.basename(caller.filename)}:{caller.lineno}" if caller else "unknown"
-        if name in self._call_sites:
+        if (name, method) in self._call_sites:
             raise MeasurementUsageError(
-                f"a measurement named {name!r} was already taken in this test (at {self._call_sites[name]}; "
-                f"again at {site}): pass name= to tell them apart")
-        self._call_sites[name] = site
+                f"a {method} measurement named {name!r} was already taken in this test (at "
+                f"{self._call_sites[name, method]}; again at {site}): pass name= to tell them apart")
+        self._call_sites[name, method] = site
 
 
 class SpeedupNotShown(AssertionError):
