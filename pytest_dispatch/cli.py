@@ -54,7 +54,7 @@ def _markdown_table(results: list[TestResult], verdicts: dict[str, gate.TestVerd
     for result in results:
         verdict = verdicts.get(result.nodeid) if verdicts else None
         for measurement in result.measurements:
-            key = gate.measurement_key(result.nodeid, measurement)
+            key = gate.measurement_key(result.nodeid, measurement.name)
             text = "; ".join(verdict.lines(key)) if verdict else result.budget_verdict
             wall = report.median_text(measurement)
             method = " (single-op)" if measurement.method == "single-op" else ""

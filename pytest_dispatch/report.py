@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from pytest_dispatch.gate import TestVerdicts
 
 DEFAULT_WIDTH = 100  # when the terminal's width is unknown (not a terminal, no COLUMNS)
-MIN_WIDTH = 80
-_NAME_MIN = 27  # a narrow terminal still gets this much of a name (the line then wraps)
+MIN_WIDTH = DEFAULT_WIDTH  # the table needs this much (a 27-character name and the numbers)
+_NAME_MIN = 27  # a narrow terminal still gets this much of a name
 _NUMBER_COLUMNS = (
     ("disp/call", 9),
     ("sub/call", 8),

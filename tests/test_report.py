@@ -271,7 +271,7 @@ def test_the_test_column_takes_the_terminal_width_it_needs(monkeypatch):
     rows = [line for line in narrow if "[pipeline_submit_each]" in line or "[fused]" in line]
     # cut at the start, keeping the end that tells tests apart, and the measurement whole
     assert rows[0].startswith("…") and "than_eager [pipeline_submit_each]" in rows[0]
-    monkeypatch.setenv("COLUMNS", "80")  # too narrow: names keep 27 characters, the line wraps
+    monkeypatch.setenv("COLUMNS", "80")  # too narrow: laid out for 100 columns, names keep 27 characters
     assert "…_faster_than_eager [fused]  " in "\n".join(report.render(results, None, "adapter: test"))
 
 
