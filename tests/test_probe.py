@@ -30,8 +30,8 @@ def test_every_probe_line_names_the_adapter_and_backend():
 
     rows = []
     for backend in ("Vulkan", "OpenGL"):
-        info = GpuInfo("wgpu-native", "0.32.0", backend, "llvmpipe", "mesa", 0, 0, "Mesa", "CPU")
+        info = GpuInfo("wgpu-native", "0.32.0", backend, "llvmpipe (LLVM 15.0.6, 256 bits)", "mesa", 0, 0, "Mesa", "CPU")
         rows.append(probe.ProbeRow(info, "f32", 100, dict.fromkeys(probe.METHODS, 10.0), 200.0, {"submit": 1.0}))
     lines = [line for line in probe.render(rows) if line.startswith(("llvmpipe", "sequential host"))]
     assert len(lines) == 4
-    assert [("(Vulkan)" in line, "(OpenGL)" in line) for line in lines] == [(True, False), (False, True)] * 2
+    assert [("256 bits) (Vulkan)" in line, "256 bits) (OpenGL)" in line) for line in lines] == [(True, False), (False, True)] * 2
