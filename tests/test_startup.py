@@ -68,7 +68,9 @@ def test_the_meter_loads_what_it_needs_when_used(pytester):
 
 def test_xdist_workers_name_their_adapter_once_at_the_end(pytester, gpu_info):
     pytest.importorskip("xdist")
+    pytester.makeconftest(REPORT_LOADED)
     pytester.makepyfile("\n".join(GPU_TEST.replace("test_gpu", f"test_gpu_{i}") for i in range(4)))
-    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-n", "2", "-s", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines([f"dispatch: gw*: {gpu_info.describe()}*"])
+    result.stdout.fnmatch_lines(["*LOADED: nothing"])  # the controller: the workers measured
