@@ -1,10 +1,10 @@
 # make demo: set up (venv, package, lavapipe if no GPU) and run the examples with the report.
 # make test: set up and run the test suite.
+# make dist: build the sdist and the wheel into dist/ and check them with twine.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-export XDG_RUNTIME_DIR ?= $(shell mktemp -d)
 
-.PHONY: setup demo test bench
+.PHONY: setup demo test bench dist
 
 setup:
 	./scripts/setup.sh
@@ -17,3 +17,10 @@ test: setup
 
 bench: setup
 	$(PY) benchmarks/recorder_overhead.py
+	$(PY) benchmarks/startup_overhead.py
+
+dist: setup
+	rm -rf dist
+	$(PY) -m pip install -q build twine
+	$(PY) -m build --outdir dist .
+	$(PY) -m twine check --strict dist/*

@@ -2,9 +2,19 @@
 
 from pytest_dispatch.budget import exact
 from pytest_dispatch.gpu import GpuInfo
-from pytest_dispatch.meter import DispatchMeter, Measurement
 from pytest_dispatch.recorder import Counts
 from pytest_dispatch.recorder import count as count_dispatches
 
 __all__ = ["Counts", "DispatchMeter", "GpuInfo", "Measurement", "count_dispatches", "exact"]
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place of the version: pyproject.toml reads it
+
+_LAZY = {"DispatchMeter": "pytest_dispatch.meter", "Measurement": "pytest_dispatch.meter"}
+
+
+def __getattr__(name: str):
+    """The meter (numpy, scipy) loads on first use, so that loading the plugin stays cheap."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'pytest_dispatch' has no attribute {name!r}")

@@ -49,12 +49,13 @@ class CountLimit:
     def allows(self, value: int) -> bool:
         return self.low <= value and (self.high is None or value <= self.high)
 
-    def describe(self) -> str:
-        if self.high == self.low:
-            return f"exactly {self.low}"
-        if self.low == 0:
-            return f"{self.high} allowed"
-        return f"{self.low}..{self.high} allowed"
+    def verdict(self, value: int, what: str) -> str:
+        """What is wrong with ``value`` of ``what`` ('dispatches per call'): a maximum
+        'exceeded: 5 ... > 4 allowed', or a minimum 'not met: 0 ... < 2 required'."""
+        exactly = "exactly " if self.high == self.low else ""
+        if self.high is not None and value > self.high:
+            return f"exceeded: {value} {what} > {exactly}{self.high} allowed"
+        return f"not met: {value} {what} < {exactly}{self.low} required"
 
     def excess(self, value: int) -> int:
         """Signed distance outside the limit (+ above, - below)."""
@@ -148,16 +149,20 @@ def _kernel_summary(by_kernel: Mapping[str, int], limit: int = 4) -> str:
 
 
 def kernel_table(observations: Iterable[Observation]) -> str:
-    """Dispatches per kernel, one column per observation."""
+    """Dispatches per kernel, one column per observation, each as wide as its name."""
     observations = list(observations)
     names = sorted({k for o in observations for k in o.by_kernel},
                    key=lambda k: (-max(o.by_kernel.get(k, 0) for o in observations), k))
     width = max([len("kernel")] + [len(n) for n in names])
-    header = f"{'kernel':<{width}}  " + "  ".join(f"{o.name[:20]:>20}" for o in observations)
+    columns = [max(len(o.name), len(str(o.counts["dispatches"]))) for o in observations]
+
+    def row(first: str, cells: Iterable[object]) -> str:
+        return f"{first:<{width}}  " + "  ".join(f"{cell:>{w}}" for cell, w in zip(cells, columns))
+
+    header = row("kernel", (o.name for o in observations))
     rows = [header, "-" * len(header)]
-    for name in names:
-        rows.append(f"{name:<{width}}  " + "  ".join(f"{o.by_kernel.get(name, 0):>20}" for o in observations))
-    rows.append(f"{'total':<{width}}  " + "  ".join(f"{o.counts['dispatches']:>20}" for o in observations))
+    rows += [row(name, (o.by_kernel.get(name, 0) for o in observations)) for name in names]
+    rows.append(row("total", (o.counts["dispatches"] for o in observations)))
     return "\n".join(rows)
 
 
@@ -176,10 +181,7 @@ def judge(budget: Budget, observations: Iterable[Observation]) -> BudgetFailure 
             detail = f"{excess:+d}"
             if kind == "dispatches" and observation.by_kernel:
                 detail += f"; by kernel: {_kernel_summary(observation.by_kernel)}"
-            relation = ">" if excess > 0 else "<"
-            if limit.high == limit.low:
-                relation = "!="
-            lines.append(f"dispatch budget exceeded: {value} {kind} {unit} {relation} {limit.describe()} ({detail}){where}")
+            lines.append(f"dispatch budget {limit.verdict(value, f'{kind} {unit}')} ({detail}){where}")
         ceiling = budget.us_per_dispatch
         measured = observation.us_per_dispatch_median
         if ceiling is not None and measured is not None and measured > ceiling:

@@ -53,8 +53,9 @@ def _markdown_table(results: list[TestResult], verdicts: dict[str, gate.TestVerd
              "|---|---:|---:|---:|---|"]
     for result in results:
         verdict = verdicts.get(result.nodeid) if verdicts else None
-        text = "; ".join(verdict.lines()) if verdict else result.budget_verdict
         for measurement in result.measurements:
+            key = gate.measurement_key(result.nodeid, measurement.name)
+            text = "; ".join(verdict.lines(key)) if verdict else result.budget_verdict
             wall = report.median_text(measurement)
             method = " (single-op)" if measurement.method == "single-op" else ""
             lines.append(f"| `{result.nodeid}` [{measurement.name}]{method} | {measurement.dispatches} | "
@@ -147,7 +148,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             if key in final:
                 test.timing[key] = final[key]
     print("\n".join(_render_run(current_doc, args.markdown, verdicts)))
-    for line in report.gate_summary(baseline, verdicts, []):
+    accept = f"make CURRENT the baseline to accept them: cp {args.current} {args.baseline}"
+    for line in report.gate_summary(baseline, verdicts, [], accept_hint=accept):
         print(line)
     regressed = any(test.failure_lines for test in verdicts.values())
     return EXIT_REGRESSED if regressed else EXIT_OK
@@ -312,17 +314,18 @@ def build_parser() -> argparse.ArgumentParser:
     compare.set_defaults(run=cmd_compare)
 
     merge = commands.add_parser("merge", help="merge results of several machines into one file")
-    merge.add_argument("files", nargs="+")
-    merge.add_argument("-o", "--output", required=True)
+    merge.add_argument("files", nargs="+", help="results files, e.g. one per CI matrix job")
+    merge.add_argument("-o", "--output", required=True, help="the merged file to write")
     merge.set_defaults(run=cmd_merge)
 
     probe = commands.add_parser("probe", help="measure per-dispatch cost by the paper's methods on every adapter")
-    probe.add_argument("--impl", choices=("wgpu", "dawn", "all"), default="all")
-    probe.add_argument("--backend", default="auto")
+    probe.add_argument("--impl", choices=("wgpu", "dawn", "all"), default="all",
+                       help="WebGPU implementation(s) to probe (default %(default)s)")
+    probe.add_argument("--backend", default="auto", help="only adapters of this backend, e.g. vulkan (default: all)")
     probe.add_argument("--adapter", default="", help="substring of the adapter name")
     probe.add_argument("--n", default="100,1000", help="dispatches per call (comma-separated)")
-    probe.add_argument("--dtype", default="f32,f16")
-    probe.add_argument("--rounds", type=int, default=30)
+    probe.add_argument("--dtype", default="f32,f16", help="element types of the kernel, comma-separated")
+    probe.add_argument("--rounds", type=int, default=30, help="timed rounds per method (default %(default)s)")
     probe.add_argument("--json", help="also write the figures to this file")
     probe.set_defaults(run=cmd_probe)
 
@@ -331,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.set_defaults(run=cmd_list)
 
     prune = commands.add_parser("prune", help="delete all but the newest N saved runs of each GPU")
-    prune.add_argument("--keep", type=int, required=True, metavar="N")
+    prune.add_argument("--keep", type=int, required=True, metavar="N", help="saved runs to keep per GPU")
     prune.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
     _add_storage_arguments(prune)
     prune.set_defaults(run=cmd_prune)

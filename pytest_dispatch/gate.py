@@ -103,16 +103,19 @@ class TestVerdicts:
             isinstance(v, stats.TimingVerdict) and v.status == "improved" for v in self.timing.values()
         )
 
-    def lines(self) -> list[str]:
-        """Every verdict, one line each, for the report."""
+    def lines(self, key: str | None = None) -> list[str]:
+        """Every verdict, one line each naming its measurement, for the report; only
+        those of measurement ``key`` when given."""
         out = []
-        for key, verdicts in self.counts.items():
-            changed = [f"{_name(key)} {v.summary}" for v in verdicts if v.status != "unchanged"]
-            out.extend(changed or [f"{_name(key)} counts unchanged ({verdicts[0].current} dispatches per call)"])
-        for key, verdict in self.timing.items():
-            out.append(self._timing_line(key, verdict) if isinstance(verdict, stats.TimingVerdict)
-                       else f"{_name(key)} {TIMING_METRIC} {verdict}")
-        out.extend(f"no baseline for {key}: not compared" for key in self.missing)
+        for count_key, verdicts in self.counts.items():
+            if key in (None, count_key):
+                changed = [f"{_name(count_key)} {v.summary}" for v in verdicts if v.status != "unchanged"]
+                out.extend(changed or [f"{_name(count_key)} counts unchanged ({verdicts[0].current} dispatches per call)"])
+        for timing_key, verdict in self.timing.items():
+            if key in (None, timing_key):
+                out.append(self._timing_line(timing_key, verdict) if isinstance(verdict, stats.TimingVerdict)
+                           else f"{_name(timing_key)} {TIMING_METRIC} {verdict}")
+        out.extend(f"no baseline for {k}: not compared" for k in self.missing if key in (None, k))
         return out
 
     @staticmethod

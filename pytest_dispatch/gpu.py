@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import hashlib
 import importlib
 import os
 import re
+import shutil
+import tempfile
 from typing import Any
 
 IMPLEMENTATIONS = {"wgpu": "wgpu-native", "dawn": "dawn"}
@@ -85,6 +88,15 @@ class GpuInfo:
         data["fingerprint"] = self.fingerprint
         return data
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "GpuInfo":
+        """The inverse of ``as_dict`` (extra keys, such as the fingerprint, are ignored)."""
+        fields = {key: value for key, value in data.items() if key in cls.__dataclass_fields__}
+        return cls(**{**fields, "features": frozenset(fields.get("features") or ())})
+
+    def __repr__(self) -> str:  # short, for tracebacks that show fixture values
+        return f"GpuInfo({self.describe()!r})"
+
 
 @dataclasses.dataclass(frozen=True)
 class AdapterRequest:
@@ -101,8 +113,22 @@ class AdapterRequest:
         return ", ".join(parts)
 
 
+def ensure_runtime_dir() -> None:
+    """Give this process a private XDG_RUNTIME_DIR when it has none.
+
+    Without one, Mesa prints "error: XDG_RUNTIME_DIR is invalid or not set" each time
+    an instance is created (twice per session, twenty times in ``probe``)."""
+    current = os.environ.get("XDG_RUNTIME_DIR")
+    if os.name != "posix" or (current and os.path.isdir(current)):
+        return
+    path = tempfile.mkdtemp(prefix="pytest-dispatch-xdg-")  # mode 0700, as the XDG spec asks
+    os.environ["XDG_RUNTIME_DIR"] = path
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+
+
 def gpu_entry(implementation: str):
     """The ``gpu`` object of an implementation's package (``wgpu.gpu`` or ``wgpudawn.gpu``)."""
+    ensure_runtime_dir()
     package = _PACKAGES[implementation]
     try:
         module = importlib.import_module(package)
@@ -152,6 +178,18 @@ def select_adapter(request: AdapterRequest):
         found = "; ".join(_summary(a) for a in adapters) or "none"
         raise NoAdapterError(f"no WebGPU adapter: {tried}; found: {found}")
     return min(matching, key=lambda a: _TYPE_RANK.get(a.info.get("adapter_type", "").lower(), 9))
+
+
+def identical_adapters(adapter, implementation: str = "wgpu-native") -> list:
+    """Every adapter of this host with ``adapter``'s fingerprint (e.g. both GPUs of a
+    two-H200 host), in enumeration order; ``[adapter]`` when enumeration fails."""
+    fingerprint = gpu_info(adapter, implementation).fingerprint
+    try:
+        candidates = list(gpu_entry(implementation).enumerate_adapters_sync())
+    except Exception:  # the adapter we have is still usable
+        return [adapter]
+    twins = [a for a in candidates if gpu_info(a, implementation).fingerprint == fingerprint]
+    return twins or [adapter]
 
 
 def _searchable(adapter) -> str:

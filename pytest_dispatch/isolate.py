@@ -22,11 +22,11 @@ import pytest
 
 from pytest_dispatch import storage
 from pytest_dispatch.results import TestResult
+from pytest_dispatch.session import GPU_FIXTURES
 
 CHILD_ENV = "PYTEST_DISPATCH_ISOLATED"
-GPU_FIXTURES = frozenset({"gpu_adapter", "gpu_device", "gpu_info", "dispatch_meter"})
 # Options the child inherits; the gate and the report stay with the parent.
-_PASSED_THROUGH = ("gpu_impl", "gpu_backend", "gpu_adapter", "gpu_required", "dispatch_timestamps")
+_PASSED_THROUGH = ("gpu_impl", "gpu_backend", "gpu_adapter", "gpu_required", "gpu_no_spread", "dispatch_timestamps")
 _CHILD_OVERRIDES = ("dispatch_compare=", "dispatch_save=", "dispatch_accept=false", "dispatch_report=false",
                     "dispatch_isolate=false")
 _OUTPUT_TAIL = 4000

@@ -230,6 +230,7 @@ class DispatchMeter:
 
         In an A/B job (``pytest-dispatch ab``) the coordinator decides the rounds:
         as many as its paired comparison with the other version needs."""
+        __tracebackhide__ = True
         sampler = _Sampler(fn, args, kwargs, name, SEQUENTIAL, per_round)
         return self._measure([sampler], warmup, rounds, device, served=self.round_server is not None)[0]
 
@@ -246,6 +247,7 @@ class DispatchMeter:
         """Measure ``fn`` the naive way, with a sync after every call (per_round = 1).
 
         Compare with ``measure`` to see how much a per-op sync inflates the cost."""
+        __tracebackhide__ = True
         return self._measure([_Sampler(fn, args, kwargs, name, SINGLE_OP, 1)], warmup, rounds, device)[0]
 
     def assert_speedup(
@@ -299,6 +301,7 @@ class DispatchMeter:
                  take_rounds: Callable[[Callable[[], None]], None] | None = None) -> list[Measurement]:
         """Warm up each sampler, then take the rounds: ``rounds`` of each, interleaved;
         or as the round server asks (``served``); or as ``take_rounds`` does."""
+        __tracebackhide__ = True
         if warmup < 2:
             raise ValueError(f"warmup must be >= 2 (the first call may create pipelines), not {warmup}")
         if rounds < 0 or (rounds < 1 and not (served or take_rounds)) or any(s.per_round < 1 for s in samplers):
@@ -390,6 +393,7 @@ class _Sampler:
 
     def warm_up(self, warmup: int, sync: Callable[[], None]) -> None:
         """One scope per call: the first call may differ (lazy set-up); later ones must agree."""
+        __tracebackhide__ = True
         warm_counts = []
         for _ in range(warmup):
             with recorder.count() as scope:
@@ -407,6 +411,7 @@ class _Sampler:
         """An empty sync (timed), then per_round calls and one sync (timed).
 
         Returns (wall ns, empty-sync ns, calls) of the round."""
+        __tracebackhide__ = True
         start = time.perf_counter_ns()
         sync()
         sync_ns = time.perf_counter_ns() - start
@@ -428,6 +433,7 @@ class _Sampler:
         return done - start, sync_ns, self.per_round
 
     def measurement(self, warmup: int) -> Measurement:
+        __tracebackhide__ = True
         _check_consistent(self.name, self.round_counts, "rounds")
         expected = ({k: v * self.per_round for k, v in self.calls.items()},
                     {k: v * self.per_round for k, v in self.by_kernel.items()})

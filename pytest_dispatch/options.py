@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_dispatch import paired, settings
+from pytest_dispatch import settings
 from pytest_dispatch.gpu import BACKENDS, IMPLEMENTATIONS
 
 
@@ -32,6 +32,8 @@ GPU_OPTIONS = (
     Option("gpu_backend", "Graphics backend of the adapter.", "auto", choices=BACKENDS),
     Option("gpu_adapter", "Use the adapter whose name, vendor or driver contains this substring.", ""),
     Option("gpu_required", "Error, instead of skip, when no adapter is found.", False, type="bool"),
+    Option("gpu_no_spread", "With pytest-xdist on a host with several identical GPUs: every worker uses "
+           "the first one (taking turns), instead of each worker its own.", False, type="bool"),
 )
 
 REPORT_OPTIONS = (
@@ -71,7 +73,7 @@ AB_OPTIONS = (
     Option("dispatch_ab_max_time", "Most seconds of pairs per measurement in an A/B job (60, 60s, 2m).", 60.0,
            type="seconds"),
     Option("dispatch_ab_order", "Order of the two rounds of a pair: abba (AB, BA, ...) or random.", "abba",
-           choices=paired.ORDERS),
+           choices=settings.PAIR_ORDERS),
     Option("dispatch_markdown", "Append the A/B (or gate) outcome as Markdown to this file, e.g. "
            "$GITHUB_STEP_SUMMARY.", None, type="path"),
 )

@@ -27,9 +27,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from pytest_dispatch import settings
+
 REGRESSED, IMPROVED, UNCHANGED, INCONCLUSIVE = "regressed", "improved", "unchanged", "inconclusive"
 PASSED, FAILED = "passed", "failed"
-ORDERS = ("abba", "random")
+ORDERS = settings.PAIR_ORDERS
 _EXACT_MAX_PAIRS = 400  # beyond this the signed-rank null is normal to far better than its use needs
 
 

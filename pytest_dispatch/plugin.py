@@ -1,25 +1,37 @@
-"""pytest entry point: options, fixtures, the marker, per-test recording, the report."""
+"""pytest entry point: options, fixtures, the marker, per-test recording, the report.
+
+Loading it is cheap: no WebGPU implementation, numpy or scipy until a GPU fixture,
+the meter or a report needs one (see benchmarks/startup_overhead.py).
+"""
 
 from __future__ import annotations
 
 import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_dispatch import budget, gate, isolate, options, recorder, storage
+from pytest_dispatch import budget, gpu, options, recorder
 from pytest_dispatch.gpu import AdapterRequest, GpuInfo, NoAdapterError
-from pytest_dispatch.meter import DispatchMeter
-from pytest_dispatch.reporter import DispatchReporter
-from pytest_dispatch.results import USER_PROPERTY, TestResult, observations
-from pytest_dispatch.session import GpuSession
+from pytest_dispatch.session import GPU_FIXTURES, GpuSession, worker_index
+
+if TYPE_CHECKING:
+    from pytest_dispatch import gate
+    from pytest_dispatch.meter import DispatchMeter
+    from pytest_dispatch.results import TestResult
 
 GPU_SESSION_KEY = pytest.StashKey[GpuSession]()
 CALL_COUNTS_KEY = pytest.StashKey[recorder.Counts]()
-METER_KEY = pytest.StashKey[DispatchMeter]()
+METER_KEY = pytest.StashKey["DispatchMeter"]()
 BUDGET_KEY = pytest.StashKey[budget.Budget]()
 BASELINE_KEY = pytest.StashKey["gate.Baseline | None"]()
-GATE_KEY = pytest.StashKey[gate.Gate]()
+GATE_KEY = pytest.StashKey["gate.Gate"]()
 ROUND_SERVER_KEY = pytest.StashKey["RoundServer"]()  # set by an A/B worker (pytest_dispatch.ab.worker)
+WORKERS_KEY = pytest.StashKey[dict]()  # xdist controller: worker id -> what it said about its GPU
+WORKER_OUTPUT = "pytest_dispatch"  # the key of xdist's workeroutput we use
+_PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -30,14 +42,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """``--dispatch-ab=REF`` (or ``--dispatch-aa``): this process coordinates an A/B job
     instead of running the tests itself."""
-    import os
-
-    from pytest_dispatch.ab import command, coordinator
-
     base = options.get(config, "dispatch_ab")
     if options.get(config, "dispatch_aa"):
         base = base or "."
-    if not base or os.environ.get(coordinator.SIDE_ENV):
+    if not base:
+        return None
+    from pytest_dispatch.ab import command, coordinator  # only for A/B jobs: it loads the statistics
+
+    if os.environ.get(coordinator.SIDE_ENV):
         return None
     head = options.get(config, "dispatch_ab_head")
     if options.get(config, "dispatch_aa"):
@@ -52,15 +64,16 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", budget.MARKER_HELP)
+    gpu.ensure_runtime_dir()  # before any wgpu instance, ours or the tests'; xdist workers inherit it
     request = AdapterRequest(
         impl=options.get(config, "gpu_impl"),
         backend=options.get(config, "gpu_backend"),
         adapter=options.get(config, "gpu_adapter"),
     )
-    config.stash[GPU_SESSION_KEY] = GpuSession(request, required=options.get(config, "gpu_required"))
-    # Wrap wgpu before any test imports it, so the first test is counted too.
-    recorder.install("wgpu-native")
-    recorder.install_imported()
+    spread = None if options.get(config, "gpu_no_spread") else worker_index(os.environ.get("PYTEST_XDIST_WORKER"))
+    config.stash[GPU_SESSION_KEY] = GpuSession(request, required=options.get(config, "gpu_required"),
+                                               spread_index=spread)
+    config.stash[WORKERS_KEY] = {}
     if options.get(config, "dispatch_compare"):
         config.stash[BASELINE_KEY] = _load_baseline(config)
     wants_reporter = any(
@@ -69,6 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
                      "dispatch_accept", "dispatch_plot")
     )
     if wants_reporter and not hasattr(config, "workerinput"):  # xdist workers send their results up
+        from pytest_dispatch.reporter import DispatchReporter
+
         config.pluginmanager.register(
             DispatchReporter(config, config.stash[GPU_SESSION_KEY], config.stash.get(BASELINE_KEY, None)),
             DispatchReporter.PLUGIN_NAME,
@@ -76,6 +91,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
+    from pytest_dispatch import gate, storage
+
     gpu_session = config.stash[GPU_SESSION_KEY]
     if gpu_session.unavailable_reason:
         return None  # GPU tests skip; nothing to compare
@@ -86,8 +103,51 @@ def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
         raise pytest.UsageError(f"--dispatch-compare: {error}") from None
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    return config.stash[GPU_SESSION_KEY].header_line()
+def uses_gpu(item: pytest.Item) -> bool:
+    return bool(GPU_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
+    """The adapter line, once GPU tests are collected (choosing the adapter loads wgpu)."""
+    if any(uses_gpu(item) for item in items):
+        return config.stash[GPU_SESSION_KEY].header_line()
+    return None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker tells the controller which GPU it measured on."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[WORKER_OUTPUT] = session.config.stash[GPU_SESSION_KEY].worker_output()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """xdist controller: note each worker's GPU; the report describes it without loading wgpu here."""
+    said = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT) or {}
+    if not said:
+        return
+    config = node.config
+    config.stash[WORKERS_KEY][node.gateway.id] = said
+    if "gpu" in said:
+        config.stash[GPU_SESSION_KEY].adopt(GpuInfo.from_dict(said["gpu"]))
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """xdist controller: which adapter each worker measured on (the workers print no header)."""
+    workers = config.stash.get(WORKERS_KEY, {})
+    if not workers:
+        return
+    by_adapter: dict[tuple[str, int, int], list[str]] = {}
+    for worker, said in sorted(workers.items(), key=lambda item: worker_index(item[0]) or 0):
+        if "gpu" in said:
+            key = (GpuInfo.from_dict(said["gpu"]).describe(), said["adapter_index"], said["adapter_count"])
+        else:
+            key = (said["unavailable"], 0, 1)
+        by_adapter.setdefault(key, []).append(worker)
+    for (text, index, count), names in by_adapter.items():
+        which = f" [adapter {index} of {count}]" if count > 1 else ""
+        terminalreporter.write_line(f"dispatch: {', '.join(names)}: {text}{which}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -102,6 +162,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{budget.MARKER}: {error}") from None
     baseline = config.stash.get(BASELINE_KEY, None)
     if baseline is not None:
+        from pytest_dispatch import gate
+
         collected = {item.nodeid for item in items}
         family = sum(1 for key in gate.sequential_measurements(baseline.results)
                      if key.rsplit("::", 1)[0] in collected)
@@ -111,6 +173,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     """Count the whole call phase (for budgets), and fail the test on wgpu ERROR logs."""
+    recorder.install_imported()  # wgpu imported by the test module (the GPU fixtures install it too)
+    if item.get_closest_marker(budget.MARKER) is not None:
+        recorder.install("wgpu-native")  # a budget counts the test's own devices as well
     handler = _ErrorCollector()
     wgpu_logger = logging.getLogger("wgpu")
     wgpu_logger.addHandler(handler)
@@ -132,7 +197,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.when != "call" or CALL_COUNTS_KEY not in item.stash:
         return report
     _note_device_loss(item, report)
+    if report.failed and call.excinfo is not None:
+        _shorten_plugin_failure(item, report, call.excinfo)
     meter = item.stash.get(METER_KEY, None)
+    item_budget = item.stash.get(BUDGET_KEY, None)
+    if meter is None and item_budget is None:
+        return report  # nothing measured or budgeted: nothing to report
+    from pytest_dispatch.results import TestResult, observations
+
     result = TestResult(
         nodeid=item.nodeid,
         measurements=list(meter.measurements) if meter else [],
@@ -140,7 +212,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         outcome=report.outcome,
         speedups=[speedup.summary for speedup in meter.speedups] if meter else [],
     )
-    item_budget = item.stash.get(BUDGET_KEY, None)
     if item_budget is not None:
         result.gate_overrides = dict(item_budget.gate)
         failure = budget.judge(item_budget, observations(result))
@@ -153,8 +224,28 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     return report
 
 
-def _judge_against_baseline(item: pytest.Item, result: TestResult, report: pytest.TestReport) -> None:
+def _shorten_plugin_failure(item: pytest.Item, report: pytest.TestReport, excinfo: pytest.ExceptionInfo) -> None:
+    """An AssertionError raised by the plugin (a speedup not met, counts that differ between
+    calls) is a verdict: show where the test asked for it and the verdict, not the
+    plugin's source or the test's fixture values."""
+    if not isinstance(excinfo.value, AssertionError):
+        return
+    entries = list(excinfo.traceback)
+    if not entries or not Path(entries[-1].path).resolve().is_relative_to(_PACKAGE_DIR):
+        return
+    outside = [e for e in entries if not Path(e.path).resolve().is_relative_to(_PACKAGE_DIR)]
+    if outside:
+        path = os.path.relpath(outside[-1].path, item.config.invocation_params.dir)
+        where = f"{path}:{outside[-1].lineno + 1}: "
+    else:
+        where = ""
+    report.longrepr = f"{where}{excinfo.value}"
+
+
+def _judge_against_baseline(item: pytest.Item, result: "TestResult", report: pytest.TestReport) -> None:
     """Fail the test on a gate regression; attach its result for the reporter."""
+    from pytest_dispatch.results import USER_PROPERTY
+
     test_gate = item.config.stash.get(GATE_KEY, None)
     if test_gate is not None and result.measurements:
         verdicts = test_gate.judge(result, result.gate_overrides)
@@ -181,14 +272,18 @@ def _note_device_loss(item: pytest.Item, report: pytest.TestReport) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     lost = item.config.stash[GPU_SESSION_KEY].lost
-    if lost and isolate.GPU_FIXTURES & set(getattr(item, "fixturenames", ())):
+    if lost and uses_gpu(item):
         pytest.skip(f"{lost}; rerun the GPU tests (with --dispatch-isolate each gets its own device)")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem):
     """With --dispatch-isolate, run each GPU test in a child process."""
-    if not options.get(item.config, "dispatch_isolate") or not isolate.wants_isolation(item):
+    if not options.get(item.config, "dispatch_isolate"):
+        return None
+    from pytest_dispatch import isolate
+
+    if not isolate.wants_isolation(item):
         return None
     item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
     reports, result = isolate.run_isolated(item)
@@ -256,6 +351,7 @@ def gpu_adapter(request: pytest.FixtureRequest):
 
     Skips the test when none is found, or errors with --gpu-required.
     """
+    __tracebackhide__ = True
     session = _gpu_session(request)
     try:
         return session.adapter
@@ -285,6 +381,10 @@ def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeter:
     ``with dispatch_meter.count() as c: ...`` counts; ``dispatch_meter.measure(fn)``
     times by the sequential method; ``dispatch_meter.single_op(fn)`` the naive way.
     """
+    from pytest_dispatch.meter import DispatchMeter
+
+    recorder.install("wgpu-native")
+    recorder.install_imported()
     round_server = request.config.stash.get(ROUND_SERVER_KEY, None)
     meter = DispatchMeter(
         request,

@@ -111,19 +111,21 @@ def probe_adapter(impl: str, index: int, dtypes: Iterable[str], ns: Iterable[int
 
 def render(rows: list[ProbeRow]) -> list[str]:
     lines = []
-    header = (f"{'adapter':<34} {'impl':<11} {'dtype':<5} {'N':>5} {'sync':>7} "
+    names = [f"{row.gpu.adapter_name} ({row.gpu.backend})" for row in rows]  # whole: the backend tells rows apart
+    width = max([len("adapter"), *map(len, names)])
+    header = (f"{'adapter':<{width}} {'impl':<11} {'dtype':<5} {'N':>5} {'sync':>7} "
               + " ".join(f"{m:>11}" for m in ("single-op", "sequential", "pass/disp", "one pass")) + f" {'infl.':>6}")
     lines += ["µs per dispatch (median); sync = one empty sync in µs; infl. = single-op / sequential", header,
               "-" * len(header)]
-    for row in rows:
-        name = f"{row.gpu.adapter_name[:22]} ({row.gpu.backend})"
+    for row, name in zip(rows, names):
         cells = " ".join(f"{row.us_per_dispatch[m]:>11.1f}" for m in METHODS)
-        lines.append(f"{name:<34} {row.gpu.implementation:<11} {row.dtype:<5} {row.n:>5} {row.sync_us:>7.0f} "
+        lines.append(f"{name:<{width}} {row.gpu.implementation:<11} {row.dtype:<5} {row.n:>5} {row.sync_us:>7.0f} "
                      f"{cells} {row.inflation:>5.1f}x")
     for row in rows:
         total = sum(row.breakdown_us.values()) or 1.0
         parts = ", ".join(f"{kind} {us:.1f} ({100 * us / total:.0f}%)"
                           for kind, us in sorted(row.breakdown_us.items(), key=lambda item: -item[1]))
-        lines.append(f"sequential host µs/dispatch, {row.gpu.implementation} {row.dtype} N={row.n}: {parts}")
+        lines.append(f"sequential host µs/dispatch, {row.gpu.adapter_name} ({row.gpu.backend}) "
+                     f"{row.gpu.implementation} {row.dtype} N={row.n}: {parts}")
     return lines
 

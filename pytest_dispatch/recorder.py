@@ -384,6 +384,7 @@ def _wrap(kind: str, original):
     before = _add_timestamp_writes if kind == "pass" else None
 
     def wrapper(self, *args, **kwargs):
+        __tracebackhide__ = True  # a wgpu error shows the user's call, not this wrapper
         tally = _tally()
         if tally.depth:
             result = original(self, *args, **kwargs)

@@ -1,35 +1,74 @@
-"""The session's GPU: one adapter and one device per pytest process, chosen once."""
+"""The session's GPU: one adapter and one device per pytest process, chosen once, lazily.
+
+Nothing here loads a WebGPU implementation until a GPU fixture, the meter or the
+report asks for the adapter, so sessions whose tests use no GPU start fast.
+"""
 
 from __future__ import annotations
 
 import functools
 
-from pytest_dispatch import gpu, recorder
+from pytest_dispatch import devicelock, gpu, recorder
 from pytest_dispatch.gpu import AdapterRequest, GpuInfo, NoAdapterError
+
+# A test that uses one of these fixtures is a GPU test.
+GPU_FIXTURES = frozenset({"gpu_adapter", "gpu_device", "gpu_info", "dispatch_meter"})
+
+
+def worker_index(worker_id: str | None) -> int | None:
+    """pytest-xdist's ``gw3`` -> 3; None outside a worker."""
+    if not worker_id or not worker_id.startswith("gw") or not worker_id[2:].isdigit():
+        return None
+    return int(worker_id[2:])
 
 
 class GpuSession:
     """Chooses the adapter lazily (the header and the first GPU test share it) and
-    caches the outcome, including a failure, so every GPU test gets the same reason."""
+    caches the outcome, including a failure, so every GPU test gets the same reason.
 
-    def __init__(self, request: AdapterRequest, required: bool) -> None:
+    ``spread_index`` (a pytest-xdist worker's number) picks one of several identical
+    adapters of this host, so that workers measure on different GPUs at once."""
+
+    def __init__(self, request: AdapterRequest, required: bool, spread_index: int | None = None) -> None:
         self.request = request
         self.required = required
+        self.spread_index = spread_index
         self.lost: str | None = None  # why the device is gone, once a test lost it
+        self.adapter_index = 0  # which of the identical adapters of this host
+        self.adapter_count = 1
         self._device = None
+        self._remote_info: GpuInfo | None = None
+
+    @property
+    def selected(self) -> bool:
+        """Whether an adapter was looked for in this process."""
+        return "_selection" in self.__dict__
 
     @functools.cached_property
     def _selection(self):
+        implementation = gpu.IMPLEMENTATIONS.get(self.request.impl, self.request.impl)
         try:
             adapter = gpu.select_adapter(self.request)
-            recorder.install(gpu.IMPLEMENTATIONS[self.request.impl])  # wgpudawn is wrapped once chosen
+            if self.spread_index is not None:
+                twins = gpu.identical_adapters(adapter, implementation)
+                self.adapter_count = len(twins)
+                self.adapter_index = self.spread_index % len(twins)
+                adapter = twins[self.adapter_index]
+            recorder.install(implementation)
             return adapter, None
         except NoAdapterError as error:
             return None, str(error)
 
+    def adopt(self, info: GpuInfo) -> None:
+        """Describe the GPU that pytest-xdist workers measured on, without looking for one here."""
+        if not self.selected:
+            self._remote_info = info
+
     @property
     def unavailable_reason(self) -> str | None:
         """Why there is no adapter, or None when there is one."""
+        if self._remote_info is not None:
+            return None
         return self._selection[1]
 
     @property
@@ -41,15 +80,28 @@ class GpuSession:
 
     @functools.cached_property
     def info(self) -> GpuInfo:
+        if self._remote_info is not None:
+            return self._remote_info
         return gpu.gpu_info(self.adapter, gpu.IMPLEMENTATIONS[self.request.impl])
 
     @property
     def device(self):
         if self._device is None:
             self._device = gpu.request_device(self.adapter)
+            devicelock.register(self._device, self.info.fingerprint, self.adapter_index)
         return self._device
 
     def header_line(self) -> str:
         if self.unavailable_reason:
             return f"dispatch: {self.unavailable_reason}"
-        return f"dispatch: {self.info.describe()}"
+        which = f" [adapter {self.adapter_index} of {self.adapter_count}]" if self.adapter_count > 1 else ""
+        return f"dispatch: {self.info.describe()}{which}"
+
+    def worker_output(self) -> dict:
+        """What a pytest-xdist worker tells the controller about its GPU (JSON-ready)."""
+        if not self.selected:
+            return {}
+        if self.unavailable_reason:
+            return {"unavailable": self.unavailable_reason}
+        return {"gpu": self.info.as_dict(), "adapter_index": self.adapter_index,
+                "adapter_count": self.adapter_count}

@@ -14,6 +14,7 @@ DEFAULTS: dict[str, Any] = {
     "alpha": 0.01,  # total false-alarm level of one comparison (A/B: over all its looks)
     "threshold": 0.02,  # smallest relative change called a change (a ratio, never µs)
 }
+PAIR_ORDERS = ("abba", "random")  # the two rounds of an A/B pair (here, not in paired: options must not load numpy)
 
 
 class SettingError(ValueError):

@@ -147,6 +147,7 @@ def _write_atomically(path: str | os.PathLike, write: Callable[[TextIO], Any]) -
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(temp, 0o666 & ~_umask())  # mkstemp's 0600 would hide results from the team and CI caches
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             write(file)
             file.flush()
@@ -156,6 +157,13 @@ def _write_atomically(path: str | os.PathLike, write: Callable[[TextIO], Any]) -
         Path(temp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    """The process's umask (it can only be read by setting it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 class BaselineError(Exception):
@@ -243,9 +251,8 @@ def gpu_of(document: dict[str, Any]) -> GpuInfo | None:
     data = (document.get("machine_info") or {}).get("gpu")
     if not isinstance(data, dict):
         return None
-    fields = {k: v for k, v in data.items() if k in GpuInfo.__dataclass_fields__}
     try:
-        return GpuInfo(**{**fields, "features": frozenset(fields.get("features") or ())})
+        return GpuInfo.from_dict(data)
     except TypeError:
         return None
 
@@ -265,7 +272,7 @@ class BaselineStore:
 
     def save(self, document: dict[str, Any], name: str) -> Path:
         fingerprint = fingerprint_of(document) or "no-gpu"
-        commit = str((document.get("commit_info") or {}).get("id") or "nocommit")[:10]
+        commit = str((document.get("commit_info") or {}).get("id") or "nocommit")
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
         path = self.root / fingerprint / f"{stamp}_{self.safe_name(commit)}_{self.safe_name(name)}.json"
         return write_json_atomically(path, document)

@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # Set up a development environment: a venv with pytest-dispatch and its extras, and
 # Mesa's lavapipe (a CPU Vulkan driver) when no Vulkan adapter is found.
+# Does nothing when it already ran for this pyproject.toml (a stamp file in the venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
+EXTRAS=dawn,plot,xdist,test
+STAMP="$VENV/.pytest-dispatch-setup"
+# What the installed environment depends on: the package's metadata and the extras chosen.
+wanted_stamp="$( (cat pyproject.toml scripts/setup.sh; echo "extras=$EXTRAS") | sha256sum | cut -d' ' -f1)"
+if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$wanted_stamp" ]; then
+    echo "setup: $VENV is up to date (delete $STAMP to redo it)"
+    exit 0
+fi
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$(mktemp -d)}
 
 SUDO=""
@@ -25,7 +34,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     fi
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -e '.[dawn,plot,xdist,test]'
+"$VENV/bin/python" -m pip install -q -e ".[$EXTRAS]"
 
 has_adapter() {
     "$VENV/bin/python" - <<'PY' 2>/dev/null
@@ -45,3 +54,4 @@ if ! has_adapter; then
     fi
 fi
 "$VENV/bin/python" -c "import wgpu; print('setup: adapter', wgpu.gpu.request_adapter_sync().summary)"
+echo "$wanted_stamp" > "$STAMP"

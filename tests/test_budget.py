@@ -69,9 +69,22 @@ def test_over_the_maximum_headline():
 def test_below_a_range_and_not_exact():
     failure = judge(parse_budget((), {"submits": (2, 4), "passes": exact(1)}), [observation(submits=1, passes=3)])
     assert failure.lines == (
-        "dispatch budget exceeded: 1 submits per call < 2..4 allowed (-1)",
-        "dispatch budget exceeded: 3 passes per call != exactly 1 (+2)",
+        "dispatch budget not met: 1 submits per call < 2 required (-1)",
+        "dispatch budget exceeded: 3 passes per call > exactly 1 allowed (+2)",
     )
+
+
+def test_a_minimum_not_met_says_required():
+    failure = judge(parse_budget((), {"dispatches": (2, 4), "submits": exact(1)}),
+                    [observation(dispatches=0, submits=0, per_call=False)])
+    assert failure.lines[0].startswith("dispatch budget not met: 0 dispatches in the test < 2 required (-2")
+    assert failure.lines[1] == "dispatch budget not met: 0 submits in the test < exactly 1 required (-1)"
+
+
+def test_kernel_table_keeps_long_measurement_names_whole():
+    name = "MyOps.pipeline_one_pass_fused"
+    table = judge(parse_budget((), {"dispatches": 1}), [observation(dispatches=7, name=name)]).kernel_table
+    assert table.splitlines()[0].endswith(name)
 
 
 def test_whole_test_counts_say_in_the_test():

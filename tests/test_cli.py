@@ -46,7 +46,7 @@ def test_compare_timing_against_one_run_is_inconclusive_and_points_to_ab(tmp_pat
 
 def test_compare_count_increase_exits_1(tmp_path, capsys):
     assert cli.main(["compare", write(tmp_path, "a.json"), write(tmp_path, "b.json", dispatches=12)]) == 1
-    assert "dispatches regressed: 10 -> 12 per call (+2: matvec +2)" in capsys.readouterr().out
+    assert "model dispatches regressed: 10 -> 12 per call (+2: matvec +2)" in capsys.readouterr().out
 
 
 def test_compare_other_gpu_is_incomparable_for_timing(tmp_path, capsys):
@@ -120,3 +120,48 @@ def test_a_bad_run_inside_a_merged_file_is_exit_2(tmp_path, capsys):
     merged.write_text(json.dumps(document))
     assert cli.main(["show", str(merged)]) == 2
     assert "schema version 7" in capsys.readouterr().err
+
+
+def two_measurement_file(tmp_path, name, dispatches):
+    first, second = measurement(dispatches=dispatches), measurement(seed=1)
+    second.name = "other"
+    result = TestResult("tests/test_model.py::test_forward", [first, second], {"dispatches": 0})
+    path = tmp_path / name
+    storage.write_json_atomically(path, storage.session_json([result], GPU))
+    return str(path)
+
+
+def test_markdown_has_one_row_per_measurement_with_its_own_verdicts(tmp_path, capsys):
+    base, new = two_measurement_file(tmp_path, "a.json", 10), two_measurement_file(tmp_path, "b.json", 12)
+    assert cli.main(["compare", base, new, "--markdown"]) == 1
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `tests/")]
+    assert len(rows) == 2
+    assert "model dispatches regressed: 10 -> 12" in rows[0] and "other" not in rows[0].split("|", 2)[2]
+    assert "other counts unchanged" in rows[1] and "regressed" not in rows[1]
+
+
+def test_accept_hint_only_when_nothing_regressed_and_with_the_cli_command(tmp_path, capsys):
+    base = write(tmp_path, "a.json")
+    assert cli.main(["compare", base, write(tmp_path, "fewer.json", dispatches=8)]) == 0
+    out = capsys.readouterr().out
+    assert f"improvements found; make CURRENT the baseline to accept them: cp {tmp_path}/fewer.json {base}" in out
+    assert "--dispatch-accept" not in out
+    mixed = two_measurement_file(tmp_path, "mixed.json", 12)
+    mixed_doc = json.loads(open(mixed).read())
+    mixed_doc["pytest_dispatch"]["tests"][0]["measurements"][1]["calls"]["dispatch"] = 8
+    mixed_doc["pytest_dispatch"]["tests"][0]["measurements"][1]["by_kernel"] = {"matvec": 8}
+    open(mixed, "w").write(json.dumps(mixed_doc))
+    assert cli.main(["compare", two_measurement_file(tmp_path, "b2.json", 10), mixed]) == 1
+    out = capsys.readouterr().out
+    assert "other dispatches improved" in out and "improvements found" not in out
+
+
+def test_every_cli_option_says_what_it_does():
+    import argparse
+
+    parser = cli.build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, command in commands.choices.items():
+        for action in command._actions:
+            if not isinstance(action, argparse._HelpAction):
+                assert action.help, f"pytest-dispatch {name} {action.dest}: no help text"

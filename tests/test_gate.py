@@ -175,6 +175,6 @@ def test_assert_speedup_passes_a_clear_speedup_and_fails_an_impossible_one(pytes
     )
     result = pytester.runpytest()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*SpeedupNotShown: speedup of * over *: *x (*% interval *-*, * pairs, * s); "
+    result.stdout.fnmatch_lines(["*.py:*: speedup of * over *: *x (*% interval *-*, * pairs, * s); "
                                  "NOT shown (upper bound < 1000x required)"])
     assert "def assert_speedup" not in result.stdout.str()  # the plugin's frames are hidden

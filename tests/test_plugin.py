@@ -9,10 +9,12 @@ def test_uses_gpu(gpu_device, gpu_info):
 """
 
 
-def test_header_names_the_adapter(pytester, gpu_info):
-    pytester.makepyfile("def test_nothing(): pass")
+def test_header_names_the_adapter_once_gpu_tests_are_collected(pytester, gpu_info):
+    pytester.makepyfile(GPU_TEST)
     result = pytester.runpytest()
-    result.stdout.fnmatch_lines([f"dispatch: {gpu_info.adapter_name}*via {gpu_info.backend}*"])
+    result.stdout.fnmatch_lines(["collected 1 item", f"dispatch: {gpu_info.adapter_name}*via {gpu_info.backend}*"])
+    pytester.makepyfile("def test_uses_gpu(): pass")
+    assert "dispatch:" not in pytester.runpytest().stdout.str()
 
 
 def test_gpu_fixtures_work(pytester, gpu_info):

@@ -27,3 +27,16 @@ def test_probe_rejects_bad_arguments(capsys):
     assert cli.main(["probe", "--n", "ten"]) == 2
     assert cli.main(["probe", "--dtype", "f64"]) == 2
     assert "pytest-dispatch probe: " in capsys.readouterr().err
+
+
+def test_every_probe_line_names_the_adapter_and_backend():
+    from pytest_dispatch import probe
+    from pytest_dispatch.gpu import GpuInfo
+
+    rows = []
+    for backend in ("Vulkan", "OpenGL"):
+        info = GpuInfo("wgpu-native", "0.32.0", backend, "llvmpipe (LLVM 15.0.6, 256 bits)", "mesa", 0, 0, "Mesa", "CPU")
+        rows.append(probe.ProbeRow(info, "f32", 100, dict.fromkeys(probe.METHODS, 10.0), 200.0, {"submit": 1.0}))
+    lines = [line for line in probe.render(rows) if line.startswith(("llvmpipe", "sequential host"))]
+    assert len(lines) == 4
+    assert [("256 bits) (Vulkan)" in line, "256 bits) (OpenGL)" in line) for line in lines] == [(True, False), (False, True)] * 2

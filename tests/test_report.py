@@ -241,3 +241,42 @@ def test_a_measurement_below_the_sync_noise_says_what_to_do():
                         np.array([-30.0, -10.0, 40.0]), np.full(3, 200.0), dict.fromkeys(recorder.KINDS, 0.0))
     lines = report.render([TestResult("t.py::test_tiny", [noisy], {})], None, "adapter: test")
     assert "    the work is below the sync's noise: measure more calls per round (per_round)" in lines
+
+
+def _result(nodeid, names, dispatches=10):
+    import numpy as np
+
+    from pytest_dispatch import recorder
+    from pytest_dispatch.meter import Measurement
+    from pytest_dispatch.results import TestResult
+
+    calls = dict.fromkeys(recorder.KINDS, 0) | {"dispatch": dispatches, "submit": 1, "pass": 1, "encoder": 1}
+    measurements = [Measurement(name, "sequential", 3, 3, 1, calls, {"k": dispatches}, np.full(3, 50.0),
+                                np.full(3, 100.0), np.full(3, 200.0), dict.fromkeys(recorder.KINDS, 0.0))
+                    for name in names]
+    return TestResult(nodeid, measurements, {})
+
+
+def test_the_test_column_takes_the_terminal_width_it_needs(monkeypatch):
+    from pytest_dispatch import report
+
+    results = [_result("t.py::test_fused_plus_is_faster_than_eager", ["Ops.pipeline_submit_each", "Ops.fused"])]
+    monkeypatch.setenv("COLUMNS", "200")
+    wide = report.render(results, None, "adapter: test")
+    assert any(line.startswith("test_fused_plus_is_faster_than_eager [pipeline_submit_each]  ") for line in wide)
+    assert max(len(line) for line in wide) < 200
+    monkeypatch.setenv("COLUMNS", "110")
+    narrow = report.render(results, None, "adapter: test")
+    assert all(len(line) <= 110 for line in narrow)
+    rows = [line for line in narrow if "[pipeline_submit_each]" in line or "[fused]" in line]
+    # cut at the start, keeping the end that tells tests apart, and the measurement whole
+    assert rows[0].startswith("…") and "than_eager [pipeline_submit_each]" in rows[0]
+    monkeypatch.setenv("COLUMNS", "80")  # too narrow: laid out for 100 columns, names keep 27 characters
+    assert "…_faster_than_eager [fused]  " in "\n".join(report.render(results, None, "adapter: test"))
+
+
+def test_cut_keeping_end():
+    from pytest_dispatch.report import cut_keeping_end
+
+    assert cut_keeping_end("test_fused_plus_budget", 30) == "test_fused_plus_budget"
+    assert cut_keeping_end("test_fused_plus_budget", 10) == "…us_budget"

@@ -1,0 +1,30 @@
+"""Results files as a team shares them: modes that follow the umask, names that are whole."""
+
+import os
+
+import pytest
+
+from pytest_dispatch import storage
+
+
+@pytest.fixture
+def umask():
+    previous = os.umask(0o022)
+    yield lambda mask: os.umask(mask)
+    os.umask(previous)
+
+
+@pytest.mark.parametrize(("mask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_written_files_follow_the_umask(tmp_path, umask, mask, mode):
+    umask(mask)
+    path = storage.write_json_atomically(tmp_path / "r.json", {"a": 1})
+    assert os.stat(path).st_mode & 0o777 == mode
+
+
+def test_a_saved_name_keeps_the_whole_commit_id(tmp_path):
+    store = storage.BaselineStore(tmp_path)
+    outside_git = store.save({"commit_info": {"id": "unversioned"}, "machine_info": {}}, "main")
+    assert outside_git.name.endswith("_unversioned_main.json")
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    assert store.save({"commit_info": {"id": commit}, "machine_info": {}}, "main").name.endswith(f"_{commit}_main.json")
+    assert store.find("no-gpu", "main") is not None
