@@ -68,6 +68,12 @@ OUTPUT = "output"  # one row, persistent, read back by the host (logits, next to
 # Tensor dtypes: "act" is the model's dtype (f32 or f16); the rest are fixed.
 ACT, F32, U32 = "act", "f32", "u32"
 
+# The greedy token of the last forward, followed by the token log: its buffer holds
+# ``[latest, token at position 0, token at position 1, ...]``. The host writes a prompt into
+# the log; argmax writes each generated token there, where the next forward's embedding
+# reads it, so decoding needs no host round trip between steps.
+NEXT_TOKEN = "next_token"
+
 
 @dataclass(frozen=True)
 class TensorSpec:
@@ -297,7 +303,7 @@ def build_graph(config: ModelConfig) -> Graph:
     x = b.rms_norm("final_norm", h, "model.norm.weight")
     logits = b.linear("lm_head", x, head_weight, None, last_token_only=True)
     b.add("sample.argmax", "argmax", "argmax", (logits,), (1,), dtype=U32, tensor_kind=OUTPUT,
-          output="next_token")
+          output=NEXT_TOKEN)
     return Graph(cfg, tuple(b.ops), dict(b.tensors))
 
 

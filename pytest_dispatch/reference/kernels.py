@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .config import ModelConfig
-from .graph import ACT, F32, U32, Graph, Kernel, Op, View
+from .graph import ACT, F32, NEXT_TOKEN, U32, Graph, Kernel, Op, View
 
 WORKGROUP = 256
 MAX_GRID = 65535
@@ -44,10 +44,6 @@ class BuildContext:
     dtype: str  # "f32" or "f16": weight matrices and activations
     max_seq_len: int
     max_binding_size: int  # bytes; larger weight matrices are split into shards
-
-    @property
-    def token_slots(self) -> int:
-        return max(1, math.ceil(self.max_seq_len / 4))
 
     def wgsl_type(self, dtype: str) -> str:
         return {ACT: "act", F32: "f32", U32: "u32"}[dtype]
@@ -129,8 +125,22 @@ def vector_pack(tensors: Sequence[str]) -> Pack:
 
 
 @dataclass(frozen=True)
+class Stack:
+    """Activations of one row size kept back to back in one buffer, ``max_seq_len`` rows
+    each, so that a kernel binds them once (the rotary cos and sin tables of fused+: one
+    storage binding fewer, which keeps the embedding of an f32 Qwen2.5-0.5B within 8)."""
+
+    tensors: tuple[str, ...]
+    row_size: int
+
+    def offset(self, tensor: str, max_seq_len: int) -> int:
+        """Element offset of ``tensor`` in the stack."""
+        return self.tensors.index(tensor) * max_seq_len * self.row_size
+
+
+@dataclass(frozen=True)
 class Binding:
-    resource: str | Pack  # a graph tensor, or a packed weight
+    resource: str | Pack | Stack  # a graph tensor, a packed weight, or stacked activations
     writable: bool = False
     shard: int = 0
 
@@ -162,17 +172,15 @@ def _header(ctx: BuildContext) -> str:
     enable = "enable f16;\n" if ctx.dtype == "f16" else ""
     return f"""{enable}alias act = {ctx.dtype};
 
-// Written once per forward with queue.write_buffer.
+// One 256-byte slice of the uniform buffer per forward, chosen by a dynamic offset, so that
+// the forwards of a multi-step submission each see their own position.
 struct Forward {{
     n_tokens: u32,
     start_pos: u32,  // KV-cache position of the first token of this forward
     _pad0: u32,
     _pad1: u32,
-    tokens: array<vec4<u32>, {ctx.token_slots}>,
 }}
 @group(0) @binding(0) var<uniform> fwd: Forward;
-
-fn token_at(t: u32) -> u32 {{ return fwd.tokens[t / 4u][t % 4u]; }}
 """
 
 
@@ -447,21 +455,22 @@ def embedding_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Progra
     c, d = ctx.config.d_model, ctx.config.head_dim
     with_rope = kernel.op("rope.angles") is not None
     decl = [(f"table{i}", "act", False) for i in range(table.n_shards)]
-    decl.append(("hidden", "act", True))
-    bindings = [Binding(table, shard=i) for i in range(table.n_shards)] + [Binding(embed.output, writable=True)]
+    decl += [("token_log", "u32", False), ("hidden", "act", True)]
+    bindings = [Binding(table, shard=i) for i in range(table.n_shards)]
+    bindings += [Binding(NEXT_TOKEN), Binding(embed.output, writable=True)]
     rope = ""
     if with_rope:
-        cos_out, sin_out = kernel.op("rope.scale_cos").output, kernel.op("rope.scale_sin").output
+        tables = rope_tables(kernel.op("rope.scale_cos").output, kernel.op("rope.scale_sin").output, ctx)
         scale_cos = kernel.op("rope.scale_cos").attrs["scalar"]
         scale_sin = kernel.op("rope.scale_sin").attrs["scalar"]
-        decl += [("cos_out", "f32", True), ("sin_out", "f32", True)]
-        bindings += [Binding(cos_out, writable=True), Binding(sin_out, writable=True)]
+        decl += [("rope_out", "f32", True)]
+        bindings += [Binding(tables, writable=True)]
         rope = f"""
     if (i < fwd.n_tokens * {_u(d)}) {{
         let t = i / {_u(d)};
         let angle = f32(fwd.start_pos + t) * INV_FREQ[i % {_u(d // 2)}];
-        cos_out[i] = cos(angle) * {_f32(scale_cos)};
-        sin_out[i] = sin(angle) * {_f32(scale_sin)};
+        rope_out[i] = cos(angle) * {_f32(scale_cos)};
+        rope_out[{_u(tables.offset(tables.tensors[1], ctx.max_seq_len))} + i] = sin(angle) * {_f32(scale_sin)};
     }}"""
     source = f"""{_header(ctx)}
 {_declare(decl)}
@@ -473,12 +482,16 @@ def embedding_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Progra
     {_FLAT_WORKGROUP}
     let i = flat_wg * 256u + lid;
     if (i < fwd.n_tokens * {_u(c)}) {{
-        hidden[i] = act(table_at(token_at(i / {_u(c)}), i % {_u(c)}));
+        hidden[i] = act(table_at(token_log[1u + fwd.start_pos + i / {_u(c)}], i % {_u(c)}));
     }}{rope}
 }}
 """
     width = max(c, d)
     return Program(kernel.name, source, tuple(bindings), lambda T: grid_1d(math.ceil(T * width / WORKGROUP)))
+
+
+def rope_tables(cos: str, sin: str, ctx: BuildContext) -> Stack:
+    return Stack((cos, sin), ctx.config.head_dim)
 
 
 def rope_angles_program(op: Op, graph: Graph, ctx: BuildContext) -> Program:
@@ -643,8 +656,9 @@ def argmax_program(op: Op, graph: Graph, ctx: BuildContext) -> Program:
 var<workgroup> best_value: array<f32, 256>;
 var<workgroup> best_index: array<u32, 256>;
 
-// argmax over {v} logits in one workgroup: each invocation scans every 256th vec4 (a
-// constant trip count, so loads can be issued ahead), then a tree reduction.
+// argmax over {v} logits in one workgroup, into out[0] and the token log (graph.NEXT_TOKEN):
+// each invocation scans every 256th vec4 (a constant trip count, so loads can be issued
+// ahead), then a tree reduction.
 {_ENTRY}
     var value = -3.4e38;
     var index = 0xffffffffu;
@@ -669,7 +683,10 @@ var<workgroup> best_index: array<u32, 256>;
         }}
         workgroupBarrier();
     }}
-    if (lid == 0u) {{ out[0] = best_index[0]; }}
+    if (lid == 0u) {{
+        out[0] = best_index[0];
+        out[1u + fwd.start_pos + fwd.n_tokens] = best_index[0];  // the log entry the next forward embeds
+    }}
 }}
 """
     return Program(op.label, source, (Binding(op.inputs[0]), Binding(op.output, writable=True)),
@@ -881,8 +898,10 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
         out_binding("q_out", q_out, "act")
         out_binding("k_cache", k_cache, "act")
         out_binding("v_cache", v_cache, "act")
-        decl += [("cos_table", "f32", False), ("sin_table", "f32", False)]
-        bindings += [Binding(cos), Binding(sin)]
+        tables = rope_tables(cos, sin, ctx)
+        decl += [("rope_table", "f32", False)]
+        bindings += [Binding(tables)]
+        sin_offset = tables.offset(sin, ctx.max_seq_len)
         d, h, kv, s = cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, ctx.max_seq_len
         pairs = rows // 2
         blocks_per_head = d // rows
@@ -901,7 +920,7 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
             let partner_j = select(j - {_u(d // 2)}, j + {_u(d // 2)}, first_half);
             let partner_value = row_sum(partner) + bias_at(head * {_u(d)} + partner_j);
             let rotated = select(partner_value, -partner_value, first_half);
-            let y = value * cos_table[t * {_u(d)} + j] + rotated * sin_table[t * {_u(d)} + j];
+            let y = value * rope_table[t * {_u(d)} + j] + rotated * rope_table[{_u(sin_offset)} + t * {_u(d)} + j];
             if (head < {_u(h)}) {{
                 q_out[t * {_u(h * d)} + head * {_u(d)} + j] = act(y);
             }} else {{
