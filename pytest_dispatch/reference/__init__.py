@@ -14,6 +14,7 @@ fused speedups. One model definition (``graph.build_graph``) is run at three fus
     model.expected_dispatches()  # Counter: kernel label -> dispatches per forward
 """
 
+from .checkpoint import load_pretrained, read_safetensors
 from .config import CONFIGS, ModelConfig, get_config
 from .graph import LEVELS, build_graph, dispatches_per_layer, expected_dispatches, schedule
 from .model import DTYPES, ENCODINGS, ReferenceModel
@@ -32,7 +33,9 @@ __all__ = [
     "dispatches_per_layer",
     "expected_dispatches",
     "get_config",
+    "load_pretrained",
     "load_weights",
     "random_weights",
+    "read_safetensors",
     "schedule",
 ]

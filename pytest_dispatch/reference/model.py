@@ -27,6 +27,7 @@ from pytest_dispatch import encoding
 from .config import ModelConfig, get_config
 from .graph import ACT, ACTIVATION, CACHE, F32, LEVELS, NEXT_TOKEN, OUTPUT, Kernel, build_graph, schedule
 from .kernels import BuildContext, Pack, Program, Stack, build_program
+from .checkpoint import load_pretrained
 from .weights import load_weights, random_weights
 
 ENCODINGS = encoding.ENCODINGS
@@ -106,6 +107,14 @@ class ReferenceModel:
     # ----------------------------------------------------------------------------------------
     # Public API
     # ----------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_pretrained(cls, device: wgpu.GPUDevice, path, **kwargs) -> "ReferenceModel":
+        """The model of a Hugging Face checkpoint folder: ``config.json`` and ``*.safetensors``
+        (Qwen2 or Llama-style; see ``checkpoint.load_pretrained``). ``kwargs`` as for the
+        constructor (``level``, ``dtype``, ``max_seq_len``...)."""
+        config, arrays = load_pretrained(path)
+        return cls(device, config, weights=load_weights(arrays, config, where=str(path)), **kwargs)
 
     @property
     def encoding(self) -> str:
