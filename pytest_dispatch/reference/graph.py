@@ -342,7 +342,7 @@ LEVELS: dict[str, tuple[Rule, ...]] = {
     "fused+": (
         Rule("embed_rope", ("embed.*", "rope.*")),
         Rule("norm_qkv_rope_append", ("attn_norm.*", *_PROJECTIONS, "q_rope.*", "k_rope.*", "*_cache.*")),
-        Rule("o_proj_residual", ("o_proj.*", "attn_residual.*")),
+        Rule("attention_o_proj_residual", ("attention.*", "o_proj.*", "attn_residual.*")),
         Rule("norm_gate_up_silu", ("mlp_norm.*", "gate_proj.*", "up_proj.*", "mlp.*")),
         Rule("down_proj_residual", ("down_proj.*", "mlp_residual.*")),
         Rule("norm_lm_head", ("final_norm.*", "lm_head.*")),

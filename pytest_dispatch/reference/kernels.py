@@ -769,6 +769,7 @@ class MatvecSpec:
     residual: str = ""  # residual: tensor added to the product
     out: str = ""  # residual, silu_mul: output tensor
     rope: tuple[str, str, str, str, str] = ()  # rope_append: q out, k cache, v cache, cos, sin
+    attention: tuple[str, str, str] = ()  # q, k cache, v cache: x is their attention, computed in place
 
 
 def matvec_spec(kernel: Kernel, graph: Graph, ctx: BuildContext) -> MatvecSpec:
@@ -787,6 +788,13 @@ def matvec_spec(kernel: Kernel, graph: Graph, ctx: BuildContext) -> MatvecSpec:
     last_token_only = bool(matmuls[0].attrs.get("last_token_only"))
     common = dict(label=kernel.name, x=x, k=k, norm=norm, bias=bool(biases), vectors=vectors,
                   last_token_only=last_token_only)
+
+    sdpa = kernel.op("attention.sdpa")  # attention_o_proj_residual
+    block = None
+    if sdpa is not None:
+        common["attention"] = sdpa.input_tensors
+        accounted += 1
+        block = ATTENTION_ROWS_PER_WORKGROUP  # every workgroup repeats the attention: tall row blocks
 
     if kernel.ops_of("*_cache.append"):  # norm_qkv_rope_append
         # Workgroups of a few rotary pairs each, not whole heads: many more workgroups.
@@ -815,7 +823,7 @@ def matvec_spec(kernel: Kernel, graph: Graph, ctx: BuildContext) -> MatvecSpec:
         residual = next(t for t in add.input_tensors if t != product)
         accounted += 1
         spec = MatvecSpec(weights=matrix_pack("rows", weight_names, rows[0], k, ctx),
-                          geometry=matvec_geometry(rows[0], k), n_rows=rows[0], epilogue="residual",
+                          geometry=matvec_geometry(rows[0], k, block=block), n_rows=rows[0], epilogue="residual",
                           residual=residual, out=add.output, **common)
     else:  # linear, qkv_proj, norm_lm_head
         routes, start = [], 0
@@ -839,8 +847,12 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
     pack = spec.weights
     blocks_per_shard = pack.rows_per_shard // rows
 
-    decl = [("x", "vec4<act>", False)]
-    bindings = [Binding(spec.x)]
+    if spec.attention:
+        decl = [("q", "vec4<act>", False), ("k_cache", "vec4<act>", False), ("v_cache", "act", False)]
+        bindings = [Binding(name) for name in spec.attention]
+    else:
+        decl = [("x", "vec4<act>", False)]
+        bindings = [Binding(spec.x)]
     if spec.vectors:
         decl.append(("vectors", "vec4<f32>", False))
         bindings.append(Binding(spec.vectors))
@@ -936,6 +948,9 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
     for (var k4 = lid; k4 < {_u(k4)}; k4 += 256u) {{ let v = vec4<f32>(x[x_row + k4]); sum_sq += dot(v, v); }}
     let rstd = inverseSqrt(workgroup_sum(lid, sum_sq) / {_f32(spec.k)} + {_f32(spec.norm.eps)});"""
         load_x = "vec4<f32>(x[x_row + k4]) * (rstd * vectors[k4])"
+    elif spec.attention:
+        prologue = attention_prologue(ctx)
+        load_x = "attn_x[k4]"
     else:
         prologue = ""
         load_x = "vec4<f32>(x[x_row + k4])"
@@ -962,7 +977,7 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
 {_declare(decl)}
 {_REDUCE}
 var<workgroup> partial: array<f32, {WORKGROUP * rpt}>;
-
+{attention_workgroup_memory(ctx) if spec.attention else ""}
 // Sum of the {lanes} lanes of local row lr (after the reduction below).
 fn row_sum(lr: u32) -> f32 {{
     return partial[(lr % {_u(rpt)}) * 256u + (lr / {_u(rpt)}) * {_u(lanes)}];
@@ -1001,6 +1016,92 @@ fn bias_at(row: u32) -> f32 {{ {bias_body} }}
     z = math.ceil(n_blocks / MAX_GRID)
     grid = (lambda T: (1, y, z)) if spec.last_token_only else (lambda T: (T, y, z))
     return Program(kernel.name, source, tuple(bindings), grid)
+
+
+# --------------------------------------------------------------------------------------------
+# Attention inside the o_proj kernel (fused+): every workgroup computes token t's attention
+# over all heads into workgroup memory, then its rows of o_proj from there. No workgroup
+# waits for another, at the price of repeating the attention in each of the kernel's
+# workgroups: cheap while the context is short (decode), the reason the row blocks are tall.
+# reference: sdpa_reference, then the matmul and the residual add.
+# --------------------------------------------------------------------------------------------
+
+ATTENTION_ROWS_PER_WORKGROUP = 16
+ATTENTION_CHUNK = 32  # keys scored per round, for all heads at once
+
+
+def attention_workgroup_memory(ctx: BuildContext) -> str:
+    cfg = ctx.config
+    return f"""var<workgroup> attn_x: array<vec4<f32>, {cfg.q_dim // 4}>;
+var<workgroup> scores: array<f32, {cfg.n_heads * ATTENTION_CHUNK}>;
+var<workgroup> head_max: array<f32, {cfg.n_heads}>;
+var<workgroup> head_sum: array<f32, {cfg.n_heads}>;
+var<workgroup> head_scale: array<f32, {cfg.n_heads}>;
+"""
+
+
+def attention_prologue(ctx: BuildContext) -> str:
+    """Causal GQA attention of token t with an online softmax over chunks of keys: scores of
+    every (head, key) of a chunk in parallel, softmax statistics per head, then each
+    invocation accumulates p * v for its output elements (held in registers)."""
+    cfg = ctx.config
+    h, d, s, c = cfg.n_heads, cfg.head_dim, ctx.max_seq_len, ATTENTION_CHUNK
+    group, hd = cfg.n_heads // cfg.n_kv_heads, cfg.q_dim
+    per_thread = math.ceil(hd / WORKGROUP)
+
+    def each_output(body: str) -> str:
+        return "\n".join(f"""    {{
+        let o = lid + {_u(r * WORKGROUP)};
+        if (o < {_u(hd)}) {{ let head = o / {_u(d)}; {body.replace("acc_r", f"att{r}")} }}
+    }}""" for r in range(per_thread))
+
+    accumulate_pv = f"""let v_base = ((head / {_u(group)}) * {_u(s)} + base) * {_u(d)} + o % {_u(d)};
+            var pv = 0.0;
+            for (var j = 0u; j < chunk_keys; j += 1u) {{
+                pv += scores[head * {_u(c)} + j] * f32(v_cache[v_base + j * {_u(d)}]);
+            }}
+            acc_r = acc_r * head_scale[head] + pv;"""
+    return f"""    let n_keys = fwd.start_pos + t + 1u;
+    if (lid < {_u(h)}) {{ head_max[lid] = -3.0e38; head_sum[lid] = 0.0; }}
+{"".join(f"    var att{r} = 0.0;{chr(10)}" for r in range(per_thread))}    for (var base = 0u; base < n_keys; base += {_u(c)}) {{
+        for (var idx = lid; idx < {_u(h * c)}; idx += 256u) {{
+            let head = idx / {_u(c)};
+            let key = base + idx % {_u(c)};
+            var score = -3.0e38;
+            if (key < n_keys) {{
+                let q_base = (t * {_u(hd)} + head * {_u(d)}) / 4u;
+                let k_base = ((head / {_u(group)}) * {_u(s)} + key) * {_u(d // 4)};
+                var dot_qk = 0.0;
+                for (var i = 0u; i < {_u(d // 4)}; i += 1u) {{
+                    dot_qk += dot(vec4<f32>(q[q_base + i]), vec4<f32>(k_cache[k_base + i]));
+                }}
+                score = dot_qk * {_f32(1 / math.sqrt(d))};
+            }}
+            scores[idx] = score;
+        }}
+        workgroupBarrier();
+        if (lid < {_u(h)}) {{
+            var m = head_max[lid];
+            for (var j = 0u; j < {_u(c)}; j += 1u) {{ m = max(m, scores[lid * {_u(c)} + j]); }}
+            var chunk_sum = 0.0;
+            for (var j = 0u; j < {_u(c)}; j += 1u) {{
+                let p = exp(scores[lid * {_u(c)} + j] - m);
+                scores[lid * {_u(c)} + j] = p;
+                chunk_sum += p;
+            }}
+            let rescale = exp(head_max[lid] - m);
+            head_scale[lid] = rescale;
+            head_sum[lid] = head_sum[lid] * rescale + chunk_sum;
+            head_max[lid] = m;
+        }}
+        workgroupBarrier();
+        let chunk_keys = min({_u(c)}, n_keys - base);
+{each_output(accumulate_pv)}
+        workgroupBarrier();
+    }}
+    // Rounded to the model dtype, as the attention kernel of the other levels stores it.
+{each_output("attn_x[o / 4u][o % 4u] = f32(act(acc_r / head_sum[head]));")}
+    workgroupBarrier();"""
 
 
 # --------------------------------------------------------------------------------------------
