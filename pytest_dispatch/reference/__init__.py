@@ -14,7 +14,7 @@ fused speedups. One model definition (``graph.build_graph``) is run at three fus
     model.expected_dispatches()  # Counter: kernel label -> dispatches per forward
 """
 
-from .checkpoint import load_pretrained, read_safetensors
+from .checkpoint import hf_config, load_pretrained, read_safetensors
 from .config import CONFIGS, ModelConfig, get_config
 from .graph import LEVELS, build_graph, dispatches_per_layer, expected_dispatches, schedule
 from .model import DTYPES, ENCODINGS, ReferenceModel
@@ -33,6 +33,7 @@ __all__ = [
     "dispatches_per_layer",
     "expected_dispatches",
     "get_config",
+    "hf_config",
     "load_pretrained",
     "load_weights",
     "random_weights",

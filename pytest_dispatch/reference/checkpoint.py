@@ -79,6 +79,17 @@ def config_from_hf(hf: dict, name: str) -> ModelConfig:
     )
 
 
+def hf_config(config: ModelConfig) -> dict:
+    """The Hugging Face ``config.json`` fields of ``config`` (``config_from_hf``'s inverse): Qwen2,
+    or Llama when the config has no q/k/v bias."""
+    model_type, architecture = ("qwen2", "Qwen2ForCausalLM") if config.qkv_bias else ("llama", "LlamaForCausalLM")
+    return {"model_type": model_type, "architectures": [architecture], "num_hidden_layers": config.n_layers,
+            "hidden_size": config.d_model, "num_attention_heads": config.n_heads,
+            "num_key_value_heads": config.n_kv_heads, "head_dim": config.head_dim,
+            "intermediate_size": config.d_ff, "vocab_size": config.vocab_size, "rope_theta": config.rope_theta,
+            "rms_norm_eps": config.rms_eps, "tie_word_embeddings": config.tie_embeddings, "hidden_act": "silu"}
+
+
 def load_pretrained(path: str | os.PathLike) -> tuple[ModelConfig, dict[str, np.ndarray]]:
     """``(config, arrays)`` of a checkpoint folder: ``config.json`` and ``model.safetensors``,
     or the shards a ``model.safetensors.index.json`` lists, or every ``*.safetensors`` there.

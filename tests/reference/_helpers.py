@@ -39,11 +39,3 @@ def write_safetensors(path, arrays, dtype="F32") -> None:
     with open(path, "wb") as f:
         f.write(len(text).to_bytes(8, "little") + text + b"".join(chunks))
 
-
-def hf_config(config) -> dict:
-    """The ``config.json`` fields Hugging Face's Qwen2 uses for ``config``."""
-    return {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "num_hidden_layers": config.n_layers,
-            "hidden_size": config.d_model, "num_attention_heads": config.n_heads,
-            "num_key_value_heads": config.n_kv_heads, "head_dim": config.head_dim,
-            "intermediate_size": config.d_ff, "vocab_size": config.vocab_size, "rope_theta": config.rope_theta,
-            "rms_norm_eps": config.rms_eps, "tie_word_embeddings": config.tie_embeddings, "hidden_act": "silu"}

@@ -6,8 +6,10 @@ import json
 import numpy as np
 import pytest
 
+from pytest_dispatch.reference.checkpoint import config_from_hf
 from pytest_dispatch.reference import (
     NumpyReference,
+    hf_config,
     ReferenceModel,
     load_pretrained,
     load_weights,
@@ -15,7 +17,7 @@ from pytest_dispatch.reference import (
     read_safetensors,
 )
 
-from ._helpers import ODD, hf_config, write_safetensors
+from ._helpers import ODD, write_safetensors
 
 MAX_SEQ = 16
 PROMPT = [3, 17, 250, 42]
@@ -95,3 +97,9 @@ def test_numpy_reference_loads_an_npz(tmp_path):
     np.savez(tmp_path / "odd.npz", **weights)
     from_file = NumpyReference(ODD, weights=tmp_path / "odd.npz", max_seq_len=MAX_SEQ)
     assert from_file.generate(PROMPT, 3) == NumpyReference(ODD, seed=2, max_seq_len=MAX_SEQ).generate(PROMPT, 3)
+
+
+@pytest.mark.parametrize("qkv_bias, tied", [(True, True), (True, False), (False, False)])
+def test_hf_config_round_trips(qkv_bias, tied):
+    config = dataclasses.replace(ODD, qkv_bias=qkv_bias, tie_embeddings=tied)
+    assert config_from_hf(hf_config(config), name=ODD.name) == config
