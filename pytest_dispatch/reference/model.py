@@ -238,6 +238,18 @@ class ReferenceModel:
         return {label: 1e6 * max(0.0, min(gpu_seconds(items) for _ in range(3)) - empty) / (repeats * len(items))
                 for label, items in by_label.items()}
 
+    def weight_bytes(self) -> dict[str, int]:
+        """Bytes of weights each dispatch of a kernel label binds (per dispatch, averaged over
+        the label's dispatches): what a matrix-vector kernel streams from memory per call."""
+        by_label: dict[str, list[int]] = {}
+        for kernel, program in zip(self.kernels, self.programs):
+            size = sum(self._buffers[(b.resource, b.shard)].size for b in program.bindings
+                       if isinstance(b.resource, Pack))
+            size += sum(self._buffers[b.resource].size for b in program.bindings
+                        if isinstance(b.resource, str) and self.graph.tensors[b.resource].kind == "weight")
+            by_label.setdefault(kernel.name, []).append(size)
+        return {label: round(sum(sizes) / len(sizes)) for label, sizes in by_label.items()}
+
     def run_kernel(self, index: int, inputs: Mapping[str, np.ndarray], *, tokens: Sequence[int],
                    start_pos: int = 0) -> dict[str, np.ndarray]:
         """Testing aid: run kernel ``index`` of ``self.kernels`` alone. ``inputs`` gives its
