@@ -135,32 +135,52 @@ def dispatches_per_token(model: ReferenceModel, prompt: list[int]) -> int:
     return counts.dispatches
 
 
+COPY_SHADER = """
+@group(0) @binding(0) var<storage, read> source: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> destination: array<vec4<f32>>;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    for (var i = id.x; i < arrayLength(&source); i += groups.x * 256u) { destination[i] = source[i]; }
+}
+"""
+
+
 def copy_bandwidth(device, repeats: int = 10) -> float:
-    """Bytes/s (read + written) of ``copy_buffer_to_buffer`` between two large buffers: the
-    roofline the weight-streaming kernels are compared with. Timed like ``time_kernels``:
-    the submit-to-readback time of ``repeats`` copies in one encoder, less that of none."""
-    size = min(256 << 20, device.limits["max-buffer-size"] // 4) // 256 * 256
+    """Bytes/s (read + written) of a WGSL copy of 256 MiB (vec4 loads and stores, a grid-stride
+    loop): the roofline the weight-streaming kernels are compared with. Timed like
+    ``time_kernels``: submit to readback of ``repeats`` copies in one pass, less an empty pass."""
+    size = min(256 << 20, device.limits["max-storage-buffer-binding-size"], device.limits["max-buffer-size"])
+    size = size // 4096 * 4096
     usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
     source, destination = (device.create_buffer(size=size, usage=usage) for _ in range(2))
+    pipeline = device.create_compute_pipeline(
+        layout="auto", compute={"module": device.create_shader_module(code=COPY_SHADER), "entry_point": "main"})
+    bind_group = device.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=[
+        {"binding": 0, "resource": {"buffer": source, "offset": 0, "size": size}},
+        {"binding": 1, "resource": {"buffer": destination, "offset": 0, "size": size}}])
 
     def seconds(n: int) -> float:
         encoder = device.create_command_encoder()
+        compute = encoder.begin_compute_pass()
+        compute.set_pipeline(pipeline)
+        compute.set_bind_group(0, bind_group)
         for _ in range(n):
-            encoder.copy_buffer_to_buffer(source, 0, destination, 0, size)
+            compute.dispatch_workgroups(min(65535, size // 16 // 256 // 4))
+        compute.end()
         command_buffer = encoder.finish()
         start = time.perf_counter()
         device.queue.submit([command_buffer])
         device.queue.read_buffer(destination, 0, 16)  # waits for the copies
         return time.perf_counter() - start
 
-    seconds(repeats)  # warm-up
+    seconds(repeats)  # warm-up (and the buffers' lazy zero-fill)
     elapsed = min(seconds(repeats) for _ in range(3)) - min(seconds(0) for _ in range(3))
     source.destroy()
     destination.destroy()
     return 2 * size * repeats / elapsed
 
 
-def print_kernel_times(model: ReferenceModel, prompt: list[int], roofline: float) -> list[dict]:
+def print_kernel_times(model: ReferenceModel, prompt: list[int], roofline: float) -> dict:
     model.reset()
     model.forward(prompt)
     times = model.time_kernels(n_tokens=1)
@@ -177,7 +197,12 @@ def print_kernel_times(model: ReferenceModel, prompt: list[int], roofline: float
         bandwidth = f"{rate / 1e9:7.0f} GB/s {100 * rate / roofline:4.0f}%" if rate else ""
         print(f"#     {label:<30} {counts[label]:>4} x {us:8.1f} us = {counts[label] * us:8.1f} us  {bandwidth}")
     print(f"#     {'total':<30} {sum(counts.values()):>4}            {sum(counts[k] * v for k, v in times.items()):8.1f} us")
-    return kernels
+    model.reset()
+    model.forward(prompt)
+    loop = model.time_decode_loop(n=min(50, model.max_seq_len - model.position))
+    print(f"#   GPU-resident decode loop (single pass), per token: host encoding {loop['encode_us']:.0f} us, "
+          f"finish + submit {loop['finish_submit_us']:.0f} us, then waiting for the GPU {loop['gpu_wait_us']:.0f} us")
+    return {"kernels": kernels, "decode_loop": loop}
 
 
 def torch_peer(config, weights, dtype: str, prompt: list[int], n_decode: int, runs: int, warmup: int,

@@ -648,26 +648,29 @@ def argmax_reference(logits: np.ndarray) -> np.ndarray:
 def argmax_program(op: Op, graph: Graph, ctx: BuildContext) -> Program:
     v = ctx.config.vocab_size
     v4 = math.ceil(v / 4)
-    in_range = (lambda c: f"4u * q + {c}u < {_u(v)} && ") if v % 4 else (lambda c: "")
+    unroll = 8  # vec4 loads in flight per invocation
+    in_range = (lambda u, c: f"4u * q{u} + {c}u < {_u(v)} && ") if v % 4 else (lambda u, c: "")
+    loads = "\n".join(f"        let q{u} = lid + (i * {_u(unroll)} + {_u(u)}) * 256u;\n"
+                      f"        let x{u} = logits[min(q{u}, {_u(v4 - 1)})];" for u in range(unroll))
     compares = "\n".join(
-        f"            if ({in_range(c)}x[{c}] > value) {{ value = x[{c}]; index = 4u * q + {c}u; }}" for c in range(4))
+        f"        if (q{u} < {_u(v4)}) {{\n" + "\n".join(
+            f"            if ({in_range(u, c)}x{u}[{c}] > value) {{ value = x{u}[{c}]; index = 4u * q{u} + {c}u; }}"
+            for c in range(4)) + "\n        }"
+        for u in range(unroll))
     source = f"""{_header(ctx)}
 {_declare([("logits", "vec4<f32>", False), ("out", "u32", True)])}
 var<workgroup> best_value: array<f32, 256>;
 var<workgroup> best_index: array<u32, 256>;
 
 // argmax over {v} logits in one workgroup, into out[0] and the token log (graph.NEXT_TOKEN):
-// each invocation scans every 256th vec4 (a constant trip count, so loads can be issued
-// ahead), then a tree reduction.
+// each invocation scans every 256th vec4 in increasing order ({unroll} loads issued before
+// their compares), then a tree reduction.
 {_ENTRY}
     var value = -3.4e38;
     var index = 0xffffffffu;
-    for (var i = 0u; i < {_u(math.ceil(v4 / WORKGROUP))}; i += 1u) {{
-        let q = lid + i * 256u;
-        if (q < {_u(v4)}) {{
-            let x = logits[q];
+    for (var i = 0u; i < {_u(math.ceil(v4 / (WORKGROUP * unroll)))}; i += 1u) {{
+{loads}
 {compares}
-        }}
     }}
     best_value[lid] = value;
     best_index[lid] = index;
@@ -741,6 +744,16 @@ def matvec_geometry(n_rows: int, k: int, block: int | None = None) -> Geometry:
     while rows_per_thread < 4 and math.ceil(n_rows / (WORKGROUP // lanes * rows_per_thread * 2)) >= 256:
         rows_per_thread *= 2
     return Geometry(lanes, rows_per_thread)
+
+
+def loads_unrolled(iterations: int, rows_per_thread: int, target: int = 8) -> int:
+    """Iterations of a matrix-vector loop unrolled into one, so that about ``target`` weight
+    loads are in flight per invocation, wasting at most an eighth of the slots on the tail."""
+    for unroll in (8, 4, 2):
+        slots = math.ceil(iterations / unroll) * unroll
+        if unroll * rows_per_thread <= target and unroll <= iterations and 8 * (slots - iterations) <= slots:
+            return unroll
+    return 1
 
 
 @dataclass(frozen=True)
@@ -955,20 +968,28 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
         prologue = ""
         load_x = "vec4<f32>(x[x_row + k4])"
 
-    # A constant trip count lets the driver unroll the loop and keep many loads in flight.
+    # Memory-level parallelism: each iteration issues ``unroll`` x rows-per-thread independent
+    # weight loads before any of their products, and the trip count is a constant. Slots past
+    # the inner size load a clamped (valid) index and add nothing.
     iterations = math.ceil(k4 / lanes)
-    tail_guard = f"if (k4 >= {_u(k4)}) {{ break; }}" if k4 % lanes else ""
+    unroll = loads_unrolled(iterations, rpt)
+    exact = iterations % unroll == 0 and k4 % lanes == 0
 
     def main_loop(shard: int) -> str:
-        # Accumulators are unrolled into scalars so they stay in registers.
-        products = "\n".join(
-            f"                acc{r} += dot(vec4<f32>(w{shard}[w_index + {_u(r * k4)}]), xv);" for r in range(rpt))
-        return f"""for (var i = 0u; i < {_u(iterations)}; i += 1u) {{
-                let k4 = lane + i * {_u(lanes)};
-                {tail_guard}
-                let xv = {load_x};
-                let w_index = local_row * {_u(k4)} + k4;
-{products}
+        lines = []
+        for u in range(unroll):
+            index = f"lane + (i * {_u(unroll)} + {_u(u)}) * {_u(lanes)}"
+            lines.append(f"let k4_{u} = {index if exact else f'min({index}, {_u(k4 - 1)})'};")
+            lines.append(f"let xv{u} = {load_x.replace('k4', f'k4_{u}')};")
+            lines += [f"let w{u}_{r} = vec4<f32>(w{shard}[w_row + k4_{u} + {_u(r * k4)}]);" for r in range(rpt)]
+        for u in range(unroll):
+            in_range = f"lane + (i * {_u(unroll)} + {_u(u)}) * {_u(lanes)} < {_u(k4)}"
+            for r in range(rpt):  # accumulators are scalars, so they stay in registers
+                product = f"dot(w{u}_{r}, xv{u})" if exact else f"select(0.0, dot(w{u}_{r}, xv{u}), {in_range})"
+                lines.append(f"acc{r} += {product};")
+        body = "\n                ".join(lines)
+        return f"""for (var i = 0u; i < {_u(math.ceil(iterations / unroll))}; i += 1u) {{
+                {body}
             }}"""
 
     cases = "\n".join(f"        case {i}u: {{\n            {main_loop(i)}\n        }}" for i in range(pack.n_shards - 1))
@@ -996,6 +1017,7 @@ fn bias_at(row: u32) -> f32 {{ {bias_body} }}
     let lane = lid % {_u(lanes)};
     let shard = block / {_u(blocks_per_shard)};
     let local_row = (block - shard * {_u(blocks_per_shard)}) * {_u(rows)} + slice * {_u(rpt)};
+    let w_row = local_row * {_u(k4)};
 {"".join(f"    var acc{r} = 0.0;{chr(10)}" for r in range(rpt))}    switch shard {{
 {cases}
         default: {{
@@ -1043,7 +1065,10 @@ var<workgroup> head_scale: array<f32, {cfg.n_heads}>;
 def attention_prologue(ctx: BuildContext) -> str:
     """Causal GQA attention of token t with an online softmax over chunks of keys: scores of
     every (head, key) of a chunk in parallel, softmax statistics per head, then each
-    invocation accumulates p * v for its output elements (held in registers)."""
+    invocation accumulates p * v for its output elements (held in registers). The loops over
+    head_dim and over a chunk's keys are unrolled so that their loads are all in flight at
+    once: this prologue is latency-bound, not bandwidth-bound. ``attn_x`` holds the scaled
+    query first, then the attention output."""
     cfg = ctx.config
     h, d, s, c = cfg.n_heads, cfg.head_dim, ctx.max_seq_len, ATTENTION_CHUNK
     group, hd = cfg.n_heads // cfg.n_kv_heads, cfg.q_dim
@@ -1055,30 +1080,39 @@ def attention_prologue(ctx: BuildContext) -> str:
         if (o < {_u(hd)}) {{ let head = o / {_u(d)}; {body.replace("acc_r", f"att{r}")} }}
     }}""" for r in range(per_thread))
 
+    qk_terms = "\n".join(f"                    dot_qk += dot(attn_x[q_base + {_u(i)}], vec4<f32>(k_cache[k_base + {_u(i)}]));"
+                          for i in range(d // 4))
+    score_rounds = "\n".join(f"""        {{
+            let idx = lid + {_u(r * WORKGROUP)};
+            let head = idx / {_u(c)};
+            let key = base + idx % {_u(c)};
+            if (idx < {_u(h * c)}) {{
+                var score = -3.0e38;
+                if (key < n_keys) {{
+                    let q_base = head * {_u(d // 4)};
+                    let k_base = ((head / {_u(group)}) * {_u(s)} + key) * {_u(d // 4)};
+                    var dot_qk = 0.0;
+{qk_terms}
+                    score = dot_qk;
+                }}
+                scores[idx] = score;
+            }}
+        }}""" for r in range(math.ceil(h * c / WORKGROUP)))
+    pv_terms = "\n".join(
+        f"            pv += select(0.0, scores[head * {_u(c)} + {_u(j)}] * f32(v_cache[v_base + min({_u(j)}, last) * {_u(d)}]), "
+        f"{_u(j)} <= last);" for j in range(c))
     accumulate_pv = f"""let v_base = ((head / {_u(group)}) * {_u(s)} + base) * {_u(d)} + o % {_u(d)};
             var pv = 0.0;
-            for (var j = 0u; j < chunk_keys; j += 1u) {{
-                pv += scores[head * {_u(c)} + j] * f32(v_cache[v_base + j * {_u(d)}]);
-            }}
+{pv_terms}
             acc_r = acc_r * head_scale[head] + pv;"""
     return f"""    let n_keys = fwd.start_pos + t + 1u;
     if (lid < {_u(h)}) {{ head_max[lid] = -3.0e38; head_sum[lid] = 0.0; }}
+    for (var i = lid; i < {_u(hd // 4)}; i += 256u) {{
+        attn_x[i] = vec4<f32>(q[t * {_u(hd // 4)} + i]) * {_f32(1 / math.sqrt(d))};
+    }}
+    workgroupBarrier();
 {"".join(f"    var att{r} = 0.0;{chr(10)}" for r in range(per_thread))}    for (var base = 0u; base < n_keys; base += {_u(c)}) {{
-        for (var idx = lid; idx < {_u(h * c)}; idx += 256u) {{
-            let head = idx / {_u(c)};
-            let key = base + idx % {_u(c)};
-            var score = -3.0e38;
-            if (key < n_keys) {{
-                let q_base = (t * {_u(hd)} + head * {_u(d)}) / 4u;
-                let k_base = ((head / {_u(group)}) * {_u(s)} + key) * {_u(d // 4)};
-                var dot_qk = 0.0;
-                for (var i = 0u; i < {_u(d // 4)}; i += 1u) {{
-                    dot_qk += dot(vec4<f32>(q[q_base + i]), vec4<f32>(k_cache[k_base + i]));
-                }}
-                score = dot_qk * {_f32(1 / math.sqrt(d))};
-            }}
-            scores[idx] = score;
-        }}
+{score_rounds}
         workgroupBarrier();
         if (lid < {_u(h)}) {{
             var m = head_max[lid];
@@ -1095,7 +1129,7 @@ def attention_prologue(ctx: BuildContext) -> str:
             head_max[lid] = m;
         }}
         workgroupBarrier();
-        let chunk_keys = min({_u(c)}, n_keys - base);
+        let last = min({_u(c)}, n_keys - base) - 1u;  // the chunk's last valid key
 {each_output(accumulate_pv)}
         workgroupBarrier();
     }}

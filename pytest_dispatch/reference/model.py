@@ -238,6 +238,31 @@ class ReferenceModel:
         return {label: 1e6 * max(0.0, min(gpu_seconds(items) for _ in range(3)) - empty) / (repeats * len(items))
                 for label, items in by_label.items()}
 
+    def time_decode_loop(self, n: int = 50) -> dict[str, float]:
+        """Profiling aid: microseconds per forward of ``n`` GPU-resident decode forwards from
+        the current position in one single-pass submission: host encoding of the dispatches,
+        ``finish`` + ``submit``, and the wait for the GPU after the submit (the GPU time left
+        once the host is done). The position does not advance. Call after a ``forward``."""
+        if self.last_token is None or self.position + n > self.max_seq_len:
+            raise ValueError(f"time_decode_loop needs a previous forward and room for {n} more positions "
+                             f"(position {self.position}, max_seq_len {self.max_seq_len})")
+        forwards = [(1, self.position + i) for i in range(n)]
+        self._write_forwards(forwards)
+        work = [item for n_tokens, start_pos in forwards for item in self._work_for(n_tokens, start_pos)]
+        marks = {}
+
+        def copy_and_mark(encoder) -> None:
+            self._copy(encoder, [(self._buffers[NEXT_TOKEN], 0, self._token_staging[0], 4)])
+            marks["encoded"] = time.perf_counter()
+
+        start = time.perf_counter()
+        encoding.submit(self.device, work, encoding.SINGLE_PASS, before_finish=copy_and_mark)
+        submitted = time.perf_counter()
+        self._read_staging(self._token_staging[0], np.uint32, 1)
+        done = time.perf_counter()
+        return {"encode_us": 1e6 * (marks["encoded"] - start) / n, "finish_submit_us": 1e6 * (submitted - marks[
+            "encoded"]) / n, "gpu_wait_us": 1e6 * (done - submitted) / n}
+
     def weight_bytes(self) -> dict[str, int]:
         """Bytes of weights each dispatch of a kernel label binds (per dispatch, averaged over
         the label's dispatches): what a matrix-vector kernel streams from memory per call."""
