@@ -30,6 +30,8 @@ WORKGROUP = 256
 MAX_GRID = 65535
 MAX_STORAGE_BUFFERS = 8  # WebGPU default maxStorageBuffersPerShaderStage
 MAX_ROWS_PER_THREAD = 8  # keeps a matrix-vector workgroup's partial sums within 8 KiB
+MAX_ROWS_PER_WORKGROUP = 32
+TARGET_WORKGROUPS = 1024  # enough to fill a large GPU several times over
 SHARD_ROW_MULTIPLE = 256  # shards split matrices on this many rows: a multiple of every row block
 
 
@@ -648,7 +650,7 @@ def argmax_reference(logits: np.ndarray) -> np.ndarray:
 def argmax_program(op: Op, graph: Graph, ctx: BuildContext) -> Program:
     v = ctx.config.vocab_size
     v4 = math.ceil(v / 4)
-    unroll = 8  # vec4 loads in flight per invocation
+    unroll = 32  # vec4 loads in flight per invocation: one workgroup, so latency decides
     in_range = (lambda u, c: f"4u * q{u} + {c}u < {_u(v)} && ") if v % 4 else (lambda u, c: "")
     loads = "\n".join(f"        let q{u} = lid + (i * {_u(unroll)} + {_u(u)}) * 256u;\n"
                       f"        let x{u} = logits[min(q{u}, {_u(v4 - 1)})];" for u in range(unroll))
@@ -727,12 +729,13 @@ class Geometry:
         return WORKGROUP // self.lanes * self.rows_per_thread
 
 
-def matvec_geometry(n_rows: int, k: int, block: int | None = None) -> Geometry:
-    """Lanes per row from the inner size; rows per thread so that big matrices still get
-    hundreds of workgroups. ``block`` forces the rows per workgroup (a whole rotary head,
-    when the default block would be larger than one)."""
+def matvec_geometry(n_rows: int, k: int, block: int | None = None, min_rows: int = 1) -> Geometry:
+    """The tallest row block (fewest repeated prologues and reductions) that still makes
+    ``TARGET_WORKGROUPS`` workgroups, else the one that makes the most: a large GPU streams a
+    matrix at full bandwidth only with many loads in flight. ``block`` forces the rows per
+    workgroup (a rotary kernel's, when the chosen block would not fit a head)."""
     k4 = k // 4
-    lanes = 16 if k4 <= 64 else 32 if k4 < 512 else 64
+    lanes = 16 if k4 <= 64 else 32 if k4 < 512 else 64  # preferred, on a tie
     if block is not None:
         # The lane count nearest the preferred one that splits the block evenly over the slices.
         for candidate in sorted((2 ** i for i in range(9)), key=lambda c: abs(math.log2(c / lanes))):
@@ -740,15 +743,22 @@ def matvec_geometry(n_rows: int, k: int, block: int | None = None) -> Geometry:
             if not remainder and 1 <= rows_per_thread <= MAX_ROWS_PER_THREAD:
                 return Geometry(candidate, rows_per_thread)
         raise ValueError(f"a row block of {block} does not fit a 256-invocation workgroup")
-    rows_per_thread = 1
-    while rows_per_thread < 4 and math.ceil(n_rows / (WORKGROUP // lanes * rows_per_thread * 2)) >= 256:
-        rows_per_thread *= 2
-    return Geometry(lanes, rows_per_thread)
+    candidates = [Geometry(candidate, rows_per_thread) for candidate in (16, 32, 64, 128, 256)
+                  if candidate <= max(16, k4) for rows_per_thread in (1, 2, 4)
+                  if min_rows <= WORKGROUP // candidate * rows_per_thread <= MAX_ROWS_PER_WORKGROUP]
+    distance = {g: abs(math.log2(g.lanes / lanes)) for g in candidates}
+    enough = [g for g in candidates if math.ceil(n_rows / g.rows) >= TARGET_WORKGROUPS]
+    if enough:
+        return max(enough, key=lambda g: (g.rows, -distance[g]))
+    return min(candidates, key=lambda g: (g.rows, distance[g]))
 
 
 def loads_unrolled(iterations: int, rows_per_thread: int, target: int = 8) -> int:
     """Iterations of a matrix-vector loop unrolled into one, so that about ``target`` weight
-    loads are in flight per invocation, wasting at most an eighth of the slots on the tail."""
+    loads are in flight per invocation, wasting at most an eighth of the slots on the tail;
+    a short loop is unrolled whole."""
+    if iterations * rows_per_thread <= 2 * target:
+        return iterations
     for unroll in (8, 4, 2):
         slots = math.ceil(iterations / unroll) * unroll
         if unroll * rows_per_thread <= target and unroll <= iterations and 8 * (slots - iterations) <= slots:
@@ -811,7 +821,7 @@ def matvec_spec(kernel: Kernel, graph: Graph, ctx: BuildContext) -> MatvecSpec:
 
     if kernel.ops_of("*_cache.append"):  # norm_qkv_rope_append
         # Workgroups of a few rotary pairs each, not whole heads: many more workgroups.
-        geometry = matvec_geometry(sum(rows), k)
+        geometry = matvec_geometry(sum(rows), k, min_rows=2)  # rotary pairs
         if geometry.rows > cfg.head_dim:
             geometry = matvec_geometry(sum(rows), k, block=cfg.head_dim)
         pack = matrix_pack("rope_pairs", weight_names, sum(rows), k, ctx, block=geometry.rows,
@@ -824,7 +834,7 @@ def matvec_spec(kernel: Kernel, graph: Graph, ctx: BuildContext) -> MatvecSpec:
         spec = MatvecSpec(weights=pack, geometry=geometry, n_rows=sum(rows), epilogue="rope_append",
                           rope=(kernel.op("q_rope.add").output, k_cache, v_cache, cos, sin), **common)
     elif kernel.op("mlp.silu") is not None:  # gate_up_silu, norm_gate_up_silu
-        geometry = matvec_geometry(2 * rows[0], k)
+        geometry = matvec_geometry(2 * rows[0], k, min_rows=2)  # a gate row and its up row
         pack = matrix_pack("gate_up", weight_names, math.ceil(rows[0] / (geometry.rows // 2)) * geometry.rows,
                            k, ctx, block=geometry.rows)
         accounted += 2
