@@ -198,7 +198,8 @@ def print_kernel_times(model: ReferenceModel, prompt: list[int], roofline: float
     weight_bytes = model.weight_bytes()
     streaming = {k.name for k in model.kernels if any(op.kind == "matmul" for op in k.ops)}
     print(f"#   {model.level} decode step, GPU time by kernel, encoding excluded (repeated dispatches in one pass);")
-    print(f"#   GB/s = weight bytes per dispatch / time, against the measured copy bandwidth {roofline / 1e9:.0f} GB/s:")
+    print(f"#   GB/s = weight bytes per dispatch / time, against the measured copy bandwidth "
+          f"{roofline / 1e9:.0f} GB/s:")
     kernels = []
     for label, us in sorted(times.items(), key=lambda item: -item[1] * counts[item[0]]):
         rate = weight_bytes[label] / (us * 1e-6) if label in streaming and us > 0 else None

@@ -700,8 +700,8 @@ var<workgroup> best_index: array<u32, 256>;
 
 # --------------------------------------------------------------------------------------------
 # Matrix-vector kernels: every kernel built around a linear layer
-#   linear (eager), qkv_proj, gate_up_silu (fused), norm_qkv_rope_append, o_proj_residual,
-#   norm_gate_up_silu, down_proj_residual, norm_lm_head (fused+).
+#   linear (eager), qkv_proj, gate_up_silu (fused), norm_qkv_rope_append,
+#   attention_o_proj_residual, norm_gate_up_silu, down_proj_residual, norm_lm_head (fused+).
 # reference: matmul_reference for the product; the group's other primitive ops for the rest.
 #
 # A workgroup owns a block of rows of a packed weight matrix. Its 256 invocations form
@@ -709,7 +709,8 @@ var<workgroup> best_index: array<u32, 256>;
 # vec4 loads, each weight read once) and each invocation keeps ROWS_PER_THREAD rows in
 # registers, so an x element is loaded once per ROWS_PER_THREAD rows. A tree reduction in
 # workgroup memory then sums the lanes. Prologue (optional RMSNorm of x, recomputed by every
-# workgroup: x is one row) and epilogue (bias, residual, SiLU*up, rotary + KV append) are fused.
+# workgroup: x is one row; or the token's attention, which is x) and epilogue (bias,
+# residual, SiLU*up, rotary + KV append) are fused.
 # For a prefill the grid's x is the token, so workgroups sharing weights run together.
 # --------------------------------------------------------------------------------------------
 
@@ -1090,8 +1091,9 @@ def attention_prologue(ctx: BuildContext) -> str:
         if (o < {_u(hd)}) {{ let head = o / {_u(d)}; {body.replace("acc_r", f"att{r}")} }}
     }}""" for r in range(per_thread))
 
-    qk_terms = "\n".join(f"                    dot_qk += dot(attn_x[q_base + {_u(i)}], vec4<f32>(k_cache[k_base + {_u(i)}]));"
-                          for i in range(d // 4))
+    qk_terms = "\n".join(
+        f"                    dot_qk += dot(attn_x[q_base + {_u(i)}], vec4<f32>(k_cache[k_base + {_u(i)}]));"
+        for i in range(d // 4))
     score_rounds = "\n".join(f"""        {{
             let idx = lid + {_u(r * WORKGROUP)};
             let head = idx / {_u(c)};
@@ -1109,19 +1111,20 @@ def attention_prologue(ctx: BuildContext) -> str:
             }}
         }}""" for r in range(math.ceil(h * c / WORKGROUP)))
     pv_terms = "\n".join(
-        f"            pv += select(0.0, scores[head * {_u(c)} + {_u(j)}] * f32(v_cache[v_base + min({_u(j)}, last) * {_u(d)}]), "
-        f"{_u(j)} <= last);" for j in range(c))
+        f"            pv += select(0.0, scores[head * {_u(c)} + {_u(j)}] * "
+        f"f32(v_cache[v_base + min({_u(j)}, last) * {_u(d)}]), {_u(j)} <= last);" for j in range(c))
     accumulate_pv = f"""let v_base = ((head / {_u(group)}) * {_u(s)} + base) * {_u(d)} + o % {_u(d)};
             var pv = 0.0;
 {pv_terms}
             acc_r = acc_r * head_scale[head] + pv;"""
+    accumulators = "".join(f"    var att{r} = 0.0;\n" for r in range(per_thread))
     return f"""    let n_keys = fwd.start_pos + t + 1u;
     if (lid < {_u(h)}) {{ head_max[lid] = -3.0e38; head_sum[lid] = 0.0; }}
     for (var i = lid; i < {_u(hd // 4)}; i += 256u) {{
         attn_x[i] = vec4<f32>(q[t * {_u(hd // 4)} + i]) * {_f32(1 / math.sqrt(d))};
     }}
     workgroupBarrier();
-{"".join(f"    var att{r} = 0.0;{chr(10)}" for r in range(per_thread))}    for (var base = 0u; base < n_keys; base += {_u(c)}) {{
+{accumulators}    for (var base = 0u; base < n_keys; base += {_u(c)}) {{
 {score_rounds}
         workgroupBarrier();
         if (lid < {_u(h)}) {{

@@ -172,7 +172,8 @@ class ReferenceModel:
         prompt = self._checked_tokens(prompt)
         if len(prompt) + n - 1 > self.max_seq_len:
             raise ValueError(f"a prompt of {len(prompt)} tokens and {n} generated need max_seq_len >= "
-                             f"{len(prompt) + n - 1}; build the model with a larger max_seq_len (now {self.max_seq_len})")
+                             f"{len(prompt) + n - 1}; build the model with a larger max_seq_len "
+                             f"(now {self.max_seq_len})")
         self.reset()
         self._write_tokens(prompt, 0)
         forwards = [(len(prompt), 0)] + [(1, len(prompt) + i) for i in range(n - 1)]

@@ -6,7 +6,6 @@ import json
 import numpy as np
 import pytest
 
-from pytest_dispatch.reference.checkpoint import config_from_hf
 from pytest_dispatch.reference import (
     NumpyReference,
     hf_config,
@@ -16,6 +15,7 @@ from pytest_dispatch.reference import (
     random_weights,
     read_safetensors,
 )
+from pytest_dispatch.reference.checkpoint import config_from_hf
 
 from ._helpers import ODD, write_safetensors
 
