@@ -14,14 +14,16 @@ import dataclasses
 import math
 from typing import Any, Iterable, Mapping
 
+from pytest_dispatch import settings
+
 MARKER = "dispatch_budget"
 COUNT_KINDS = ("dispatches", "submits", "passes", "encoders")
-GATE_KEYS = ("alpha", "threshold", "floor_us")  # per-test overrides of the regression gate
+GATE_KEYS = tuple(settings.PARSERS)  # per-test overrides of the gate: alpha, threshold
 MARKER_HELP = (
     f"{MARKER}(dispatches=None, submits=None, passes=None, encoders=None, us_per_dispatch=None, "
-    "alpha=None, threshold=None, floor_us=None): fail the test when a count per call is over its "
+    "alpha=None, threshold=None): fail the test when a count per call is over its "
     "budget (int = maximum, (lo, hi) = range, exact(n) = exactly n), or the median µs per dispatch "
-    "is over us_per_dispatch; alpha/threshold/floor_us override the regression gate for this test."
+    "is over us_per_dispatch; alpha/threshold override the gate (stored runs and A/B) for this test."
 )
 
 
@@ -101,15 +103,18 @@ def parse_budget(args: tuple, kwargs: Mapping[str, Any]) -> Budget:
         raise BudgetUsageError(f"takes keyword arguments only ({', '.join(COUNT_KINDS)}, us_per_dispatch)")
     known = set(COUNT_KINDS) | {"us_per_dispatch"} | set(GATE_KEYS)
     unknown = sorted(set(kwargs) - known)
+    if "floor_us" in unknown:
+        raise BudgetUsageError("floor_us was removed: the gate's smallest change is relative (threshold=0.05)")
     if unknown:
         raise BudgetUsageError(f"unknown argument(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     counts = {kind: _count_limit(kind, kwargs[kind]) for kind in COUNT_KINDS if kwargs.get(kind) is not None}
     us_per_dispatch = kwargs.get("us_per_dispatch")
     if us_per_dispatch is not None:
         us_per_dispatch = _positive_float("us_per_dispatch", us_per_dispatch)
-    gate = {key: _positive_float(key, kwargs[key]) for key in GATE_KEYS if kwargs.get(key) is not None}
-    if "alpha" in gate and gate["alpha"] >= 1:
-        raise BudgetUsageError(f"alpha={gate['alpha']}: must be below 1")
+    try:
+        gate = {key: settings.parse(key, kwargs[key]) for key in GATE_KEYS if kwargs.get(key) is not None}
+    except settings.SettingError as error:
+        raise BudgetUsageError(str(error)) from None
     if not counts and us_per_dispatch is None and not gate:
         raise BudgetUsageError("sets no budget; give at least one of " + ", ".join(COUNT_KINDS + ("us_per_dispatch",)))
     return Budget(counts, us_per_dispatch, gate)

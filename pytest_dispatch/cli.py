@@ -1,22 +1,29 @@
-"""The ``pytest-dispatch`` command: compare, show and merge results files.
+"""The ``pytest-dispatch`` command: saved runs, their history, compare, show and merge results files.
 
-    pytest-dispatch compare BASELINE.json CURRENT.json [--markdown]   exit 1 on a regression
-    pytest-dispatch show FILE [--markdown]
+    pytest-dispatch list                                             every saved run, per GPU
+    pytest-dispatch history [-k EXPR] [--json|--markdown|--html FILE] change points per measurement
+    pytest-dispatch prune --keep N                                   keep the newest N runs per GPU
+    pytest-dispatch compare BASELINE CURRENT [--markdown]            exit 1 on a regression
+    pytest-dispatch show FILE|FOLDER|NAME [--markdown]
     pytest-dispatch merge FILES... -o OUT                             one file, grouped by GPU
     pytest-dispatch probe [--impl wgpu|dawn|all] [--n 100,1000] [--dtype f32,f16] [--json PATH]
+    pytest-dispatch ab --base REF_OR_DIR [--head DIR] [-- pytest args]   exit 1 on a regression
 
-Bad input (missing, corrupt or hostile files) is one line on stderr and exit 2.
+BASELINE, CURRENT and NAME are files or names of saved runs: 'latest', a --dispatch-save name,
+a branch, or a commit prefix.  Bad input (missing, corrupt or hostile files) is one line on
+stderr and exit 2; among many saved runs, a bad one is skipped with one warning.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_dispatch import gate, report, storage
-from pytest_dispatch.gpu import GpuInfo
+from pytest_dispatch import gate, history, paired, report, settings, storage
+from pytest_dispatch.progress import Progress
 from pytest_dispatch.results import TestResult
 
 EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT = 0, 1, 2
@@ -26,15 +33,7 @@ class InputError(Exception):
     """Bad input: printed as one line, exit 2."""
 
 
-def _gpu_of(document: dict[str, Any]) -> GpuInfo | None:
-    data = (document.get("machine_info") or {}).get("gpu")
-    if not isinstance(data, dict):
-        return None
-    fields = {k: v for k, v in data.items() if k in GpuInfo.__dataclass_fields__}
-    try:
-        return GpuInfo(**{**fields, "features": frozenset(fields.get("features") or ())})
-    except TypeError:
-        return None
+_gpu_of = storage.gpu_of
 
 
 def _runs(document: dict[str, Any]) -> list[dict[str, Any]]:
@@ -72,21 +71,71 @@ def _render_run(run: dict[str, Any], markdown: bool, verdicts=None) -> list[str]
     return report.render(results, gpu, "adapter: unknown", verbose=False, verdicts=verdicts) + [""]
 
 
+def _resolve(target: str, args: argparse.Namespace, fingerprint: str | None = None) -> str:
+    """A file as given, else the saved run a name designates (see ``history.resolve``)."""
+    if Path(target).exists():
+        return target
+    if target.endswith(".json") or "/" in target or "\\" in target:
+        raise InputError(f"{target}: no such file")
+    try:
+        return str(history.resolve(args.storage, target, fingerprint or args.fingerprint).path)
+    except ValueError as error:
+        raise InputError(f"{target!r} is no file; {error}") from None
+
+
+def _newest_per_gpu(folder: Path) -> tuple[list[dict[str, Any]], int]:
+    """The newest readable run of each GPU among the results files in ``folder`` and its sub-folders,
+    and how many older ones there are; an unreadable file is skipped with a warning."""
+    newest: dict[str, dict[str, Any]] = {}
+    readable = 0
+    for path in sorted([*folder.glob("*.json"), *folder.glob("*/*.json")]):
+        if path.name.startswith("."):
+            continue
+        try:
+            document = storage.load_document(path)
+        except storage.BaselineError as error:
+            warnings.warn(f"{error} (skipped)", history.SkippedRunWarning)
+            continue
+        for run in _runs(document):
+            readable += 1
+            fingerprint = storage.fingerprint_of(run) or "unknown"
+            if fingerprint not in newest or str(run.get("datetime")) >= str(newest[fingerprint].get("datetime")):
+                newest[fingerprint] = run
+    return list(newest.values()), readable - len(newest)
+
+
 def cmd_show(args: argparse.Namespace) -> int:
-    document = _load(args.file)
-    for run in _runs(document):
+    path = Path(_resolve(args.file, args))
+    if path.is_dir():
+        runs, older = _newest_per_gpu(path)
+        if not runs:
+            raise InputError(f"{path}: no readable results files in this folder or its sub-folders")
+        if older:
+            print(f"{path}: the newest run of each of {len(runs)} GPU(s); {older} older run(s) not shown "
+                  "(see `pytest-dispatch list` and `pytest-dispatch history`)\n")
+    else:
+        runs = _runs(_load(str(path)))
+    for run in runs:
         print("\n".join(_render_run(run, args.markdown)))
     return EXIT_OK
 
 
+def _fingerprint_if_file(target: str) -> str | None:
+    return storage.fingerprint_of(_load(target)) if Path(target).is_file() else None
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
+    # a name resolves among the runs of the GPU of the other side when that is a file
+    args.baseline = _resolve(args.baseline, args, _fingerprint_if_file(args.current))
+    args.current = _resolve(args.current, args, _fingerprint_if_file(args.baseline))
     baseline_doc, current_doc = _load(args.baseline), _load(args.current)
     if len(_runs(baseline_doc)) > 1 or len(_runs(current_doc)) > 1:
         raise InputError("compare takes two single-run files, not merged ones")
     comparable = storage.fingerprint_of(baseline_doc) == storage.fingerprint_of(current_doc)
-    settings = {"alpha": args.alpha, "threshold": args.threshold, "floor_us": args.floor_us}
-    baseline = gate.Baseline(args.baseline, storage.results_of(baseline_doc), comparable)
-    session_gate = baseline.gate(settings)
+    gate_settings = {"alpha": args.alpha, "threshold": args.threshold}
+    baseline = gate.Baseline(args.baseline, storage.results_of(baseline_doc), comparable,
+                             gate.stored_of([baseline_doc]) if comparable else {})
+    session_gate = baseline.gate(gate_settings)
     results = storage.results_of(current_doc)
     try:
         verdicts = {r.nodeid: session_gate.judge(r) for r in results}
@@ -121,6 +170,72 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _fingerprints(args: argparse.Namespace) -> list[str]:
+    try:
+        found = history.match_fingerprint(args.storage, args.fingerprint)
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    if not found:
+        print(history.EMPTY_HINT.format(root=args.storage))
+    return found
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    for fingerprint in _fingerprints(args):
+        runs = sorted(history.load_runs(args.storage, fingerprint), key=lambda run: run.time)
+        print(f"GPU {runs[-1].gpu if runs else '?'} [{fingerprint}]: {len(runs)} saved run(s)")
+        print(f"  {'saved (UTC)':<19} {'commit':<16} {'branch':<16} {'name':<16} {'tests':>5}  file")
+        for run in runs:
+            tests = len({key.rsplit('::', 1)[0] for key in run.measurements})
+            print(f"  {run.time:%Y-%m-%d %H:%M:%S} {run.short_commit:<16} {(run.branch or '-')[:16]:<16} "
+                  f"{run.name[:16]:<16} {tests:>5}  {run.path.name}")
+    return EXIT_OK
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    if args.keep < 1:
+        raise InputError("--keep takes a count of at least 1")
+    for fingerprint in _fingerprints(args):
+        files = sorted(history.run_files(args.storage, fingerprint), key=lambda f: f.name)
+        stale = files[:-args.keep]
+        for path in stale:
+            if not args.dry_run:
+                path.unlink()
+        verb = "would remove" if args.dry_run else "removed"
+        print(f"{fingerprint}: kept {len(files) - len(stale)} newest run(s), {verb} {len(stale)}")
+    return EXIT_OK
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    settings = history.Settings(alpha=args.alpha, threshold=args.threshold, floor_us=args.floor_us)
+    progress = Progress("pytest-dispatch history", every_s=1.0)
+    try:
+        histories, note = history.analyse(args.storage, args.fingerprint, args.k, settings, args.branch,
+                                          lambda text: progress.step(text))
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    if not any(h.runs for h in histories):
+        print(history.EMPTY_HINT.format(root=args.storage))
+        return EXIT_OK
+    if args.k and not any(h.series for h in histories):
+        raise InputError(f"-k {args.k!r} selects no measurement of the saved runs")
+    if args.html:
+        from pytest_dispatch import history_html
+
+        storage.write_text_atomically(args.html, history_html.page(histories, settings, note,
+                                                                   lambda text: progress.step(text)))
+        print(f"history page written to {args.html}")
+    if args.json:
+        import json
+
+        print(json.dumps(history.as_json(histories, settings, note, lambda text: progress.step(text)), indent=2))
+    elif args.markdown:
+        print("\n".join(history.render_markdown(histories, settings, note)))
+    elif not args.html:
+        print("\n".join(history.render_text(histories, settings, note)))
+    return EXIT_OK
+
+
 def cmd_probe(args: argparse.Namespace) -> int:
     from pytest_dispatch import probe
 
@@ -136,8 +251,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if not found:
         raise InputError(f"no adapter found for {', '.join(impls)} (backend {args.backend})")
     rows = []
+    progress = Progress("pytest-dispatch probe", total=len(found) * len(dtypes) * len(ns))
     for impl, index in found:
-        rows += probe.probe_adapter(impl, index, dtypes, ns, args.rounds)
+        rows += probe.probe_adapter(impl, index, dtypes, ns, args.rounds, progress.step)
     print("\n".join(probe.render(rows)))
     if args.json:
         storage.write_json_atomically(args.json, {"probe": [row.as_dict() for row in rows],
@@ -146,21 +262,52 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_ab(args: argparse.Namespace) -> int:
+    from pytest_dispatch.ab import command, coordinator
+
+    job_settings = coordinator.Settings(threshold=args.threshold, alpha=args.alpha, max_pairs=args.max_pairs,
+                                        max_seconds=args.max_time, order=args.order, cpus=args.cpus,
+                                        seed=args.seed)
+    pytest_args = list(args.pytest_args)
+    if pytest_args[:1] == ["--"]:
+        pytest_args = pytest_args[1:]
+    return command.run(args.base, args.head, pytest_args, job_settings, json_path=args.json,
+                       markdown_path=args.markdown)
+
+
+def _setting(parse, name: str):
+    """An argparse type that reports pytest_dispatch.settings' one-line message."""
+
+    def convert(text: str):
+        try:
+            return parse(name, text)
+        except settings.SettingError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return convert
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pytest-dispatch", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
-    show = commands.add_parser("show", help="print a results file as the report")
-    show.add_argument("file")
+    show = commands.add_parser("show", help="print a results file, a folder's newest runs, or a saved run "
+                                            "by name as the report")
+    show.add_argument("file", help="a results file, a folder of them, or a saved run's name (see compare)")
     show.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
+    _add_storage_arguments(show)
     show.set_defaults(run=cmd_show)
 
     compare = commands.add_parser("compare", help="judge CURRENT against BASELINE (exit 1 on regression)")
-    compare.add_argument("baseline")
-    compare.add_argument("current")
-    compare.add_argument("--alpha", type=float, default=gate.DEFAULTS["alpha"])
-    compare.add_argument("--threshold", type=float, default=gate.DEFAULTS["threshold"])
-    compare.add_argument("--floor-us", type=float, default=gate.DEFAULTS["floor_us"])
+    names = "a results file, or a saved run: 'latest', a --dispatch-save name, a branch or a commit prefix"
+    compare.add_argument("baseline", help=names)
+    compare.add_argument("current", help=names)
+    _add_storage_arguments(compare)
+    compare.add_argument("--alpha", type=_setting(settings.alpha, "alpha"), default=settings.DEFAULTS["alpha"],
+                         help="false-alarm level of one timing comparison (default 0.01)")
+    compare.add_argument("--threshold", type=_setting(settings.fraction, "threshold"),
+                         default=settings.DEFAULTS["threshold"],
+                         help="smallest relative change called a change (default 2%%)")
     compare.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
     compare.set_defaults(run=cmd_compare)
 
@@ -178,13 +325,78 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--rounds", type=int, default=30)
     probe.add_argument("--json", help="also write the figures to this file")
     probe.set_defaults(run=cmd_probe)
+
+    listing = commands.add_parser("list", help="every saved run in the storage, per GPU")
+    _add_storage_arguments(listing)
+    listing.set_defaults(run=cmd_list)
+
+    prune = commands.add_parser("prune", help="delete all but the newest N saved runs of each GPU")
+    prune.add_argument("--keep", type=int, required=True, metavar="N")
+    prune.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
+    _add_storage_arguments(prune)
+    prune.set_defaults(run=cmd_prune)
+
+    trend = commands.add_parser("history", help="each measurement over the saved runs of each GPU, its "
+                                                "change points and count changes, by commit")
+    trend.add_argument("-k", metavar="EXPR", help="only measurements matching this pytest -k expression")
+    trend.add_argument("--branch", help="only runs saved on this branch")
+    output = trend.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="the history as JSON on stdout")
+    output.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
+    trend.add_argument("--html", metavar="FILE", help="also write a self-contained page with one chart per "
+                                                      "measurement")
+    trend.add_argument("--alpha", type=float, default=history.Settings.alpha,
+                       help="significance level of a change point (Mann-Whitney U between its segments)")
+    trend.add_argument("--threshold", type=float, default=history.Settings.threshold,
+                       help="smallest relative change called a change point")
+    trend.add_argument("--floor-us", type=float, default=history.Settings.floor_us,
+                       help="smallest absolute change, µs per dispatch, called a change point")
+    _add_storage_arguments(trend)
+    trend.set_defaults(run=cmd_history)
+    ab = commands.add_parser(
+        "ab", help="A/B: run tests on two versions in one job, pairing rounds (exit 1 on regression)",
+        description="Run the same tests in two worker processes, base and head, taking each measurement's "
+                    "rounds in turn; judge head against base on paired rounds. Put pytest's arguments "
+                    "after '--'.")
+    ab.add_argument("--base", required=True, help="a git ref (checked out for the job) or a folder; "
+                                                  "'.' with no --head is the A/A check")
+    ab.add_argument("--head", help="the head folder (default: the current folder)")
+    ab.add_argument("--threshold", type=_setting(settings.fraction, "threshold"),
+                    default=settings.DEFAULTS["threshold"], help="smallest relative change called a change "
+                                                                 "(default 2%%)")
+    ab.add_argument("--alpha", type=_setting(settings.alpha, "alpha"), default=settings.DEFAULTS["alpha"],
+                    help="false-alarm level of one comparison over all its looks (default 0.01)")
+    ab.add_argument("--max-pairs", type=_setting(lambda n, v: settings.count(n, v, 6), "max-pairs"), default=300,
+                    help="most pairs of rounds per measurement (default 300)")
+    ab.add_argument("--max-time", type=_setting(settings.seconds, "max-time"), default=60.0,
+                    help="most seconds of pairs per measurement (default 60)")
+    ab.add_argument("--order", choices=paired.ORDERS, default="abba", help="order of a pair's two rounds")
+    ab.add_argument("--cpus", default="one", help="CPUs both workers are pinned to: 'one' (the same CPU, picked "
+                                                  "per job; default), 'all' (not pinned) or a list such as 0,3")
+    ab.add_argument("--seed", type=int, help="seed of the random choices (CPU, random order)")
+    ab.add_argument("--json", help="write the outcome to this JSON file")
+    ab.add_argument("--markdown", help="append the outcome as Markdown to this file ('-': print it)")
+    ab.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then pytest's arguments")
+    ab.set_defaults(run=cmd_ab)
     return parser
+
+
+def _add_storage_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--storage", default=".dispatch", help="folder of saved runs (default .dispatch)")
+    command.add_argument("--fingerprint", help="only the GPU whose fingerprint contains this (see list)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+
+    def one_line(message, category, *_args, **_kwargs):
+        print(f"pytest-dispatch {args.command}: warning: {message}", file=sys.stderr)
+
     try:
-        return args.run(args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("default", history.SkippedRunWarning)  # once per file per command
+            warnings.showwarning = one_line
+            return args.run(args)
     except InputError as error:
         print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

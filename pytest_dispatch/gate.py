@@ -1,9 +1,11 @@
-"""The CI gate: verdicts of this run's measurements against a baseline run.
+"""The stored-baseline gate: this run's counts and times against saved runs of its GPU.
 
-Counts are deterministic: any increase per call is ``regressed``, a decrease
-``improved``.  Per-dispatch cost is judged by ``stats.judge_timings``
-(Mann-Whitney U, Benjamini-Hochberg across the session, Hodges-Lehmann ratio
-and floor); across different GPUs (fingerprints) timing is ``incomparable``.
+Counts are deterministic: any increase per call against the newest saved run is
+``regressed``, a decrease ``improved``.  Time is judged at the level of whole
+runs (``stats.judge_against_runs``): this run's median time per call against the
+spread of the stored runs of the same GPU fingerprint; with too few stored runs
+it is ``inconclusive`` and says to use an A/B job, which decides on paired rounds
+(pytest_dispatch.ab).  Across different GPUs timing is ``incomparable``.
 Tests are judged as they finish, with the not-yet-measured part of the BH family
 counted as p = 1, so a test failed early stays failed by the final verdicts.
 """
@@ -11,31 +13,24 @@ counted as p = 1, so a test failed early stays failed by the final verdicts.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from pytest_dispatch import stats, storage
+from pytest_dispatch import settings as gate_settings, stats, storage
 from pytest_dispatch.budget import COUNT_KINDS
-from pytest_dispatch.meter import SEQUENTIAL, Measurement
+from pytest_dispatch.meter import SEQUENTIAL, Measurement, measurement_key
 from pytest_dispatch.results import TestResult
 
-TIMING_METRIC = "us_per_dispatch"
-# When the dispatch count changed, per-dispatch costs spread different fixed costs:
-# the time per call is then the comparable figure.
-TIMING_METRIC_COUNT_CHANGED = "us_per_call"
+TIMING_METRIC = "us_per_call"
 INCOMPARABLE = "incomparable"
-DEFAULTS = {"alpha": 0.01, "threshold": 0.05, "floor_us": 0.5}
-
-
-def measurement_key(nodeid: str, measurement: Measurement) -> str:
-    return f"{nodeid}::{measurement.name}"
+DEFAULTS = gate_settings.DEFAULTS
 
 
 def sequential_measurements(results: Iterable[TestResult]) -> dict[str, Measurement]:
     """The measurements a gate compares, by key."""
     return {
-        measurement_key(result.nodeid, m): m for result in results for m in result.measurements
+        measurement_key(result.nodeid, m.name): m for result in results for m in result.measurements
         if m.method == SEQUENTIAL
     }
 
@@ -80,8 +75,9 @@ def compare_counts(baseline: Measurement, current: Measurement) -> list[CountVer
     return verdicts
 
 
-def timing_samples(measurement: Measurement, metric: str = TIMING_METRIC) -> np.ndarray:
-    return measurement.wall_us if metric == TIMING_METRIC_COUNT_CHANGED else measurement.wall_us_per_dispatch
+def median_per_call(measurement: Measurement) -> float:
+    """The run's figure: median wall µs per call of the measured function."""
+    return float(np.median(measurement.wall_us))
 
 
 @dataclasses.dataclass
@@ -93,11 +89,10 @@ class TestVerdicts:
     counts: dict[str, list[CountVerdict]] = dataclasses.field(default_factory=dict)  # key -> verdicts
     timing: dict[str, stats.TimingVerdict | str] = dataclasses.field(default_factory=dict)  # str: why not judged
     missing: list[str] = dataclasses.field(default_factory=list)  # measurements with no baseline
-    metrics: dict[str, str] = dataclasses.field(default_factory=dict)  # key -> timing metric judged
 
     @property
     def failure_lines(self) -> list[str]:
-        lines = [v.summary for verdicts in self.counts.values() for v in verdicts if v.failed]
+        lines = [f"{_name(key)} {v.summary}" for key, verdicts in self.counts.items() for v in verdicts if v.failed]
         lines += [self._timing_line(k, v) for k, v in self.timing.items()
                   if isinstance(v, stats.TimingVerdict) and v.failed]
         return lines
@@ -112,34 +107,25 @@ class TestVerdicts:
         """Every verdict, one line each, for the report."""
         out = []
         for key, verdicts in self.counts.items():
-            changed = [v.summary for v in verdicts if v.status != "unchanged"]
-            out.extend(changed or [f"counts unchanged ({verdicts[0].current} dispatches per call)"])
+            changed = [f"{_name(key)} {v.summary}" for v in verdicts if v.status != "unchanged"]
+            out.extend(changed or [f"{_name(key)} counts unchanged ({verdicts[0].current} dispatches per call)"])
         for key, verdict in self.timing.items():
             out.append(self._timing_line(key, verdict) if isinstance(verdict, stats.TimingVerdict)
-                       else f"{self._label(key)} {verdict}")
+                       else f"{_name(key)} {TIMING_METRIC} {verdict}")
         out.extend(f"no baseline for {key}: not compared" for key in self.missing)
         return out
 
-    def _label(self, key: str) -> str:
-        """'<measurement> <metric>': the test is known from context."""
-        return f"{key.rsplit('::', 1)[-1]} {self.metrics.get(key, TIMING_METRIC)}"
-
-    def _timing_line(self, key: str, verdict: stats.TimingVerdict) -> str:
-        return verdict.line(self._label(key))
+    @staticmethod
+    def _timing_line(key: str, verdict: stats.TimingVerdict) -> str:
+        return verdict.line(f"{_name(key)} {TIMING_METRIC}")
 
     def as_dict(self) -> dict[str, Any]:
         timing = {}
         for key, verdict in self.timing.items():
             if isinstance(verdict, stats.TimingVerdict):
-                timing[key] = {
-                    "metric": self.metrics.get(key, TIMING_METRIC),
-                    "status": verdict.status, "baseline_median_us": verdict.baseline_median,
-                    "current_median_us": verdict.current_median, "ratio": verdict.ratio,
-                    "ratio_ci": None if verdict.ratio_ci is None else [verdict.ratio_ci.low, verdict.ratio_ci.high],
-                    "p_value": verdict.p_value, "p_adjusted": verdict.p_adjusted, "summary": verdict.summary,
-                }
+                timing[key] = {"metric": TIMING_METRIC, **verdict.as_dict()}
             else:
-                timing[key] = {"status": verdict.split(":")[0]}
+                timing[key] = {"metric": TIMING_METRIC, "status": verdict.split(":")[0], "summary": verdict}
         return {
             "counts": {key: {v.metric: v.as_dict() for v in verdicts} for key, verdicts in self.counts.items()},
             "timing": timing,
@@ -147,8 +133,14 @@ class TestVerdicts:
         }
 
 
+def _name(key: str) -> str:
+    """The measurement's name: the test is known from context."""
+    return key.rsplit("::", 1)[-1]
+
+
 class Gate:
-    """Compares this session's measurements with one baseline run."""
+    """Judges this session's measurements: counts against the newest saved run, time
+    against the stored runs' medians (``stored``: key -> per-call medians)."""
 
     def __init__(
         self,
@@ -157,12 +149,14 @@ class Gate:
         comparable: bool,
         settings: Mapping[str, float] | None = None,
         family_size: int | None = None,
+        stored: Mapping[str, Sequence[float]] | None = None,
     ) -> None:
         self.baseline = sequential_measurements(baseline)
         self.comparable = comparable
         self.settings = {**DEFAULTS, **(settings or {})}
         self.family_size = family_size
-        self._pairs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.stored = {key: list(values) for key, values in (stored or {}).items()}
+        self._current: dict[str, tuple[list[float], float]] = {}
         self._overrides: dict[str, dict[str, float]] = {}
 
     def judge(self, result: TestResult, overrides: Mapping[str, float] | None = None) -> TestVerdicts:
@@ -171,55 +165,82 @@ class Gate:
         for measurement in result.measurements:
             if measurement.method != SEQUENTIAL:
                 continue
-            key = measurement_key(result.nodeid, measurement)
+            key = measurement_key(result.nodeid, measurement.name)
             base = self.baseline.get(key)
             if base is None:
                 verdicts.missing.append(key)
                 continue
             verdicts.counts[key] = compare_counts(base, measurement)
-            metric = TIMING_METRIC if base.dispatches == measurement.dispatches else TIMING_METRIC_COUNT_CHANGED
-            verdicts.metrics[key] = metric
-            verdicts.timing[key] = self._judge_timing(key, base, measurement, overrides, metric)
+            verdicts.timing[key] = self._judge_timing(key, measurement, overrides)
         return verdicts
 
-    def _judge_timing(self, key, base: Measurement, current: Measurement, overrides, metric: str):
+    def _judge_timing(self, key: str, current: Measurement, overrides):
         if not self.comparable:
             return f"{INCOMPARABLE}: baseline from another GPU (fingerprint differs); counts compared only"
-        before, now = timing_samples(base, metric), timing_samples(current, metric)
-        if not (base.dispatches and current.dispatches) or min(before.min(), now.min()) <= 0:
-            return "inconclusive: non-positive samples (the sync's noise exceeds the work; raise per_round)"
-        self._pairs[key] = (before, now)
+        now = median_per_call(current)
+        runs = [value for value in self.stored.get(key, []) if value > 0]
+        if now <= 0 or not runs:
+            return "inconclusive: non-positive times (the sync's noise exceeds the work; raise per_round)"
+        self._current[key] = (runs, now)
         if overrides:
-            self._overrides[key] = dict(overrides)
-        partial = stats.judge_timings(
-            self._pairs, **self.settings, overrides=self._overrides, with_ci=False,
-            family_size=max(self.family_size or 0, len(self._pairs)),
+            self._overrides[key] = {k: v for k, v in overrides.items() if k in DEFAULTS}
+        partial = stats.judge_against_runs(
+            self._current, **self.settings, overrides=self._overrides,
+            family_size=max(self.family_size or 0, len(self._current)),
         )
-        verdict = partial[key]
-        ci = stats.ratio_of_medians_ci(now, before)
-        return dataclasses.replace(verdict, ratio_ci=ci)
+        return partial[key]
 
     def final_timing(self) -> dict[str, stats.TimingVerdict]:
         """The session's verdicts with the whole BH family known."""
-        if not self._pairs:
+        if not self._current:
             return {}
-        return stats.judge_timings(self._pairs, **self.settings, overrides=self._overrides)
+        return stats.judge_against_runs(self._current, **self.settings, overrides=self._overrides)
 
 
 @dataclasses.dataclass(frozen=True)
 class Baseline:
-    """The run compared against, and whether its timings are comparable with this GPU's."""
+    """The runs compared against: the newest (for counts), every stored one's times,
+    and whether they are comparable with this GPU's."""
 
     path: str
     results: list[TestResult]
     comparable: bool
+    stored: Mapping[str, Sequence[float]] = dataclasses.field(default_factory=dict)  # key -> per-call medians
+
+    @property
+    def stored_runs(self) -> int:
+        return max((len(values) for values in self.stored.values()), default=0)
 
     def gate(self, settings: Mapping[str, float], family_size: int | None = None) -> Gate:
-        return Gate(self.results, comparable=self.comparable, settings=settings, family_size=family_size)
+        return Gate(self.results, comparable=self.comparable, settings=settings, family_size=family_size,
+                    stored=self.stored if self.comparable else None)
+
+
+def stored_medians(storage_root, fingerprint: str, name: str) -> dict[str, list[float]]:
+    """Per-call medians of every stored run of this GPU named ``name`` ('latest': any), by key."""
+    from pytest_dispatch import history
+
+    runs = [run for run in history.load_runs(storage_root, fingerprint)
+            if name == "latest" or run.name == storage.BaselineStore.safe_name(name)]
+    series: dict[str, list[float]] = {}
+    for run in runs:
+        for key, median in run.medians.items():
+            series.setdefault(key, []).append(median * max(run.dispatches.get(key, 1), 1))
+    return series
+
+
+def stored_of(documents: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
+    """Per-call medians by key of runs given as loaded results documents."""
+    series: dict[str, list[float]] = {}
+    for document in documents:
+        for key, measurement in sequential_measurements(storage.results_of(document)).items():
+            series.setdefault(key, []).append(median_per_call(measurement))
+    return series
 
 
 def find_baseline(store: storage.BaselineStore, fingerprint: str, name: str) -> Baseline | None:
-    """The newest run named ``name`` for this GPU, else for another GPU (timing incomparable).
+    """The newest run named ``name`` for this GPU (with the stored runs' times), else for
+    another GPU (timing incomparable).
 
     Raises storage.BaselineError for a file that cannot be read."""
     path = store.find(fingerprint, name)
@@ -229,15 +250,5 @@ def find_baseline(store: storage.BaselineStore, fingerprint: str, name: str) -> 
     if path is None:
         return None
     document = storage.load_document(path)
-    return Baseline(str(path), storage.results_of(document), comparable)
-
-
-def aa_verdicts(results: Iterable[TestResult], settings: Mapping[str, float]) -> dict[str, stats.TimingVerdict]:
-    """A/A: each measurement's even rounds against its odd rounds, judged as a comparison."""
-    pairs = {}
-    for result in results:
-        for measurement in result.measurements:
-            samples = timing_samples(measurement)
-            if measurement.method == SEQUENTIAL and samples.size >= 4 and samples.min() > 0:
-                pairs[measurement_key(result.nodeid, measurement)] = (samples[0::2], samples[1::2])
-    return stats.judge_timings(pairs, **settings, with_ci=False) if pairs else {}
+    stored = stored_medians(store.root, fingerprint, name) if comparable else {}
+    return Baseline(str(path), storage.results_of(document), comparable, stored)

@@ -26,7 +26,7 @@ from pytest_dispatch.results import TestResult
 CHILD_ENV = "PYTEST_DISPATCH_ISOLATED"
 GPU_FIXTURES = frozenset({"gpu_adapter", "gpu_device", "gpu_info", "dispatch_meter"})
 # Options the child inherits; the gate and the report stay with the parent.
-_PASSED_THROUGH = ("gpu_impl", "gpu_backend", "gpu_adapter", "gpu_required", "dispatch_timestamps", "dispatch_aa")
+_PASSED_THROUGH = ("gpu_impl", "gpu_backend", "gpu_adapter", "gpu_required", "dispatch_timestamps")
 _CHILD_OVERRIDES = ("dispatch_compare=", "dispatch_save=", "dispatch_accept=false", "dispatch_report=false",
                     "dispatch_isolate=false")
 _OUTPUT_TAIL = 4000

@@ -8,17 +8,23 @@ preceded by an empty sync, timed the same way, whose median is subtracted.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
+import inspect
+import os
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from pytest_dispatch import devicelock, recorder, stats, timestamps
+from pytest_dispatch import devicelock, paired, recorder, timestamps
 
 DEFAULT_WARMUP = 3
 DEFAULT_ROUNDS = 30
 DEFAULT_PER_ROUND = 5
+# assert_speedup: the first look after 20 pairs, then every 20, up to 200 pairs or 60 s.
+SPEEDUP_DESIGN = paired.Design(first=20, batch=20, max_pairs=200, max_seconds=60.0, alpha=0.05)
 
 SEQUENTIAL = "sequential"
 SINGLE_OP = "single-op"
@@ -27,6 +33,20 @@ SYNC_METHOD = "queue.read_buffer of 4 bytes"  # on_submitted_work_done_sync is b
 
 class InconsistentCountsError(AssertionError):
     """Calls of one measured function made different wgpu calls."""
+
+
+class MeasurementUsageError(ValueError):
+    """A measurement that cannot be taken as asked (a reused name, no dispatch)."""
+
+
+class RoundServer(Protocol):
+    """Where the timed rounds of a measurement are decided, when not by the meter itself.
+
+    In an A/B job each worker's meter hands its warmed-up measurement to the
+    coordinator, which asks the two workers for rounds in turn (pytest_dispatch.ab)."""
+
+    def serve(self, key: str, calls: dict[str, int], take_round: Callable[[], tuple[int, int, int]]) -> bool:
+        """Serve rounds until told to stop; False when this side must measure alone."""
 
 
 @dataclasses.dataclass
@@ -119,6 +139,11 @@ class Measurement:
         return cls(**values)
 
 
+def measurement_key(nodeid: str, name: str) -> str:
+    """The one name of a measurement across runs, files and A/B sides."""
+    return f"{nodeid}::{name}"
+
+
 def _kernel_difference(first: dict[str, int], other: dict[str, int]) -> str:
     names = sorted(set(first) | set(other))
     return ", ".join(
@@ -152,14 +177,19 @@ class DispatchMeter:
     fixture's.  Pass ``device=`` to ``measure`` when fn uses a device of its own.
     """
 
-    def __init__(self, request=None, *, device=None, timestamps_enabled: bool = False, aa: bool = False) -> None:
+    def __init__(self, request=None, *, device=None, timestamps_enabled: bool = False,
+                 round_server: RoundServer | None = None, speedup_design: paired.Design | None = None,
+                 lock: bool = True) -> None:
         self._request = request
         self._device = device
         self.timestamps_enabled = timestamps_enabled
-        self.aa = aa  # A/A mode: twice the rounds, judged later as two interleaved halves
+        self.round_server = round_server
+        self.speedup_design = speedup_design or SPEEDUP_DESIGN
+        self.lock = lock  # take turns on the GPU with other processes (off where a coordinator does it)
         self.measurements: list[Measurement] = []
         self.speedups: list[Speedup] = []
         self._sync_buffers: dict[int, Any] = {}
+        self._call_sites: dict[tuple[str, str], str] = {}
 
     def count(self, *, all_threads: bool = False) -> recorder.count:
         """Context manager recording the wgpu calls made inside it (see ``Counts``)."""
@@ -196,10 +226,12 @@ class DispatchMeter:
         **kwargs: Any,
     ) -> Measurement:
         """Measure ``fn(*args, **kwargs)`` by the sequential method: ``per_round``
-        calls, one sync, ``rounds`` times, after ``warmup`` calls."""
-        if self.aa:
-            rounds *= 2
-        return self._measure([_Sampler(fn, args, kwargs, name, SEQUENTIAL, per_round)], warmup, rounds, device)[0]
+        calls, one sync, ``rounds`` times, after ``warmup`` calls.
+
+        In an A/B job (``pytest-dispatch ab``) the coordinator decides the rounds:
+        as many as its paired comparison with the other version needs."""
+        sampler = _Sampler(fn, args, kwargs, name, SEQUENTIAL, per_round)
+        return self._measure([sampler], warmup, rounds, device, served=self.round_server is not None)[0]
 
     def single_op(
         self,
@@ -224,74 +256,118 @@ class DispatchMeter:
         at_least: float = 1.3,
         confidence: float = 0.95,
         warmup: int = DEFAULT_WARMUP,
-        rounds: int = DEFAULT_ROUNDS,
         per_round: int = DEFAULT_PER_ROUND,
+        max_seconds: float | None = None,
         device=None,
         names: tuple[str, str] | None = None,
     ) -> "Speedup":
         """Assert that ``fast`` is at least ``at_least`` times faster than ``slow`` per call.
 
-        Rounds alternate (fast, slow, fast, slow, ...) so machine drift cancels; the
-        speedup is the ratio of median wall µs per call with a paired bootstrap CI,
-        and passes only if the CI's lower bound is at least ``at_least``.  ``names``
-        label the two in the report (default: their qualified names)."""
+        Rounds of the two are taken in pairs, in ABBA order, so drift cancels in each
+        pair's ratio; pairs are added until the interval of the speedup (Hodges-Lehmann,
+        signed-rank, at ``confidence`` over all looks) clears ``at_least`` (pass) or falls
+        below it (fail), or the cap is reached (fail, with the interval).  ``names`` label
+        the two in the report (default: their qualified names)."""
+        __tracebackhide__ = True
+        if not at_least > 0:
+            raise ValueError(f"at_least must be > 0, not {at_least!r}")
+        if not 0 < confidence < 1:
+            raise ValueError(f"confidence must be between 0 and 1, not {confidence!r}")
         fast_name, slow_name = names or (None, None)
         samplers = [_Sampler(fast, (), {}, fast_name, SEQUENTIAL, per_round),
                     _Sampler(slow, (), {}, slow_name, SEQUENTIAL, per_round)]
         if samplers[0].name == samplers[1].name:
             samplers[0].name += " [fast]"
             samplers[1].name += " [slow]"
-        fast_m, slow_m = self._measure(samplers, warmup, rounds, device)
-        interval = stats.ratio_of_medians_ci(slow_m.wall_us, fast_m.wall_us, confidence, paired=True)
-        speedup = Speedup(fast_m.name, slow_m.name, interval, at_least)
+        design = dataclasses.replace(self.speedup_design, alpha=1 - confidence,
+                                     max_seconds=max_seconds or self.speedup_design.max_seconds)
+        question = paired.SpeedupQuestion(at_least)
+        verdict_box: list[paired.PairedVerdict] = []
+
+        def take_pairs(sync: Callable[[], None]) -> None:
+            # A is fast, B slow: the pair's ratio B/A is the speedup.
+            verdict_box.append(paired.run_sequential(lambda side: samplers[side].take_round(sync), question, design))
+
+        fast_m, slow_m = self._measure(samplers, warmup, 0, device, take_rounds=take_pairs)
+        speedup = Speedup(fast_m.name, slow_m.name, verdict_box[0], at_least)
         self.speedups.append(speedup)
         if not speedup.passed:
-            raise AssertionError(speedup.summary)
+            raise SpeedupNotShown(speedup.summary)
         return speedup
 
-    def _measure(self, samplers: list["_Sampler"], warmup: int, rounds: int, device) -> list[Measurement]:
-        """Warm up each sampler, then take ``rounds`` rounds of each, interleaved."""
+    def _measure(self, samplers: list["_Sampler"], warmup: int, rounds: int, device, *, served: bool = False,
+                 take_rounds: Callable[[Callable[[], None]], None] | None = None) -> list[Measurement]:
+        """Warm up each sampler, then take the rounds: ``rounds`` of each, interleaved;
+        or as the round server asks (``served``); or as ``take_rounds`` does."""
         if warmup < 2:
             raise ValueError(f"warmup must be >= 2 (the first call may create pipelines), not {warmup}")
-        if rounds < 1 or any(s.per_round < 1 for s in samplers):
+        if rounds < 0 or (rounds < 1 and not (served or take_rounds)) or any(s.per_round < 1 for s in samplers):
             raise ValueError(f"rounds and per_round must be >= 1, not {rounds} and {samplers[0].per_round}")
+        for sampler in samplers:
+            self._claim_name(sampler.name, sampler.method)
         device = self._resolve_device(device)
-        with devicelock.for_device(device):  # pytest-xdist workers take turns on one GPU
+        sync = functools.partial(self._sync, device)
+        with devicelock.for_device(device) if self.lock else contextlib.nullcontext():
             for sampler in samplers:
-                sampler.warm_up(warmup, lambda: self._sync(device))
+                sampler.warm_up(warmup, sync)
                 if self.timestamps_enabled:
                     sampler.stamper = timestamps.PassTimestamps.for_device(
                         device, sampler.calls["pass"] * sampler.per_round
                     )
-            for _ in range(rounds):
-                for sampler in samplers:
-                    sampler.take_round(lambda: self._sync(device))
+            if take_rounds is not None:
+                take_rounds(sync)
+            elif not (served and self.round_server.serve(self._key(samplers[0].name), samplers[0].calls,
+                                                         lambda: samplers[0].take_round(sync))):
+                for _ in range(rounds):
+                    for sampler in samplers:
+                        sampler.take_round(sync)
         measurements = [sampler.measurement(warmup) for sampler in samplers]
         self.measurements.extend(measurements)
         return measurements
 
+    def _key(self, name: str) -> str:
+        nodeid = self._request.node.nodeid if self._request is not None else ""
+        return measurement_key(nodeid, name)
+
+    def _claim_name(self, name: str, method: str) -> None:
+        """A name (with its method) identifies a measurement within its test (reports,
+        baselines, A/B pairs)."""
+        caller = next((frame for frame in inspect.stack()[2:]
+                       if not frame.filename.startswith(os.path.dirname(__file__))), None)
+        site = f"{os.path.basename(caller.filename)}:{caller.lineno}" if caller else "unknown"
+        if (name, method) in self._call_sites:
+            raise MeasurementUsageError(
+                f"a {method} measurement named {name!r} was already taken in this test (at "
+                f"{self._call_sites[name, method]}; again at {site}): pass name= to tell them apart")
+        self._call_sites[name, method] = site
+
+
+class SpeedupNotShown(AssertionError):
+    """assert_speedup did not show the speedup asked for."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Speedup:
-    """How many times faster ``fast`` ran than ``slow``, per call, with its CI."""
+    """How many times faster ``fast`` ran than ``slow``, per call: the paired verdict."""
 
     fast: str
     slow: str
-    ratio: stats.Interval
+    verdict: paired.PairedVerdict  # A = slow, B = fast ... read as slow/fast (see assert_speedup)
     at_least: float
 
     @property
     def passed(self) -> bool:
-        return self.ratio.low >= self.at_least
+        return self.verdict.status == paired.PASSED
 
     @property
     def summary(self) -> str:
-        verdict = ">=" if self.passed else "<"
-        return (
-            f"speedup of {self.fast} over {self.slow}: {self.ratio.estimate:.2f}x "
-            f"({self.ratio.confidence:.0%} CI {self.ratio.low:.2f}-{self.ratio.high:.2f}); "
-            f"lower bound {verdict} {self.at_least:g} required"
-        )
+        v = self.verdict
+        if v.status == paired.PASSED:
+            outcome = f"shown: lower bound > {self.at_least:g}x required"
+        else:
+            outcome = f"NOT shown ({v.reason or f'upper bound < {self.at_least:g}x required'})"
+        return (f"speedup of {self.fast} over {self.slow}: {v.ratio:.2f}x ({v.interval_text}, "
+                f"{v.pairs} pairs, {v.seconds:.1f} s); {outcome}")
 
 
 class _Sampler:
@@ -322,12 +398,19 @@ class _Sampler:
             sync()
         _check_consistent(self.name, warm_counts[1:], "warm-up calls")
         self.calls, self.by_kernel = warm_counts[-1]
+        if not (self.calls["dispatch"] or self.calls["dispatch_indirect"]):
+            raise MeasurementUsageError(
+                f"{self.name}: the measured function made no compute dispatch (through wgpu-py, in this thread); "
+                "measure the call that dispatches, or count it with dispatch_meter.count()")
 
-    def take_round(self, sync: Callable[[], None]) -> None:
-        """An empty sync (timed), then per_round calls and one sync (timed)."""
+    def take_round(self, sync: Callable[[], None]) -> tuple[int, int, int]:
+        """An empty sync (timed), then per_round calls and one sync (timed).
+
+        Returns (wall ns, empty-sync ns, calls) of the round."""
         start = time.perf_counter_ns()
         sync()
-        self.sync.append(time.perf_counter_ns() - start)
+        sync_ns = time.perf_counter_ns() - start
+        self.sync.append(sync_ns)
         with recorder.count() as scope, timestamps.capture(self.stamper):
             start = time.perf_counter_ns()
             for _ in range(self.per_round):
@@ -342,6 +425,7 @@ class _Sampler:
             self.host_ns[kind] += us
         if self.stamper is not None:
             self.gpu.append(self.stamper.read_total_us())
+        return done - start, sync_ns, self.per_round
 
     def measurement(self, warmup: int) -> Measurement:
         _check_consistent(self.name, self.round_counts, "rounds")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from typing import Any, Callable
 
 import pytest
 
+from pytest_dispatch import paired, settings
 from pytest_dispatch.gpu import BACKENDS, IMPLEMENTATIONS
 
 
@@ -52,17 +54,29 @@ GATE_OPTIONS = (
            "('latest': any name); regressions fail their tests.", None, const="latest"),
     Option("dispatch_accept", "Make this run the baseline on purpose: saved under the --dispatch-compare "
            "name (or 'accepted'), and regressions do not fail.", False, type="bool"),
-    Option("dispatch_alpha", "Significance level of the per-dispatch cost comparison (after "
-           "Benjamini-Hochberg across the session).", 0.01, type="float"),
-    Option("dispatch_threshold", "Smallest relative change of per-dispatch cost called a regression "
-           "(0.05 or 5%%).", 0.05, type="fraction"),
-    Option("dispatch_floor_us", "Smallest absolute change of per-dispatch cost, in µs, called a regression.",
-           0.5, type="float"),
-    Option("dispatch_aa", "A/A mode: split each measurement into interleaved halves, judge them as if "
-           "comparing, and print how many were falsely flagged.", False, type="bool"),
+    Option("dispatch_alpha", "False-alarm level of one timing comparison (A/B: over all its looks; "
+           "Benjamini-Hochberg across the session).", settings.DEFAULTS["alpha"], type="alpha"),
+    Option("dispatch_threshold", "Smallest relative change of time called a change: a ratio (0.02 or 2%%), "
+           "never µs.", settings.DEFAULTS["threshold"], type="fraction"),
 )
 
-ALL_OPTIONS = GPU_OPTIONS + REPORT_OPTIONS + GATE_OPTIONS
+AB_OPTIONS = (
+    Option("dispatch_ab", "A/B job: run these tests in two worker processes, this tree (head) and REF (a git "
+           "ref, checked out for the job, or a folder), pairing every measurement's rounds; fails on a "
+           "regression (as 'pytest-dispatch ab --base REF').", None),
+    Option("dispatch_aa", "A/A check of this runner: an A/B job of this tree against itself; any regression "
+           "it reports is a false alarm.", False, type="bool"),
+    Option("dispatch_ab_head", "Head folder of the A/B job (default: the current folder).", None, type="path"),
+    Option("dispatch_ab_max_pairs", "Most pairs of rounds per measurement in an A/B job.", 300, type="pairs"),
+    Option("dispatch_ab_max_time", "Most seconds of pairs per measurement in an A/B job (60, 60s, 2m).", 60.0,
+           type="seconds"),
+    Option("dispatch_ab_order", "Order of the two rounds of a pair: abba (AB, BA, ...) or random.", "abba",
+           choices=paired.ORDERS),
+    Option("dispatch_markdown", "Append the A/B (or gate) outcome as Markdown to this file, e.g. "
+           "$GITHUB_STEP_SUMMARY.", None, type="path"),
+)
+
+ALL_OPTIONS = GPU_OPTIONS + REPORT_OPTIONS + GATE_OPTIONS + AB_OPTIONS
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -85,14 +99,22 @@ def add_options(parser: pytest.Parser) -> None:
         )
 
 
-def _fraction(text: str) -> float:
-    """'5%' or '0.05' -> 0.05."""
-    text = str(text).strip()
-    return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+def _checked(parse: Callable[[str, str], Any], name: str) -> Callable[[str], Any]:
+    """A flag type that reports pytest_dispatch.settings' one-line message."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(name, text)
+        except settings.SettingError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return convert
 
 
 _CONVERTERS: dict[str, Callable[[str], Any]] = {
-    "int": int, "float": float, "string": str, "path": str, "fraction": _fraction,
+    "int": int, "float": float, "string": str, "path": str,
+    "fraction": _checked(settings.fraction, "threshold"), "alpha": _checked(settings.alpha, "alpha"),
+    "seconds": _checked(settings.seconds, "seconds"), "pairs": _checked(lambda n, v: settings.count(n, v, 6), "pairs"),
 }
 
 
@@ -109,8 +131,8 @@ def get(config: pytest.Config, name: str) -> Any:
         return option.default
     try:
         converted = _CONVERTERS.get(option.type, str)(str(ini_value).strip())
-    except ValueError:
-        raise pytest.UsageError(f"ini option {name} = {ini_value!r} is not a valid {option.type}") from None
+    except (ValueError, argparse.ArgumentTypeError) as error:
+        raise pytest.UsageError(f"ini option {name} = {ini_value!r}: {error}") from None
     if option.choices and converted not in option.choices:
         raise pytest.UsageError(f"ini option {name} = {converted!r}: choose one of {', '.join(option.choices)}")
     return converted
@@ -120,9 +142,5 @@ _BY_NAME = {option.name: option for option in ALL_OPTIONS}
 
 
 def gate_settings(config: pytest.Config) -> dict[str, float]:
-    """The regression gate's statistics settings (alpha, threshold, floor_us)."""
-    return {
-        "alpha": get(config, "dispatch_alpha"),
-        "threshold": get(config, "dispatch_threshold"),
-        "floor_us": get(config, "dispatch_floor_us"),
-    }
+    """The regression gate's statistics settings (alpha, threshold)."""
+    return {"alpha": get(config, "dispatch_alpha"), "threshold": get(config, "dispatch_threshold")}

@@ -19,10 +19,35 @@ METER_KEY = pytest.StashKey[DispatchMeter]()
 BUDGET_KEY = pytest.StashKey[budget.Budget]()
 BASELINE_KEY = pytest.StashKey["gate.Baseline | None"]()
 GATE_KEY = pytest.StashKey[gate.Gate]()
+ROUND_SERVER_KEY = pytest.StashKey["RoundServer"]()  # set by an A/B worker (pytest_dispatch.ab.worker)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """``--dispatch-ab=REF`` (or ``--dispatch-aa``): this process coordinates an A/B job
+    instead of running the tests itself."""
+    import os
+
+    from pytest_dispatch.ab import command, coordinator
+
+    base = options.get(config, "dispatch_ab")
+    if options.get(config, "dispatch_aa"):
+        base = base or "."
+    if not base or os.environ.get(coordinator.SIDE_ENV):
+        return None
+    head = options.get(config, "dispatch_ab_head")
+    if options.get(config, "dispatch_aa"):
+        head = head or base
+    job_settings = coordinator.Settings(
+        **options.gate_settings(config), max_pairs=options.get(config, "dispatch_ab_max_pairs"),
+        max_seconds=options.get(config, "dispatch_ab_max_time"), order=options.get(config, "dispatch_ab_order"))
+    return command.run(base, head, list(config.invocation_params.args), job_settings,
+                       json_path=options.get(config, "dispatch_json"),
+                       markdown_path=options.get(config, "dispatch_markdown"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -41,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
     wants_reporter = any(
         options.get(config, name)
         for name in ("dispatch_report", "dispatch_json", "dispatch_save", "dispatch_compare",
-                     "dispatch_accept", "dispatch_aa", "dispatch_plot")
+                     "dispatch_accept", "dispatch_plot")
     )
     if wants_reporter and not hasattr(config, "workerinput"):  # xdist workers send their results up
         config.pluginmanager.register(
@@ -117,6 +142,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     )
     item_budget = item.stash.get(BUDGET_KEY, None)
     if item_budget is not None:
+        result.gate_overrides = dict(item_budget.gate)
         failure = budget.judge(item_budget, observations(result))
         result.budget_lines = list(failure.lines) if failure else []
         if failure and report.passed:
@@ -131,8 +157,7 @@ def _judge_against_baseline(item: pytest.Item, result: TestResult, report: pytes
     """Fail the test on a gate regression; attach its result for the reporter."""
     test_gate = item.config.stash.get(GATE_KEY, None)
     if test_gate is not None and result.measurements:
-        item_budget = item.stash.get(BUDGET_KEY, None)
-        verdicts = test_gate.judge(result, item_budget.gate if item_budget is not None else None)
+        verdicts = test_gate.judge(result, result.gate_overrides)
         failures = verdicts.failure_lines
         if failures and report.passed and not options.get(item.config, "dispatch_accept"):
             report.outcome = "failed"
@@ -260,10 +285,12 @@ def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeter:
     ``with dispatch_meter.count() as c: ...`` counts; ``dispatch_meter.measure(fn)``
     times by the sequential method; ``dispatch_meter.single_op(fn)`` the naive way.
     """
+    round_server = request.config.stash.get(ROUND_SERVER_KEY, None)
     meter = DispatchMeter(
         request,
         timestamps_enabled=options.get(request.config, "dispatch_timestamps"),
-        aa=options.get(request.config, "dispatch_aa"),
+        round_server=round_server,
+        lock=round_server is None,  # in an A/B job the coordinator takes the turns
     )
     request.node.stash[METER_KEY] = meter
     return meter

@@ -14,7 +14,7 @@ plus the sync alone and the host time of each API call of the sequential path.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -72,7 +72,10 @@ def _median_per_dispatch(m: Measurement) -> float:
     return float(np.median(m.wall_us_per_dispatch))
 
 
-def probe_adapter(impl: str, index: int, dtypes: Iterable[str], ns: Iterable[int], rounds: int) -> list[ProbeRow]:
+def probe_adapter(impl: str, index: int, dtypes: Iterable[str], ns: Iterable[int], rounds: int,
+                  progress: Callable[[str], None] | None = None) -> list[ProbeRow]:
+    """One row per dtype and N; ``progress(text)`` after each (a dtype the device lacks counts too)."""
+    ns = list(ns)
     rows = []
     for dtype in dtypes:
         # A fresh device per dtype, so that one dtype's work leaves no state behind for the
@@ -82,6 +85,9 @@ def probe_adapter(impl: str, index: int, dtypes: Iterable[str], ns: Iterable[int
         info = gpu.gpu_info(adapter, gpu.IMPLEMENTATIONS[impl])
         device = gpu.request_device(adapter)
         if dtype == "f16" and "shader-f16" not in device.features:
+            for n in ns:
+                if progress:
+                    progress(f"{impl} {dtype} N={n}: skipped, the device has no shader-f16")
             continue
         meter = DispatchMeter(device=device)
         kernel = AddOne(device, dtype=dtype)
@@ -96,6 +102,8 @@ def probe_adapter(impl: str, index: int, dtypes: Iterable[str], ns: Iterable[int
                     sequential = m
             breakdown = {kind: us / n for kind, us in sequential.host_breakdown_us.items() if sequential.calls[kind]}
             rows.append(ProbeRow(info, dtype, n, results, sequential.sync_median_us, breakdown))
+            if progress:
+                progress(f"{impl} {dtype} N={n}: sequential {results['sequential']:.1f} µs/dispatch")
         device.destroy()
     return rows
 

@@ -156,23 +156,12 @@ def gate_summary(baseline, verdicts: Mapping[str, "TestVerdicts"], late_regressi
             statuses[f"timing {status}"] = statuses.get(f"timing {status}", 0) + 1
         if test.missing:
             statuses["no baseline"] = statuses.get("no baseline", 0) + len(test.missing)
-    where = "" if baseline.comparable else " (another GPU: timing incomparable, counts compared)"
+    where = (f" and {baseline.stored_runs} stored run(s) of this GPU" if baseline.comparable
+             else " (another GPU: timing incomparable, counts compared)")
     totals = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items())) or "nothing compared"
     lines = [f"dispatch gate vs {baseline.path}{where}: {totals}"]
     lines += [f"dispatch gate: regressed with the whole session known: {line}" for line in late_regressions]
-    if any(test.improved for test in verdicts.values()):
+    regressed = late_regressions or any(test.failure_lines for test in verdicts.values())
+    if any(test.improved for test in verdicts.values()) and not regressed:
         lines.append("dispatch gate: improvements found; run with --dispatch-accept to make this run the baseline")
-    return lines
-
-
-def aa_summary(verdicts: Mapping[str, stats.TimingVerdict], settings: Mapping[str, float]) -> list[str]:
-    """A/A mode: how often this runner's noise alone is flagged."""
-    flagged = [v for v in verdicts.values() if v.status in ("regressed", "improved")]
-    inconclusive = sum(v.status == "inconclusive" for v in verdicts.values())
-    lines = [
-        f"dispatch A/A: {len(flagged)} of {len(verdicts)} comparisons falsely flagged at "
-        f"alpha={settings['alpha']:g}, threshold={settings['threshold']:.0%}, floor={settings['floor_us']:g} µs"
-        + (f" ({inconclusive} inconclusive)" if inconclusive else "")
-    ]
-    lines += [f"    {v.summary}" for v in flagged]
     return lines

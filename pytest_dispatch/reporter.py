@@ -41,9 +41,11 @@ class DispatchReporter:
         return options.gate_settings(self.config)
 
     def _judge_session(self) -> None:
+        """The same judgement as each test's (marker overrides and family included),
+        made again with the whole family known."""
         session_gate = self.baseline.gate(self._settings())
         for result in self.results:
-            self.verdicts[result.nodeid] = session_gate.judge(result)
+            self.verdicts[result.nodeid] = session_gate.judge(result, result.gate_overrides)
         final = session_gate.final_timing()
         for result in self.results:
             verdicts = self.verdicts[result.nodeid]
@@ -107,9 +109,6 @@ class DispatchReporter:
                     write(line)
         if self.baseline is not None:
             for line in report.gate_summary(self.baseline, self.verdicts, self.late_regressions):
-                write(line)
-        if options.get(self.config, "dispatch_aa"):
-            for line in report.aa_summary(gate.aa_verdicts(self.results, self._settings()), self._settings()):
                 write(line)
         for line in self.notes:
             write(line, yellow=True)

@@ -28,6 +28,7 @@ class TestResult:
     outcome: str = "passed"
     gate: dict[str, Any] | None = None  # the gate's verdicts (gate.TestVerdicts.as_dict), when comparing
     speedups: list[str] = dataclasses.field(default_factory=list)  # Speedup.summary of each assert_speedup
+    gate_overrides: dict[str, float] = dataclasses.field(default_factory=dict)  # the marker's alpha/threshold
 
     @property
     def budget_verdict(self) -> str:
@@ -55,6 +56,7 @@ class TestResult:
             "outcome": self.outcome,
             "gate": self.gate,
             "speedups": list(self.speedups),
+            "gate_overrides": dict(self.gate_overrides),
         }
 
     @classmethod
@@ -67,6 +69,7 @@ class TestResult:
             outcome=data.get("outcome", "passed"),
             gate=data.get("gate"),
             speedups=list(data.get("speedups") or []),
+            gate_overrides=dict(data.get("gate_overrides") or {}),
         )
 
 

@@ -1,8 +1,8 @@
-"""Statistics behind the timing gate and the report.
+"""Statistics of one run and of a run against stored runs.
 
-Pure functions over 1-D arrays of per-dispatch costs in µs, one value per
-measurement round. scipy.stats does the inference (Mann-Whitney U, bootstrap,
-Benjamini-Hochberg); numpy only computes the Hodges-Lehmann estimators.
+Pure functions over 1-D arrays of costs in µs.  scipy.stats does the inference
+(bootstrap intervals, t prediction intervals, Benjamini-Hochberg).  Comparisons of
+two versions measured together are in pytest_dispatch.paired.
 """
 
 from __future__ import annotations
@@ -18,18 +18,15 @@ __all__ = [
     "Interval",
     "TimingVerdict",
     "TIMING_STATUSES",
+    "MIN_STORED_RUNS",
     "median_ci",
     "ratio_of_medians_ci",
-    "hodges_lehmann_shift",
-    "hodges_lehmann_ratio",
-    "min_attainable_p",
-    "judge_timings",
+    "judge_against_runs",
     "simulate_lavapipe_rounds",
 ]
 
 TIMING_STATUSES = ("regressed", "improved", "unchanged", "inconclusive")
 BOOTSTRAP_RESAMPLES = 9999
-_OVERRIDABLE = ("alpha", "threshold", "floor_us")
 
 
 @dataclass(frozen=True)
@@ -161,73 +158,34 @@ def _bootstrap_interval(data, statistic, estimate: float, confidence: float, see
 
 
 # --------------------------------------------------------------------------
-# Hodges-Lehmann estimators (O(n*m) memory: fine for hundreds of rounds)
+# the verdict of a run against the stored runs of its GPU
 
-
-def hodges_lehmann_shift(current, baseline) -> float:
-    """Median of all pairwise differences ``current[i] - baseline[j]`` (µs)."""
-    c = _as_samples(current, "current samples")
-    b = _as_samples(baseline, "baseline samples")
-    return float(np.median(np.subtract.outer(c, b)))
-
-
-def hodges_lehmann_ratio(current, baseline) -> float:
-    """Median of all pairwise ratios ``current[i] / baseline[j]``.
-
-    Computed as exp of the Hodges-Lehmann shift of the logs; with an even
-    number of pairs the middle two ratios are averaged geometrically.
-    """
-    c = _as_samples(current, "current samples")
-    b = _as_samples(baseline, "baseline samples")
-    _require_positive(c, "current samples")
-    _require_positive(b, "baseline samples")
-    return float(np.exp(np.median(np.subtract.outer(np.log(c), np.log(b)))))
-
-
-# --------------------------------------------------------------------------
-# the timing verdict
-
-
-def min_attainable_p(n_current: int, n_baseline: int) -> float:
-    """Smallest one-sided Mann-Whitney p-value possible with these sample sizes.
-
-    Under the exact null distribution every one of the C(n1+n2, n1) rank
-    arrangements is equally likely, and complete separation is the only one
-    at the extreme, so p >= 1 / C(n1+n2, n1).
-    """
-    for name, n in (("n_current", n_current), ("n_baseline", n_baseline)):
-        if isinstance(n, bool) or int(n) != n or n < 1:
-            raise ValueError(f"{name} must be a positive whole number of rounds, got {n!r}")
-    n1, n2 = int(n_current), int(n_baseline)
-    return 1 / math.comb(n1 + n2, n1)
+MIN_STORED_RUNS = 5  # fewer cannot estimate the run-to-run spread
 
 
 @dataclass(frozen=True)
 class TimingVerdict:
-    """Outcome of comparing one metric's current samples with its baseline.
+    """This run's median against the stored runs' medians of the same GPU.
 
-    ``ratio`` and ``shift_us`` are Hodges-Lehmann estimates (current vs
-    baseline); ``ratio_ci`` is a bootstrap interval for the ratio of medians
-    (None when judged with ``with_ci=False``); ``p_value`` is the raw one-sided
-    Mann-Whitney p in the direction of the change and ``p_adjusted`` its
-    Benjamini-Hochberg adjustment (None for inconclusive comparisons, which are
-    not in the family).
+    Separate runs of unchanged code differ far more than the rounds inside one run
+    suggest, so the unit is the whole run: ``baseline_median`` is the geometric mean
+    of the stored runs' medians, ``spread`` the range of ratios that unchanged runs
+    show (a t prediction interval from their log-sd), and ``p_value`` the one-sided
+    p of this run's ratio under that spread; ``p_adjusted`` is Benjamini-Hochberg's.
     """
 
     key: str
-    status: str
+    status: str  # one of TIMING_STATUSES
     baseline_median: float
     current_median: float
     ratio: float
-    ratio_ci: Interval | None
-    shift_us: float
-    p_value: float
+    spread: Interval | None  # None when inconclusive for want of runs
+    p_value: float | None
     p_adjusted: float | None
     alpha: float
     threshold: float
-    floor_us: float
-    n_baseline: int
-    n_current: int
+    stored_runs: int
+    reason: str = ""
 
     @property
     def failed(self) -> bool:
@@ -236,27 +194,28 @@ class TimingVerdict:
 
     @property
     def summary(self) -> str:
-        """One line for the terminal report."""
         return self.line(self.key)
 
     def line(self, label: str) -> str:
-        """The summary with ``label`` in place of the key."""
-        parts = [f"x{self.ratio:.2f}"]
-        if self.ratio_ci is not None:
-            parts.append(
-                f"{self.ratio_ci.confidence * 100:g}% CI {self.ratio_ci.low:.2f}-{self.ratio_ci.high:.2f}"
-            )
+        """One line for the report, with ``label`` naming the measurement."""
+        head = f"{label} {self.status}: {_format_us(self.baseline_median)} -> {_format_us(self.current_median)} µs"
+        if self.spread is None:
+            return f"{head} (x{self.ratio:.2f}; {self.reason})"
+        parts = [f"x{self.ratio:.2f}",
+                 f"unchanged runs vary x{self.spread.low:.2f}-{self.spread.high:.2f} over {self.stored_runs} "
+                 f"stored runs"]
         if self.p_adjusted is not None:
             parts.append(f"p={self.p_adjusted:.2g} adj.")
-        else:
-            parts.append(
-                f"p={self.p_value:.2g} raw; {self.n_baseline} vs {self.n_current} rounds "
-                f"cannot reach alpha={self.alpha:g}"
-            )
-        return (
-            f"{label} {self.status}: {_format_us(self.baseline_median)} -> "
-            f"{_format_us(self.current_median)} µs ({', '.join(parts)})"
-        )
+        return f"{head} ({', '.join(parts)})"
+
+    def as_dict(self) -> dict:
+        return {
+            "status": self.status, "baseline_median_us": self.baseline_median,
+            "current_median_us": self.current_median, "ratio": self.ratio,
+            "spread": None if self.spread is None else [self.spread.low, self.spread.high],
+            "p_value": self.p_value, "p_adjusted": self.p_adjusted, "stored_runs": self.stored_runs,
+            "reason": self.reason, "summary": self.summary,
+        }
 
 
 def _format_us(value: float) -> str:
@@ -265,146 +224,75 @@ def _format_us(value: float) -> str:
     return f"{value:.{decimals}f}"
 
 
-def _settings_for(key: str, defaults: dict[str, float], overrides: Mapping[str, Mapping] | None) -> dict[str, float]:
-    settings = dict(defaults)
-    if overrides and key in overrides:
-        unknown = set(overrides[key]) - set(_OVERRIDABLE)
-        if unknown:
-            raise ValueError(
-                f"override for {key!r} has unknown setting(s) {sorted(unknown)}; allowed: {', '.join(_OVERRIDABLE)}"
-            )
-        for name, value in overrides[key].items():
-            try:
-                settings[name] = float(value)
-            except (TypeError, ValueError):
-                raise ValueError(f"override {name} for {key!r} must be a number, got {value!r}") from None
-    where = f" (override for {key!r})" if overrides and key in overrides else ""
-    if not 0 < settings["alpha"] < 1:
-        raise ValueError(f"alpha must be between 0 and 1, got {settings['alpha']!r}{where}")
-    for name in ("threshold", "floor_us"):
-        if not (math.isfinite(settings[name]) and settings[name] >= 0):
-            raise ValueError(f"{name} must be a finite number >= 0, got {settings[name]!r}{where}")
-    return settings
-
-
-def _one_sided_p(x: np.ndarray, y: np.ndarray) -> float:
-    """p of Mann-Whitney U for 'x is stochastically greater than y'."""
-    p = float(stats.mannwhitneyu(x, y, alternative="greater").pvalue)
-    return 1.0 if math.isnan(p) else p
-
-
-def judge_timings(
-    pairs: Mapping[str, tuple],
+def judge_against_runs(
+    comparisons: Mapping[str, tuple],
     *,
     alpha: float = 0.01,
-    threshold: float = 0.05,
-    floor_us: float = 0.5,
+    threshold: float = 0.02,
     overrides: Mapping[str, Mapping] | None = None,
-    seed: int = 0,
-    with_ci: bool = True,
-    ci_confidence: float = 0.95,
     family_size: int | None = None,
+    min_runs: int = MIN_STORED_RUNS,
 ) -> dict[str, TimingVerdict]:
-    """Judge each ``key -> (baseline_samples, current_samples)`` comparison.
+    """Judge each ``key -> (stored run medians, this run's median)``.
 
-    A comparison is ``regressed`` only when all three hold: the one-sided
-    Mann-Whitney U test (current > baseline), Benjamini-Hochberg adjusted
-    across this call, gives p < alpha; the Hodges-Lehmann ratio is
-    >= 1 + threshold; and the Hodges-Lehmann shift is >= floor_us.
-    ``improved`` is the mirror image (current < baseline, ratio <=
-    1 / (1 + threshold), shift <= -floor_us). It is ``inconclusive`` when a
-    side has fewer than 2 rounds or when ``min_attainable_p`` >= alpha, i.e.
-    p < alpha is impossible at these sizes; inconclusive never fails.
-    Otherwise ``unchanged``.
-
-    BH families: one family of regress-direction p-values (one per conclusive
-    comparison) and one family of improve-direction p-values, each adjusted
-    separately. Each direction is fixed before the data are seen, so its p is
-    a valid p-value under the null, and BH bounds the false discovery rate of
-    the regress-direction significance calls at alpha (likewise improve) for
-    independent or positively dependent comparisons. One p per comparison in
-    the direction of its observed shift would be a post-hoc choice (that p is
-    the smaller one-sided p, so its false-positive rate is 2x) and would let
-    genuine improvements raise the BH cut-off for regressions. A null
-    comparison can be called either way, so its total false-verdict rate is
-    up to 2*alpha; only regressions fail the gate. Inconclusive comparisons
-    are left out: their sizes alone (not their data) rule out p < alpha, so
-    they could only dilute the others (Tarone's argument for discrete tests).
-
-    ``overrides`` maps a key to any of ``alpha``, ``threshold``, ``floor_us``
-    for that comparison (keys not in ``pairs`` are ignored); the BH-adjusted p
-    is compared with the comparison's own alpha, so with mixed alphas the FDR
-    bound is the largest alpha in use. ``with_ci=False`` skips the bootstrap
-    interval (ratio_ci is None); the verdict does not depend on it.
-
-    ``family_size`` larger than the conclusive comparisons given means the rest
-    of the family is not measured yet (a gate deciding test by test): each
-    missing p-value is taken as 1, which can only raise the adjusted p-values,
-    so a comparison called significant now stays significant once all are in.
+    With ``n >= min_runs`` stored medians of log-mean m and log-sd s, this run's
+    log-median x is, for unchanged code, t-distributed about m with scale
+    s * sqrt(1 + 1/n) (n - 1 degrees of freedom).  ``regressed``: the one-sided p of
+    x above m, Benjamini-Hochberg adjusted over the family, is below alpha, and the
+    ratio exp(x - m) is at least 1 + threshold; ``improved`` mirrors it; else
+    ``unchanged``.  Fewer stored runs: ``inconclusive`` (never fails).
+    ``family_size`` beyond the conclusive comparisons given counts the rest as p = 1,
+    so a test judged early stays failed once the whole family is in.
     """
-    defaults = {"alpha": float(alpha), "threshold": float(threshold), "floor_us": float(floor_us)}
-    _check_confidence(ci_confidence)
-
     measured = {}
-    for key, pair in pairs.items():
-        if len(pair) != 2:
-            raise ValueError(f"pairs[{key!r}] must be (baseline_samples, current_samples), got {len(pair)} items")
-        baseline = _as_samples(pair[0], f"baseline samples of {key!r}")
-        current = _as_samples(pair[1], f"current samples of {key!r}")
-        _require_positive(baseline, f"baseline samples of {key!r}")
-        _require_positive(current, f"current samples of {key!r}")
-        settings = _settings_for(key, defaults, overrides)
-        conclusive = (
-            min(baseline.size, current.size) >= 2
-            and min_attainable_p(current.size, baseline.size) < settings["alpha"]
-        )
-        measured[key] = (baseline, current, settings, conclusive)
+    for key, (runs, current) in comparisons.items():
+        settings = dict(alpha=float(alpha), threshold=float(threshold), **(overrides or {}).get(key, {}))
+        runs = _as_samples(runs, f"stored run medians of {key!r}")
+        current = float(current)
+        _require_positive(runs, f"stored run medians of {key!r}")
+        _require_positive(np.array([current]), f"this run's median of {key!r}")
+        measured[key] = (runs, current, settings)
 
-    family = [key for key, (*_, conclusive) in measured.items() if conclusive]
-    p_greater = {key: _one_sided_p(c, b) for key, (b, c, *_) in measured.items()}
-    p_less = {key: _one_sided_p(b, c) for key, (b, c, *_) in measured.items()}
+    conclusive = {}
+    for key, (runs, current, settings) in measured.items():
+        if runs.size >= max(min_runs, 2):
+            logs = np.log(runs)
+            scale = float(np.std(logs, ddof=1)) * math.sqrt(1 + 1 / runs.size)
+            conclusive[key] = (float(np.mean(logs)), max(scale, 1e-12), runs.size - 1)
+    family = list(conclusive)
     unmeasured = [1.0] * max(0, (family_size or 0) - len(family))
-    adjusted_greater, adjusted_less = {}, {}
-    if family:
-        adjusted_greater = dict(
-            zip(family, stats.false_discovery_control([p_greater[k] for k in family] + unmeasured))
-        )
-        adjusted_less = dict(zip(family, stats.false_discovery_control([p_less[k] for k in family] + unmeasured)))
+    p_up, p_down = {}, {}
+    for key, (centre, scale, dof) in conclusive.items():
+        t = (math.log(measured[key][1]) - centre) / scale
+        p_up[key], p_down[key] = float(stats.t.sf(t, dof)), float(stats.t.cdf(t, dof))
+    adjusted_up = dict(zip(family, stats.false_discovery_control([p_up[k] for k in family] + unmeasured))) \
+        if family else {}
+    adjusted_down = dict(zip(family, stats.false_discovery_control([p_down[k] for k in family] + unmeasured))) \
+        if family else {}
 
     verdicts = {}
-    for key, (baseline, current, settings, conclusive) in measured.items():
-        shift = hodges_lehmann_shift(current, baseline)
-        ratio = hodges_lehmann_ratio(current, baseline)
-        status = "inconclusive"
-        if conclusive:
-            a, t, floor = settings["alpha"], settings["threshold"], settings["floor_us"]
-            if adjusted_greater[key] < a and ratio >= 1 + t and shift >= floor and shift > 0:
-                status = "regressed"
-            elif adjusted_less[key] < a and ratio <= 1 / (1 + t) and -shift >= floor and shift < 0:
-                status = "improved"
-            else:
-                status = "unchanged"
-        upward = status == "regressed" or (status != "improved" and shift >= 0)
-        p_adjusted = None
-        if conclusive:
-            p_adjusted = float((adjusted_greater if upward else adjusted_less)[key])
-        ratio_ci = ratio_of_medians_ci(current, baseline, ci_confidence, seed=seed) if with_ci else None
+    for key, (runs, current, settings) in measured.items():
+        a, t_min = settings["alpha"], settings["threshold"]
+        if key not in conclusive:
+            centre = float(np.exp(np.mean(np.log(runs))))
+            verdicts[key] = TimingVerdict(
+                key, "inconclusive", centre, current, current / centre, None, None, None, a, t_min, runs.size,
+                f"{runs.size} stored run(s) of this GPU, {min_runs} needed to learn the run-to-run spread; "
+                "for timing use an A/B job (pytest-dispatch ab --base REF)")
+            continue
+        centre, scale, dof = conclusive[key]
+        ratio = math.exp(math.log(current) - centre)
+        half = float(stats.t.isf(a / 2, dof)) * scale
+        spread = Interval(1.0, math.exp(-half), math.exp(half), 1 - a)
+        status = "unchanged"
+        if adjusted_up[key] < a and ratio >= 1 + t_min:
+            status = "regressed"
+        elif adjusted_down[key] < a and ratio <= 1 / (1 + t_min):
+            status = "improved"
+        upward = ratio >= 1
         verdicts[key] = TimingVerdict(
-            key=key,
-            status=status,
-            baseline_median=float(np.median(baseline)),
-            current_median=float(np.median(current)),
-            ratio=ratio,
-            ratio_ci=ratio_ci,
-            shift_us=shift,
-            p_value=p_greater[key] if upward else p_less[key],
-            p_adjusted=p_adjusted,
-            alpha=settings["alpha"],
-            threshold=settings["threshold"],
-            floor_us=settings["floor_us"],
-            n_baseline=int(baseline.size),
-            n_current=int(current.size),
-        )
+            key, status, math.exp(centre), current, ratio, spread, (p_up if upward else p_down)[key],
+            float((adjusted_up if upward else adjusted_down)[key]), a, t_min, runs.size)
     return verdicts
 
 

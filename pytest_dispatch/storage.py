@@ -134,12 +134,17 @@ def session_json(results: list[TestResult], gpu: GpuInfo | None) -> dict[str, An
 
 def write_json_atomically(path: str | os.PathLike, document: dict[str, Any]) -> Path:
     """Write ``document`` to ``path`` via a temp file in the same folder and a rename."""
+    return write_text_atomically(path, json.dumps(document, indent=2, allow_nan=False))
+
+
+def write_text_atomically(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` via a temp file in the same folder and a rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
-            json.dump(document, file, indent=2, allow_nan=False)
+            file.write(text)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temp, path)
@@ -229,6 +234,18 @@ def fingerprint_of(document: dict[str, Any]) -> str | None:
     return (document.get("machine_info") or {}).get("gpu_fingerprint")
 
 
+def gpu_of(document: dict[str, Any]) -> GpuInfo | None:
+    """The GPU a results document was measured on, None when unknown or malformed."""
+    data = (document.get("machine_info") or {}).get("gpu")
+    if not isinstance(data, dict):
+        return None
+    fields = {k: v for k, v in data.items() if k in GpuInfo.__dataclass_fields__}
+    try:
+        return GpuInfo(**{**fields, "features": frozenset(fields.get("features") or ())})
+    except TypeError:
+        return None
+
+
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -249,10 +266,17 @@ class BaselineStore:
         path = self.root / fingerprint / f"{stamp}_{self.safe_name(commit)}_{self.safe_name(name)}.json"
         return write_json_atomically(path, document)
 
+    @staticmethod
+    def name_of(path: Path) -> str:
+        """The name a file was saved under (``<time>_<commit>_<name>.json``)."""
+        parts = Path(path).stem.split("_", 2)
+        return parts[2] if len(parts) == 3 else Path(path).stem
+
     def _files(self, fingerprint: str | None, name: str) -> list[Path]:
         folders = [self.root / fingerprint] if fingerprint else [p for p in self.root.glob("*") if p.is_dir()]
-        pattern = "*.json" if name == "latest" else f"*_{self.safe_name(name)}.json"
-        files = [f for folder in folders for f in folder.glob(pattern) if not f.name.startswith(".")]
+        files = [f for folder in folders for f in folder.glob("*.json") if not f.name.startswith(".")]
+        if name != "latest":
+            files = [f for f in files if self.name_of(f) == self.safe_name(name)]
         return sorted(files, key=lambda f: f.name.split("_", 1)[0])
 
     def find(self, fingerprint: str, name: str = "latest") -> Path | None:

@@ -40,7 +40,7 @@ def test_parse_forms(value, limit):
         ({"dispatches": 2.5}, "must be integers"),
         ({"dispatches": True}, "must be integers"),
         ({"us_per_dispatch": 0}, "must be a positive number"),
-        ({"alpha": 1.5}, "must be below 1"),
+        ({"alpha": 1.5}, "must be between 0 and 0.5"),
         ({}, "sets no budget"),
     ],
 )

@@ -1,0 +1,84 @@
+"""``pytest-dispatch ab`` and ``pytest --dispatch-ab``: one implementation of both."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Callable, Sequence
+
+from pytest_dispatch import storage
+from pytest_dispatch.ab import coordinator, trees, verdicts
+from pytest_dispatch.settings import SettingError
+
+# Options of the coordinator, not of the workers: dropped from the pytest arguments a worker gets.
+_COORDINATOR_FLAGS = ("--dispatch-ab", "--dispatch-ab-head", "--dispatch-ab-max-pairs", "--dispatch-ab-max-time",
+                      "--dispatch-ab-order", "--dispatch-aa", "--dispatch-report", "--dispatch-json",
+                      "--dispatch-markdown", "--dispatch-save", "--dispatch-compare", "--dispatch-accept",
+                      "--dispatch-plot", "--dispatch-isolate", "--dispatch-alpha", "--dispatch-threshold")
+_BARE = ("--dispatch-aa", "--dispatch-report", "--dispatch-accept", "--dispatch-isolate",
+         "--dispatch-save", "--dispatch-compare")  # no separate value (save/compare take one only after '=')
+
+
+def worker_args(args: Sequence[str]) -> list[str]:
+    """The pytest arguments for the workers: the user's, without the coordinator's options."""
+    kept, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        flag = arg.split("=", 1)[0]
+        if flag in _COORDINATOR_FLAGS:
+            skip = "=" not in arg and flag not in _BARE
+            continue
+        kept.append(arg)
+    return kept
+
+
+def _refuse_parallel(args: Sequence[str]) -> None:
+    for arg in args:
+        if arg in ("-n", "--numprocesses", "--dist") or arg.startswith(("-n=", "--numprocesses=", "--dist=")) \
+                or (arg.startswith("-n") and arg[2:].isdigit()):
+            raise SettingError(f"{arg}: an A/B job runs each side in one process (the coordinator takes turns "
+                               "on the GPU); drop the pytest-xdist option")
+
+
+def describe_folder(folder: Path) -> str:
+    """'path (commit abc123, uncommitted changes)' where the folder is in git."""
+    head = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                          text=True)
+    if head.returncode != 0:
+        return str(folder)
+    dirty = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return f"{folder} ({head.stdout.strip()}{', uncommitted changes' if dirty else ''})"
+
+
+def run(base: str, head: str | None, pytest_args: Sequence[str], settings: coordinator.Settings, *,
+        json_path: str | None = None, markdown_path: str | None = None,
+        out: Callable[[str], None] = print) -> int:
+    """Run the job, print its outcome, write the files asked for; the exit status."""
+    try:
+        _refuse_parallel(pytest_args)
+        head_folder = Path(head or os.getcwd()).resolve()
+        if not head_folder.is_dir():
+            raise trees.TreeError(f"head {head!r} is not a folder")
+        with trees.checked_out(base, head_folder) as (base_folder, base_description):
+            outcome = coordinator.run_job(base_folder, head_folder, worker_args(pytest_args), settings,
+                                          (base_description, describe_folder(head_folder)), progress=out)
+    except (trees.TreeError, coordinator.JobError, SettingError) as error:
+        out(f"pytest-dispatch ab: {error}")
+        return verdicts.EXIT_BAD_INPUT
+    for line in outcome.lines():
+        out(line)
+    if json_path:
+        storage.write_json_atomically(json_path, outcome.as_dict())
+        out(f"A/B results written to {json_path}")
+    if markdown_path:
+        text = "\n".join(outcome.markdown()) + "\n"
+        if markdown_path == "-":
+            out(text)
+        else:
+            with open(markdown_path, "a") as handle:
+                handle.write(text)
+    return outcome.exit_code

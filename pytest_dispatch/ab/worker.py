@@ -1,0 +1,159 @@
+"""The worker side of an A/B job: a pytest session that runs the tests the
+coordinator names and serves each measurement's rounds when asked.
+
+Started by the coordinator as ``python -c BOOT side read_fd write_fd roots -- pytest args``
+in its tree's folder.  pytest_dispatch itself (the instrument) is imported from
+the coordinator's installation before the tree's source roots are put first on
+sys.path, so both sides are measured by the same meter and differ only in the
+code under test.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable
+
+import pytest
+
+from pytest_dispatch.ab.channel import Channel
+
+PLUGIN_NAME = "dispatch-ab-worker"
+HARNESS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BOOT = ("import sys; sys.path.insert(0, {harness!r}); "
+        "from pytest_dispatch.ab.worker import main; sys.exit(main(sys.argv[1:]))")
+
+
+def boot_command(python: str, side: str, read_fd: int, write_fd: int, roots: list[str], pytest_args: list[str]):
+    return [python, "-c", BOOT.format(harness=HARNESS), side, str(read_fd), str(write_fd),
+            os.pathsep.join(roots), "--", *pytest_args]
+
+
+def _first_line(longrepr: Any) -> str:
+    text = str(longrepr or "").strip()
+    lines = [line for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("E ")]
+    return (errors[0][1:].strip() if errors else lines[-1] if lines else "")[:300]
+
+
+class Worker:
+    """The pytest plugin of a worker process, and the meter's round server."""
+
+    def __init__(self, channel: Channel, side: str) -> None:
+        self.channel = channel
+        self.side = side
+        self.collect_errors: list[str] = []
+        self._item: pytest.Item | None = None
+        self._phases: dict[str, tuple[str, str]] = {}
+        self._result: dict | None = None
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        from pytest_dispatch.plugin import ROUND_SERVER_KEY
+
+        config.stash[ROUND_SERVER_KEY] = self
+
+    # -- collection
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.collect_errors.append(f"{report.nodeid or 'collection'}: {_first_line(report.longrepr)}")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from pytest_dispatch.plugin import GPU_SESSION_KEY
+
+        gpu_session = session.config.stash[GPU_SESSION_KEY]
+        reason = gpu_session.unavailable_reason
+        self.channel.send({
+            "event": "collected",
+            "nodeids": [item.nodeid for item in session.items],
+            "errors": self.collect_errors,
+            "adapter": None if reason else {"fingerprint": gpu_session.info.fingerprint,
+                                            "description": gpu_session.info.describe()},
+            "no_adapter": reason,
+            "pid": os.getpid(),
+        })
+
+    # -- running what the coordinator names
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        items = {item.nodeid: item for item in session.items}
+        while True:
+            command = self.channel.receive()
+            if command.get("cmd") != "run":
+                return True
+            item = items.get(command["nodeid"])
+            self._item, self._phases, self._result = item, {}, None
+            if item is not None:
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=items.get(command.get("next")))
+            self.channel.send({"event": "test_done", "nodeid": command["nodeid"], **self._outcome(item)})
+            self._item = None
+
+    def _outcome(self, item) -> dict[str, Any]:
+        if item is None:
+            return {"outcome": "missing", "message": "not collected on this side", "result": None}
+        failed = [(when, text) for when, (outcome, text) in self._phases.items() if outcome == "failed"]
+        if failed:
+            when, text = failed[0]
+            outcome = "error" if when != "call" else "failed"
+            return {"outcome": outcome, "message": text, "result": self._result}
+        skipped = [text for outcome, text in self._phases.values() if outcome == "skipped"]
+        if skipped:
+            return {"outcome": "skipped", "message": skipped[0], "result": self._result}
+        return {"outcome": "passed", "message": "", "result": self._result}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from pytest_dispatch.results import USER_PROPERTY
+
+        text = ""
+        if report.failed:
+            text = _first_line(report.longreprtext)
+        elif report.skipped and isinstance(report.longrepr, tuple):
+            text = str(report.longrepr[2])
+        self._phases[report.when] = (report.outcome, text)
+        for name, value in report.user_properties:
+            if name == USER_PROPERTY and report.when == "call":
+                self._result = value
+
+    # -- the meter's round server
+
+    def serve(self, key: str, calls: dict[str, int], take_round: Callable[[], tuple[int, int, int]]) -> bool:
+        """Announce the warmed-up measurement, then take rounds until told to finish.
+
+        False: the other side has no such measurement; measure alone."""
+        self.channel.send({"event": "measure", "key": key, "calls": calls, "overrides": self._overrides()})
+        while True:
+            command = self.channel.receive()
+            kind = command.get("cmd")
+            if kind == "round":
+                wall_ns, sync_ns, per_round = take_round()
+                self.channel.send({"event": "round", "wall_ns": wall_ns, "sync_ns": sync_ns, "per_round": per_round})
+            elif kind == "finish":
+                return True
+            elif kind == "solo":
+                return False
+            else:
+                raise RuntimeError(f"A/B worker: unexpected command {command!r}")
+
+    def _overrides(self) -> dict[str, float]:
+        from pytest_dispatch.plugin import BUDGET_KEY
+
+        budget = self._item.stash.get(BUDGET_KEY, None) if self._item is not None else None
+        return dict(budget.gate) if budget is not None else {}
+
+
+def main(argv: list[str]) -> int:
+    side, read_fd, write_fd, roots = argv[0], int(argv[1]), int(argv[2]), argv[3]
+    pytest_args = argv[argv.index("--") + 1:]
+    import pytest_dispatch.plugin  # noqa: F401  the instrument: the coordinator's version, imported first
+
+    tree_roots = [root for root in roots.split(os.pathsep) if root]
+    sys.path[:0] = tree_roots
+    os.environ["PYTHONPATH"] = os.pathsep.join(tree_roots + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    channel = Channel(read_fd, write_fd)
+    worker = Worker(channel, side)
+    try:
+        return int(pytest.main(pytest_args, plugins=[worker]))
+    finally:
+        channel.close()

@@ -1,0 +1,580 @@
+"""Kept history: every saved run of one GPU fingerprint, read back as series per measurement.
+
+``--dispatch-save`` keeps every run as ``<storage>/<GPU fingerprint>/<UTC time>_<commit>_<name>.json``
+(see ``storage.BaselineStore``).  ``load_runs`` reads one fingerprint's runs in commit order,
+each summarised per sequential measurement (median wall µs per dispatch, rounds, sync cost,
+exact counts).  A file that cannot be read is skipped with one ``SkippedRunWarning`` naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from pytest_dispatch import stats, storage
+from pytest_dispatch.gate import DEFAULTS, sequential_measurements
+
+COUNT_KINDS = ("dispatches", "submits", "passes", "encoders")
+
+
+class SkippedRunWarning(UserWarning):
+    """A stored file was skipped (corrupt, hostile, of another GPU, or a merged file)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _median_interval(samples: tuple[float, ...]) -> tuple[float, float]:
+    interval = stats.median_ci(np.asarray(samples))
+    return interval.low, interval.high
+
+
+@dataclasses.dataclass(frozen=True)
+class RunMeasurement:
+    """One sequential measurement of one stored run."""
+
+    key: str  # "{nodeid}::{measurement name}"
+    median_us: float  # median wall µs per dispatch (sync subtracted)
+    samples_us: tuple[float, ...]  # wall µs per dispatch, one per round
+    rounds: int
+    per_round: int
+    sync_us: float  # median cost of the empty sync subtracted from each round
+    counts: Mapping[str, int]  # per call of the measured function: COUNT_KINDS
+    by_kernel: Mapping[str, int]
+
+    @property
+    def dispatches(self) -> int:
+        return self.counts["dispatches"]
+
+    def interval(self) -> tuple[float, float]:
+        """95% bootstrap interval of the median (``stats.median_ci``), computed once per sample set."""
+        return _median_interval(self.samples_us)
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredRun:
+    """One saved run of one GPU: where it is, which commit it measured, and its measurements."""
+
+    path: Path
+    fingerprint: str
+    gpu: str  # GpuInfo.describe(), or the fingerprint when the file does not say
+    name: str  # the --dispatch-save name
+    commit: str | None  # full commit id, None outside git
+    branch: str | None
+    time: datetime.datetime  # when the run was saved (UTC)
+    commit_time: datetime.datetime | None
+    dirty: bool  # the work tree had uncommitted changes
+    measurements: Mapping[str, RunMeasurement]  # sequential measurements by key
+
+    @property
+    def medians(self) -> dict[str, float]:
+        """Median wall µs per dispatch of each sequential measurement, by ``"{nodeid}::{name}"``."""
+        return {key: m.median_us for key, m in self.measurements.items()}
+
+    @property
+    def dispatches(self) -> dict[str, int]:
+        """Dispatches per call of each sequential measurement, by key."""
+        return {key: m.dispatches for key, m in self.measurements.items()}
+
+    @property
+    def short_commit(self) -> str:
+        if not self.commit:
+            return "no commit"
+        return self.commit[:10] + ("+dirty" if self.dirty else "")
+
+    def order_key(self) -> tuple:
+        """Commit order: the commit's time, then the run's (runs of one commit stay apart)."""
+        return (self.commit_time or self.time, self.time, self.path.name)
+
+
+def _parse_time(text: Any) -> datetime.datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        value = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    return value.astimezone(datetime.timezone.utc)
+
+
+def _time_of_file_name(path: Path) -> datetime.datetime | None:
+    try:
+        stamp = datetime.datetime.strptime(path.name.split("_", 1)[0], "%Y%m%dT%H%M%S%fZ")
+    except ValueError:
+        return None
+    return stamp.replace(tzinfo=datetime.timezone.utc)
+
+
+def _summarise(key: str, measurement) -> RunMeasurement:
+    samples = np.asarray(measurement.wall_us_per_dispatch, dtype=float)
+    return RunMeasurement(
+        key=key,
+        median_us=float(np.median(samples)),
+        samples_us=tuple(samples.tolist()),
+        rounds=int(samples.size),
+        per_round=int(measurement.per_round),
+        sync_us=measurement.sync_median_us,
+        counts={kind: measurement.count(kind) for kind in COUNT_KINDS},
+        by_kernel=dict(measurement.by_kernel),
+    )
+
+
+def read_run(path: str | os.PathLike, fingerprint: str | None = None) -> StoredRun:
+    """Read one saved run; ``storage.BaselineError`` names the file and the problem.
+
+    With ``fingerprint``, a run of another GPU is refused, so GPUs never mix."""
+    path = Path(path)
+    document = storage.load_document(path)
+    if document["pytest_dispatch"].get("runs"):
+        raise storage.BaselineError(f"{path}: a merged file of several runs, not one saved run")
+    found = storage.fingerprint_of(document)
+    gpu = storage.gpu_of(document)
+    if fingerprint is not None and found != fingerprint:
+        raise storage.BaselineError(f"{path}: a run of GPU {found!r}, not {fingerprint!r}; move or delete it")
+    commit_info = document.get("commit_info") if isinstance(document.get("commit_info"), dict) else {}
+    time = _parse_time(document.get("datetime")) or _time_of_file_name(path)
+    if time is None:
+        raise storage.BaselineError(f"{path}: no valid 'datetime'; delete it or save a new run")
+    commit = commit_info.get("id")
+    branch = commit_info.get("branch")
+    return StoredRun(
+        path=path,
+        fingerprint=str(found or "no-gpu"),
+        gpu=gpu.describe() if gpu else str(found or "no GPU"),
+        name=storage.BaselineStore.name_of(path),
+        commit=commit if isinstance(commit, str) and commit else None,
+        branch=branch if isinstance(branch, str) and branch else None,
+        time=time,
+        commit_time=_parse_time(commit_info.get("time")),
+        dirty=bool(commit_info.get("dirty")),
+        measurements={
+            key: _summarise(key, m)
+            for key, m in sequential_measurements(storage.results_of(document)).items()
+        },
+    )
+
+
+def run_files(storage_root: str | os.PathLike, fingerprint: str) -> list[Path]:
+    """The saved-run files of one fingerprint (any name), unordered."""
+    folder = Path(storage_root) / fingerprint
+    if not folder.is_dir():
+        return []
+    return [f for f in folder.glob("*.json") if not f.name.startswith(".")]
+
+
+def fingerprints(storage_root: str | os.PathLike) -> list[str]:
+    """The GPU fingerprints that have a folder in the storage, sorted."""
+    root = Path(storage_root)
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def load_runs(
+    storage_root: str | os.PathLike,
+    fingerprint: str,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[StoredRun]:
+    """Every saved run of one GPU fingerprint, in commit order (commit time, then run time).
+
+    A corrupt, hostile or foreign file is skipped with one ``SkippedRunWarning`` naming it;
+    ``progress(done, total)`` is called after each file.
+    """
+    files = sorted(run_files(storage_root, fingerprint))
+    runs = []
+    for done, path in enumerate(files, 1):
+        try:
+            runs.append(read_run(path, fingerprint))
+        except storage.BaselineError as error:
+            warnings.warn(f"{error} (skipped)", SkippedRunWarning, stacklevel=2)
+        except OSError as error:
+            warnings.warn(f"{path}: cannot be read ({error}) (skipped)", SkippedRunWarning, stacklevel=2)
+        if progress is not None:
+            progress(done, len(files))
+    return sorted(runs, key=StoredRun.order_key)
+
+
+def run_spread(runs: Iterable[StoredRun], key: str) -> np.ndarray:
+    """The medians of ``key`` over ``runs`` (those that measured it), in the runs' order."""
+    return np.array([run.measurements[key].median_us for run in runs if key in run.measurements], dtype=float)
+
+
+# --------------------------------------------------------------------------
+# series and change points
+
+INSTALL_HINT = "change points need the 'history' extra: pip install 'pytest-dispatch[history]' (ruptures)"
+
+
+class ChangePointsUnavailable(RuntimeError):
+    """ruptures is not installed; the message says how to install it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangePoint:
+    """A step in a measurement's run medians, attributed to the first run after it."""
+
+    key: str
+    index: int  # position in the series of the first run after the change
+    run: StoredRun  # that run: its commit is the one the change is attributed to
+    before_us: float  # median of the run medians of the segment before
+    after_us: float  # ... and of the segment after
+    p_value: float  # two-sided Mann-Whitney U test between the two segments' run medians
+    runs_before: int
+    runs_after: int
+
+    @property
+    def ratio(self) -> float:
+        return self.after_us / self.before_us if self.before_us > 0 else float("inf")
+
+    @property
+    def direction(self) -> str:
+        return "slower" if self.after_us > self.before_us else "faster"
+
+    def summary(self) -> str:
+        return (f"{self.key}: {self.before_us:.2f} -> {self.after_us:.2f} µs/dispatch (x{self.ratio:.3f}, "
+                f"{self.direction}) at {self.run.short_commit} ({_commit_label(self.run)}; "
+                f"p={self.p_value:.2g}, {self.runs_before} runs before, {self.runs_after} after)")
+
+
+@dataclasses.dataclass(frozen=True)
+class CountChange:
+    """An exact change of a count between two consecutive runs of a series."""
+
+    key: str
+    kind: str  # one of COUNT_KINDS
+    index: int
+    run: StoredRun  # the first run with the new count
+    before: int
+    after: int
+
+    def summary(self) -> str:
+        return (f"{self.key}: {self.kind} {self.before} -> {self.after} per call at {self.run.short_commit} "
+                f"({_commit_label(self.run)})")
+
+
+def _commit_label(run: StoredRun) -> str:
+    return f"{run.branch or 'no branch'}, run {run.time:%Y-%m-%d %H:%M} UTC"
+
+
+@dataclasses.dataclass(frozen=True)
+class Series:
+    """One measurement over the saved runs of one GPU, in commit order."""
+
+    key: str
+    fingerprint: str
+    runs: tuple[StoredRun, ...]  # the runs that measured ``key``
+    change_points: tuple[ChangePoint, ...] | None  # None: ruptures is not installed
+    count_changes: tuple[CountChange, ...]
+
+    @property
+    def medians(self) -> np.ndarray:
+        return np.array([run.measurements[self.key].median_us for run in self.runs], dtype=float)
+
+    def since_last_change(self) -> tuple[StoredRun, ...]:
+        """The runs after the newest change point (all of them without one): today's level and spread."""
+        if not self.change_points:
+            return self.runs
+        return self.runs[self.change_points[-1].index:]
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What counts as a change point: significant, and larger than both the threshold and the floor."""
+
+    alpha: float = DEFAULTS["alpha"]
+    threshold: float = DEFAULTS["threshold"]  # relative change of the segments' medians
+    floor_us: float = 0.0  # absolute change, µs per dispatch (the gate itself has no absolute floor)
+    penalty: float | None = None  # ruptures' penalty on the robust-scaled log medians; None: BIC, 2 ln(n)
+
+
+def _ruptures():
+    try:
+        import ruptures
+    except ImportError:
+        raise ChangePointsUnavailable(INSTALL_HINT) from None
+    return ruptures
+
+
+def _robust_scale(values: np.ndarray) -> float:
+    """Noise of a series with steps: MAD of successive differences / sqrt(2) (steps barely move it)."""
+    differences = np.diff(values)
+    if differences.size == 0:
+        return 1.0
+    mad = float(np.median(np.abs(differences - np.median(differences)))) * 1.4826 / np.sqrt(2)
+    return max(mad, 1e-3)  # 0.1% in log units: identical runs are not infinitely precise
+
+
+def _segment_test(before: np.ndarray, after: np.ndarray) -> float:
+    from scipy.stats import mannwhitneyu
+
+    if before.size == 0 or after.size == 0:
+        return 1.0
+    if np.ptp(np.r_[before, after]) == 0:
+        return 1.0
+    return float(mannwhitneyu(before, after, alternative="two-sided").pvalue)
+
+
+def change_points_of(medians: Iterable[float], settings: Settings = Settings()) -> list[tuple[int, float]]:
+    """(index of the first run after the change, p-value) of each change point of a series of run medians.
+
+    Candidates come from ruptures' PELT (L2 cost on the log medians scaled by their robust noise,
+    BIC penalty); a candidate is kept while the runs of its two neighbouring segments differ by a
+    two-sided Mann-Whitney U test at ``alpha`` and their medians by at least ``threshold`` and
+    ``floor_us``; the weakest failing candidate is dropped and the rest re-tested until all pass.
+    """
+    values = np.asarray(list(medians), dtype=float)
+    n = values.size
+    if n < 3 or np.any(values <= 0):
+        return []
+    logs = np.log(values)
+    scaled = (logs / _robust_scale(logs)).reshape(-1, 1)
+    penalty = settings.penalty if settings.penalty is not None else 2 * np.log(n)
+    candidates = _ruptures().Pelt(model="l2", min_size=1, jump=1).fit(scaled).predict(pen=penalty)[:-1]
+    while candidates:
+        bounds = [0, *candidates, n]
+        tested = []
+        for i, index in enumerate(candidates):
+            before, after = values[bounds[i]:index], values[index:bounds[i + 2]]
+            p = _segment_test(before, after)
+            shift = abs(float(np.median(after)) - float(np.median(before)))
+            large = shift >= settings.floor_us and shift >= settings.threshold * float(np.median(before))
+            tested.append((p < settings.alpha and large, p, index))
+        failing = [(p, index) for ok, p, index in tested if not ok]
+        if not failing:
+            return [(index, p) for _, p, index in tested]
+        candidates.remove(max(failing)[1])
+    return []
+
+
+def _count_changes(key: str, runs: list[StoredRun]) -> list[CountChange]:
+    changes = []
+    for index in range(1, len(runs)):
+        before, after = runs[index - 1].measurements[key].counts, runs[index].measurements[key].counts
+        for kind in COUNT_KINDS:
+            if before[kind] != after[kind]:
+                changes.append(CountChange(key, kind, index, runs[index], before[kind], after[kind]))
+    return changes
+
+
+def series_of(runs: list[StoredRun], key: str, settings: Settings = Settings(),
+              find_changes: bool = True) -> Series:
+    """The series of ``key`` over ``runs`` (in their order), its change points and count changes.
+
+    With ``find_changes`` and no ruptures, ``ChangePointsUnavailable`` says how to install it."""
+    measured = [run for run in runs if key in run.measurements]
+    values = [run.measurements[key].median_us for run in measured]
+    change_points = None
+    if find_changes:
+        found = change_points_of(values, settings)
+        bounds = [0, *(i for i, _ in found), len(values)]
+        change_points = tuple(
+            ChangePoint(key, index, measured[index], float(np.median(values[bounds[i]:index])),
+                        float(np.median(values[index:bounds[i + 2]])), p, index - bounds[i], bounds[i + 2] - index)
+            for i, (index, p) in enumerate(found)
+        )
+    return Series(key, measured[0].fingerprint if measured else "", tuple(measured), change_points,
+                  tuple(_count_changes(key, measured)))
+
+
+def keys_of(runs: Iterable[StoredRun]) -> list[str]:
+    """Every measurement key of ``runs``, sorted."""
+    return sorted({key for run in runs for key in run.measurements})
+
+
+def select_keys(keys: Iterable[str], expression: str | None) -> list[str]:
+    """The keys matching a pytest ``-k`` expression (case-insensitive substrings with and/or/not)."""
+    keys = list(keys)
+    if not expression:
+        return keys
+    from _pytest.mark.expression import Expression  # pytest's own -k grammar
+
+    try:
+        compiled = Expression.compile(expression)
+    except Exception as error:  # pytest raises its own ParseError
+        raise ValueError(f"-k {expression!r}: {error}") from None
+    return [key for key in keys if compiled.evaluate(lambda name, **_: name.lower() in key.lower())]
+
+
+# --------------------------------------------------------------------------
+# names, whole histories, and their text, Markdown and JSON forms
+
+EMPTY_HINT = ("no saved runs in {root}/: run `pytest --dispatch-save` on each commit (e.g. in CI on main); "
+              "every saved run is kept there, one folder per GPU")
+
+
+def match_fingerprint(storage_root: str | os.PathLike, wanted: str | None) -> list[str]:
+    """The stored fingerprints containing ``wanted`` (all when None); ValueError when none does."""
+    found = fingerprints(storage_root)
+    if not wanted:
+        return found
+    matching = [fp for fp in found if wanted.lower() in fp.lower()]
+    if not matching:
+        known = ", ".join(found) or "none"
+        raise ValueError(f"no GPU fingerprint in {storage_root}/ contains {wanted!r} (stored: {known})")
+    return matching
+
+
+def resolve(storage_root: str | os.PathLike, name: str, fingerprint: str | None = None) -> StoredRun:
+    """The newest saved run that ``name`` designates: 'latest', a --dispatch-save name, a branch,
+    or a commit prefix (4+ hex digits); ``fingerprint`` (a substring) picks the GPU when several
+    are stored.  ValueError says what is missing or ambiguous."""
+    candidates = match_fingerprint(storage_root, fingerprint)
+    if not candidates:
+        raise ValueError(EMPTY_HINT.format(root=storage_root))
+    if len(candidates) > 1:
+        raise ValueError(f"runs of {len(candidates)} GPUs in {storage_root}/: pick one with --fingerprint "
+                         f"({', '.join(candidates)})")
+    runs = sorted(load_runs(storage_root, candidates[0]), key=lambda run: run.time)
+    where = f"{storage_root}/{candidates[0]}"
+    if not runs:
+        raise ValueError(EMPTY_HINT.format(root=storage_root))
+    if name == "latest":
+        return runs[-1]
+    for matches in ([r for r in runs if r.name == storage.BaselineStore.safe_name(name)],
+                    [r for r in runs if r.branch == name]):
+        if matches:
+            return matches[-1]
+    if len(name) >= 4 and all(c in "0123456789abcdefABCDEF" for c in name):
+        matches = [r for r in runs if r.commit and r.commit.lower().startswith(name.lower())]
+        commits = sorted({r.commit for r in matches})
+        if len(commits) > 1:
+            raise ValueError(f"commit prefix {name!r} is ambiguous in {where}: {', '.join(c[:12] for c in commits)}")
+        if matches:
+            return matches[-1]
+    raise ValueError(f"no saved run named {name!r}, on branch {name!r} or at a commit starting {name!r} "
+                     f"(4+ hex digits) in {where}; see `pytest-dispatch list`")
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuHistory:
+    """Every saved run of one GPU and the series of each selected measurement."""
+
+    fingerprint: str
+    runs: tuple[StoredRun, ...]
+    series: tuple[Series, ...]
+
+    @property
+    def gpu(self) -> str:
+        return self.runs[-1].gpu if self.runs else self.fingerprint
+
+
+def analyse(
+    storage_root: str | os.PathLike,
+    fingerprint: str | None = None,
+    expression: str | None = None,
+    settings: Settings = Settings(),
+    branch: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[list[GpuHistory], str | None]:
+    """The history of every stored GPU (or those matching ``fingerprint``), with the note to show
+    when change points could not be looked for (ruptures missing).  ValueError for a bad selection."""
+    histories, note = [], None
+    for found in match_fingerprint(storage_root, fingerprint):
+        runs = load_runs(storage_root, found, (lambda done, total: progress(f"read {found}/ file {done} of {total}"))
+                         if progress else None)
+        if branch:
+            runs = [run for run in runs if run.branch == branch]
+        series = []
+        for key in select_keys(keys_of(runs), expression):
+            try:
+                series.append(series_of(runs, key, settings, find_changes=note is None))
+            except ChangePointsUnavailable as error:
+                note = str(error)
+                series.append(series_of(runs, key, settings, find_changes=False))
+            if progress:
+                progress(f"series {key}")
+        histories.append(GpuHistory(found, tuple(runs), tuple(series)))
+    return histories, note
+
+
+def _describe_settings(settings: Settings) -> str:
+    return (f"ruptures PELT on log run medians, kept when Mann-Whitney p < {settings.alpha:g} and the change "
+            f">= {100 * settings.threshold:g}% and >= {settings.floor_us:g} µs/dispatch")
+
+
+def render_text(histories: list[GpuHistory], settings: Settings, note: str | None) -> list[str]:
+    """The history as the terminal shows it: changes first, then one line per series."""
+    lines = []
+    for history in histories:
+        commits = len({run.commit for run in history.runs})
+        lines += [f"GPU {history.gpu} [{history.fingerprint}]: {len(history.runs)} runs of {commits} commits",
+                  f"  change points ({_describe_settings(settings)}):" if note is None else f"  {note}"]
+        if note is None:
+            found = [cp for s in history.series for cp in s.change_points]
+            lines += [f"    {cp.summary()}" for cp in found] or ["    none"]
+        changes = [c for s in history.series for c in s.count_changes]
+        lines += ["  count changes (exact):"] + ([f"    {c.summary()}" for c in changes] or ["    none"])
+        lines.append(f"  {'measurement':<60} {'runs':>4} {'first':>9} {'latest':>9} {'min':>9} {'max':>9}  µs/dispatch")
+        for s in history.series:
+            medians = s.medians
+            lines.append(f"  {_shorten(s.key, 60):<60} {len(s.runs):>4} {medians[0]:>9.2f} {medians[-1]:>9.2f} "
+                         f"{medians.min():>9.2f} {medians.max():>9.2f}")
+        lines.append("")
+    return lines
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else "…" + text[-(width - 1):]
+
+
+def render_markdown(histories: list[GpuHistory], settings: Settings, note: str | None) -> list[str]:
+    """The history for a CI summary ($GITHUB_STEP_SUMMARY)."""
+    lines = []
+    for history in histories:
+        lines += [f"### History: {history.gpu}", "",
+                  f"{len(history.runs)} runs; change points: {note or _describe_settings(settings)}", ""]
+        rows = [(cp.key, f"{cp.before_us:.2f} → {cp.after_us:.2f} µs/dispatch (×{cp.ratio:.3f}, p={cp.p_value:.2g})",
+                 cp.run) for s in history.series for cp in (s.change_points or ())]
+        rows += [(c.key, f"{c.kind} {c.before} → {c.after} per call", c.run)
+                 for s in history.series for c in s.count_changes]
+        if rows:
+            lines += ["| measurement | change | commit | branch |", "|---|---|---|---|"]
+            lines += [f"| `{key.replace('|', '/')}` | {text} | `{run.short_commit}` | {run.branch or '-'} |"
+                      for key, text, run in rows]
+        else:
+            lines.append("No changes found.")
+        lines.append("")
+    return lines
+
+
+def _run_json(run: StoredRun) -> dict[str, Any]:
+    return {"path": str(run.path), "name": run.name, "commit": run.commit, "branch": run.branch,
+            "dirty": run.dirty, "time": run.time.isoformat(),
+            "commit_time": run.commit_time.isoformat() if run.commit_time else None}
+
+
+def as_json(histories: list[GpuHistory], settings: Settings, note: str | None,
+            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The history as one JSON document (run indices refer to each GPU's ``runs``)."""
+    gpus = []
+    for history in histories:
+        index_of = {run.path: i for i, run in enumerate(history.runs)}
+        series = []
+        for s in history.series:
+            points = []
+            for run in s.runs:
+                m = run.measurements[s.key]
+                points.append({"run": index_of[run.path], "median_us": m.median_us, "interval_us": list(m.interval()),
+                               "rounds": m.rounds, "sync_us": m.sync_us, "counts": dict(m.counts)})
+            series.append({
+                "key": s.key,
+                "points": points,
+                "change_points": None if s.change_points is None else [
+                    {"run": index_of[cp.run.path], "commit": cp.run.commit, "before_us": cp.before_us,
+                     "after_us": cp.after_us, "ratio": cp.ratio, "p_value": cp.p_value,
+                     "runs_before": cp.runs_before, "runs_after": cp.runs_after} for cp in s.change_points],
+                "count_changes": [{"run": index_of[c.run.path], "commit": c.run.commit, "kind": c.kind,
+                                   "before": c.before, "after": c.after} for c in s.count_changes],
+            })
+            if progress:
+                progress(f"intervals of {s.key}")
+        gpus.append({"fingerprint": history.fingerprint, "gpu": history.gpu,
+                     "runs": [_run_json(run) for run in history.runs], "series": series})
+    return {"settings": dataclasses.asdict(settings), "change_points_note": note, "gpus": gpus}

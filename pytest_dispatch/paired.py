@@ -1,0 +1,367 @@
+"""Paired, sequential comparison of two things timed in alternating rounds.
+
+The unit of replication is a *pair*: one round of A and one round of B taken back
+to back (in ABBA or random order), so whatever the machine does on a scale longer
+than a pair (a slower process, drift, a neighbour loading a core) cancels in the
+pair's log-ratio ``log(B) - log(A)``.  The comparison is the one-sided Wilcoxon
+signed-rank test of those log-ratios against a bound, and the interval is the
+Hodges-Lehmann estimate's, from inverting the same test (Walsh averages).
+
+Pairs are added in batches until the interval decides (Pinpoint's "add attempts
+until a decision"), up to a cap.  Each of the design's L looks tests at alpha / L
+per side (Bonferroni over looks), so looking after every batch cannot raise the
+false-alarm rate above alpha whatever the dependence between looks.
+
+Used by the A/B gate (head against base) and by ``assert_speedup`` (slow against
+fast): one engine, two questions (``ChangeQuestion``, ``SpeedupQuestion``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import random
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+
+REGRESSED, IMPROVED, UNCHANGED, INCONCLUSIVE = "regressed", "improved", "unchanged", "inconclusive"
+PASSED, FAILED = "passed", "failed"
+ORDERS = ("abba", "random")
+_EXACT_MAX_PAIRS = 400  # beyond this the signed-rank null is normal to far better than its use needs
+
+
+@dataclasses.dataclass(frozen=True)
+class Design:
+    """How many pairs, in what order, and how the looks share alpha."""
+
+    first: int = 30  # pairs before the first look
+    batch: int = 30  # pairs added before each further look
+    max_pairs: int = 300
+    max_seconds: float = 60.0
+    alpha: float = 0.01  # total, over all looks (Bonferroni)
+    order: str = "abba"
+
+    def __post_init__(self) -> None:
+        check_design(self)
+
+    @property
+    def looks(self) -> int:
+        """Looks planned: after ``first`` pairs, then after every ``batch`` up to ``max_pairs``."""
+        return 1 + math.ceil(max(self.max_pairs - self.first, 0) / self.batch)
+
+    @property
+    def alpha_per_look(self) -> float:
+        """One-sided level of each look."""
+        return self.alpha / self.looks
+
+
+def check_design(design: Design) -> None:
+    """Raise ValueError (one line) for a design that cannot run."""
+    if not 0 < design.alpha < 1:
+        raise ValueError(f"alpha must be between 0 and 1, not {design.alpha!r}")
+    if design.first < 6 or design.batch < 1 or design.max_pairs < design.first:
+        raise ValueError(f"pairs: need first >= 6, batch >= 1 and max_pairs >= first "
+                         f"(got {design.first}, {design.batch}, {design.max_pairs})")
+    if not design.max_seconds > 0:
+        raise ValueError(f"max_seconds must be > 0, not {design.max_seconds!r}")
+    if design.order not in ORDERS:
+        raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {design.order!r}")
+
+
+# --------------------------------------------------------------------------
+# the signed-rank test and its interval
+
+
+@functools.lru_cache(maxsize=64)
+def _signed_rank_cdf(n: int) -> np.ndarray:
+    """P(T+ <= t) for t = 0..n(n+1)/2 under the null (no ties, no zeros)."""
+    distribution = np.array([1.0])
+    for rank in range(1, n + 1):
+        grown = np.zeros(distribution.size + rank)
+        grown[: distribution.size] += distribution
+        grown[rank:] += distribution
+        distribution = grown / 2
+    return np.cumsum(distribution)
+
+
+def _critical_count(n: int, one_sided_alpha: float) -> int:
+    """Largest k with P(T+ <= k - 1) <= alpha: the interval drops the k-1 most extreme
+    Walsh averages on each side. 0 means no bound is possible at this n."""
+    if n > _EXACT_MAX_PAIRS:
+        from scipy.stats import norm
+
+        mean, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+        return max(0, math.floor(mean - norm.isf(one_sided_alpha) * sd + 0.5))
+    return int(np.searchsorted(_signed_rank_cdf(n), one_sided_alpha, side="right"))
+
+
+def walsh_interval(d: np.ndarray, one_sided_alpha: float) -> tuple[float, float, float]:
+    """Hodges-Lehmann estimate of the centre of ``d`` and its interval, each bound
+    at one-sided level ``one_sided_alpha`` (so 1 - 2 alpha coverage)."""
+    n = d.size
+    i, j = np.triu_indices(n)
+    walsh = np.sort((d[i] + d[j]) / 2)
+    estimate = float(np.median(walsh))
+    k = _critical_count(n, one_sided_alpha)
+    if k == 0:
+        return estimate, -math.inf, math.inf
+    return estimate, float(walsh[k - 1]), float(walsh[walsh.size - k])
+
+
+def signed_rank_p(d: np.ndarray, bound: float, alternative: str) -> float:
+    """One-sided Wilcoxon signed-rank p for 'the centre of d is above (greater) or
+    below (less) ``bound``' (scipy)."""
+    from scipy import stats
+
+    shifted = d - bound
+    if not np.any(shifted):
+        return 1.0
+    method = "exact" if d.size <= _EXACT_MAX_PAIRS and np.all(shifted) else "auto"
+    p = float(stats.wilcoxon(shifted, alternative=alternative, method=method).pvalue)
+    return 1.0 if math.isnan(p) else p
+
+
+# --------------------------------------------------------------------------
+# verdicts
+
+
+@dataclasses.dataclass(frozen=True)
+class PairedVerdict:
+    """The decision on a set of pairs: B against A as a ratio with its interval.
+
+    ``ratio`` is exp(Hodges-Lehmann estimate of the log-ratios); ``low``/``high``
+    bound it at ``confidence``.  ``p_value`` is the sequential (Bonferroni over
+    looks) one-sided p in the direction of ``status``'s question; ``p_adjusted``
+    is set once a session's family is known (Benjamini-Hochberg).
+    """
+
+    status: str
+    ratio: float
+    low: float
+    high: float
+    confidence: float
+    pairs: int
+    seconds: float
+    a_median: float  # per-call µs of A (base, or fast)
+    b_median: float
+    p_value: float
+    reason: str = ""  # why inconclusive, or what the bound was
+    p_adjusted: float | None = None
+
+    @property
+    def interval_text(self) -> str:
+        low = "0" if self.low <= 0 else f"{self.low:.3f}"
+        high = "inf" if math.isinf(self.high) else f"{self.high:.3f}"
+        return f"{self.confidence:.1%} interval {low}-{high}"
+
+    def as_dict(self) -> dict:
+        """JSON-ready: an unbounded or undefined figure is None."""
+        return {key: None if isinstance(value, float) and not math.isfinite(value) else value
+                for key, value in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "PairedVerdict":
+        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
+        for name, missing in (("ratio", math.nan), ("high", math.inf), ("a_median", math.nan),
+                              ("b_median", math.nan)):
+            if values.get(name) is None:
+                values[name] = missing
+        return cls(**values)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangeQuestion:
+    """Did B change against A by more than ``tolerance`` (a ratio: 0.02 is 2%)?
+
+    regressed: the interval is above 1 + tolerance; improved: below 1 / (1 + tolerance);
+    unchanged: inside both; otherwise more pairs are needed (inconclusive at the cap).
+    """
+
+    tolerance: float = 0.02
+
+    def decide(self, d: np.ndarray, one_sided_alpha: float, looks: int) -> tuple[str | None, float, float, float, float]:
+        bound = math.log1p(self.tolerance)
+        estimate, low, high = walsh_interval(d, one_sided_alpha)
+        p_up = min(1.0, signed_rank_p(d, bound, "greater") * looks)
+        p_down = min(1.0, signed_rank_p(d, -bound, "less") * looks)
+        if low > bound:
+            return REGRESSED, estimate, low, high, p_up
+        if high < -bound:
+            return IMPROVED, estimate, low, high, p_down
+        if low >= -bound and high <= bound:
+            return UNCHANGED, estimate, low, high, p_up if estimate >= 0 else p_down
+        return None, estimate, low, high, p_up if estimate >= 0 else p_down
+
+    def undecided_reason(self, low: float, high: float) -> str:
+        return f"the interval straddles the {self.tolerance:.0%} tolerance"
+
+
+@dataclasses.dataclass(frozen=True)
+class SpeedupQuestion:
+    """Is B (slow) at least ``at_least`` times A (fast)? passed / failed."""
+
+    at_least: float
+
+    def decide(self, d: np.ndarray, one_sided_alpha: float, looks: int) -> tuple[str | None, float, float, float, float]:
+        bound = math.log(self.at_least)
+        estimate, low, high = walsh_interval(d, one_sided_alpha)
+        p_pass = min(1.0, signed_rank_p(d, bound, "greater") * looks)
+        if low > bound:
+            return PASSED, estimate, low, high, p_pass
+        if high < bound:
+            return FAILED, estimate, low, high, min(1.0, signed_rank_p(d, bound, "less") * looks)
+        return None, estimate, low, high, p_pass
+
+    def undecided_reason(self, low: float, high: float) -> str:
+        return f"the interval straddles the required {self.at_least:g}x"
+
+
+# --------------------------------------------------------------------------
+# taking pairs
+
+
+@dataclasses.dataclass
+class Rounds:
+    """One side's raw rounds: wall and empty-sync ns, and calls per round."""
+
+    per_round: list[int] = dataclasses.field(default_factory=list)
+    wall_ns: list[int] = dataclasses.field(default_factory=list)
+    sync_ns: list[int] = dataclasses.field(default_factory=list)
+
+    def add(self, wall_ns: int, sync_ns: int, per_round: int) -> None:
+        self.wall_ns.append(wall_ns)
+        self.sync_ns.append(sync_ns)
+        self.per_round.append(per_round)
+
+    def per_call_us(self) -> np.ndarray:
+        """Wall µs per call of each round, the median empty sync subtracted."""
+        sync = float(np.median(self.sync_ns)) if self.sync_ns else 0.0
+        return (np.asarray(self.wall_ns, dtype=float) - sync) / 1000.0 / np.asarray(self.per_round, dtype=float)
+
+
+TakeRound = Callable[[int], tuple[int, int, int]]  # side (0: A, 1: B) -> (wall_ns, sync_ns, per_round)
+
+
+def run_sequential(take_round: TakeRound, question, design: Design, *,
+                   clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
+                   progress: Callable[[int, "PairedVerdict | None"], None] | None = None) -> PairedVerdict:
+    """Take pairs of rounds of A and B in ``design.order`` until ``question`` decides,
+    the pairs reach ``design.max_pairs`` or the time ``design.max_seconds`` (both
+    caps end inconclusive/failed with the interval)."""
+    rng = rng or random.Random()
+    sides = (Rounds(), Rounds())
+    start = clock()
+    target = design.first
+    while True:
+        while len(sides[0].wall_ns) < target:
+            pair_index = len(sides[0].wall_ns)
+            first = _first_side(design.order, pair_index, rng)
+            for side in (first, 1 - first):
+                sides[side].add(*take_round(side))
+        verdict = judge_rounds(sides, question, design, clock() - start)
+        timed_out = clock() - start >= design.max_seconds
+        if verdict.status != INCONCLUSIVE or target >= design.max_pairs or timed_out:
+            if verdict.status == INCONCLUSIVE and timed_out and target < design.max_pairs:
+                verdict = dataclasses.replace(
+                    verdict, reason=f"{verdict.reason} after {verdict.pairs} pairs (time cap {design.max_seconds:g} s)")
+            if progress:
+                progress(verdict.pairs, verdict)
+            return _as_final(verdict, question)
+        if progress:
+            progress(verdict.pairs, None)
+        target = min(target + design.batch, design.max_pairs)
+
+
+def _first_side(order: str, pair_index: int, rng: random.Random) -> int:
+    """ABBA: pairs alternate AB, BA, so a linear drift cancels in every two pairs."""
+    if order == "random":
+        return rng.randrange(2)
+    return pair_index % 2
+
+
+def judge_rounds(sides: Sequence[Rounds], question, design: Design, seconds: float = 0.0) -> PairedVerdict:
+    """The question's verdict on the pairs taken so far (INCONCLUSIVE while undecided)."""
+    a, b = sides[0].per_call_us(), sides[1].per_call_us()
+    n = min(a.size, b.size)
+    a, b = a[:n], b[:n]
+    confidence = 1 - 2 * design.alpha_per_look
+    a_median, b_median = float(np.median(a)), float(np.median(b))
+    if n < 2 or min(a.min(), b.min()) <= 0:
+        return PairedVerdict(INCONCLUSIVE, math.nan, 0.0, math.inf, confidence, n, seconds, a_median, b_median, 1.0,
+                             "rounds at or below zero once the sync is subtracted: the work per round is within "
+                             "the sync's noise; raise per_round")
+    d = np.log(b) - np.log(a)
+    status, estimate, low, high, p = question.decide(d, design.alpha_per_look, design.looks)
+    reason = "" if status else question.undecided_reason(low, high)
+    return PairedVerdict(status or INCONCLUSIVE, math.exp(estimate), math.exp(low), math.exp(high), confidence, n,
+                         seconds, a_median, b_median, p, reason)
+
+
+def _as_final(verdict: PairedVerdict, question) -> PairedVerdict:
+    """A speedup that is still undecided at the cap fails (it was not shown)."""
+    if isinstance(question, SpeedupQuestion) and verdict.status == INCONCLUSIVE:
+        return dataclasses.replace(verdict, status=FAILED, reason=verdict.reason + " at the cap: not shown")
+    return verdict
+
+
+def adjust_family(verdicts: dict[str, PairedVerdict], alpha: float) -> dict[str, PairedVerdict]:
+    """Benjamini-Hochberg over the session's regressed/improved calls.
+
+    Each verdict's p is a valid sequential p-value; a regression or improvement
+    whose adjusted p is not below ``alpha`` becomes inconclusive, saying why."""
+    from scipy import stats
+
+    if not verdicts:
+        return {}
+    keys = list(verdicts)
+    adjusted = stats.false_discovery_control([verdicts[k].p_value for k in keys])
+    out = {}
+    for key, p_adjusted in zip(keys, adjusted):
+        verdict = dataclasses.replace(verdicts[key], p_adjusted=float(p_adjusted))
+        if verdict.status in (REGRESSED, IMPROVED) and p_adjusted >= alpha:
+            verdict = dataclasses.replace(
+                verdict, status=INCONCLUSIVE,
+                reason=f"{verdict.status} alone (p={verdict.p_value:.2g}) but not across the session's "
+                       f"{len(keys)} measurements (Benjamini-Hochberg p={p_adjusted:.2g} >= {alpha:g})")
+        out[key] = verdict
+    return out
+
+
+# --------------------------------------------------------------------------
+# synthetic rounds with the noise of real machines, for tests and power figures
+
+
+def simulate_pairs(rng: np.random.Generator, pairs: int, *, ratio: float = 1.0, median_us: float = 40.0,
+                   sigma: float = 0.05, process_sd: float = 0.01, drift_sd: float = 0.01,
+                   autocorrelation: float = 0.2, outlier_fraction: float = 0.03) -> tuple[np.ndarray, np.ndarray]:
+    """Per-call µs of ``pairs`` interleaved rounds of A and B (B = A x ``ratio``).
+
+    Noise, each as measured on real machines (docs/RESULTS.md): a per-process random
+    effect (log-sd ``process_sd``, drawn once per side: two worker processes are never
+    exactly alike), a drift shared by both sides (a random walk, step log-sd
+    ``drift_sd``), round noise with lag-1 autocorrelation ``autocorrelation`` and
+    log-sd ``sigma``, and a heavy tail (a fraction of rounds 1.3-2.5x slower).
+    """
+    process = rng.normal(0.0, process_sd, 2)
+    drift = np.cumsum(rng.normal(0.0, drift_sd, pairs))
+
+    def side(effect: float, scale: float) -> np.ndarray:
+        noise = np.empty(pairs)
+        innovation = rng.normal(0.0, sigma * math.sqrt(1 - autocorrelation ** 2), pairs)
+        noise[0] = rng.normal(0.0, sigma)
+        for i in range(1, pairs):
+            noise[i] = autocorrelation * noise[i - 1] + innovation[i]
+        slow = np.where(rng.random(pairs) < outlier_fraction, rng.uniform(1.3, 2.5, pairs), 1.0)
+        return median_us * scale * np.exp(effect + drift + noise) * slow
+
+    return side(process[0], 1.0), side(process[1], ratio)
+
+
+def simulate_run_medians(rng: np.random.Generator, runs: int, *, ratio: float = 1.0, median_us: float = 40.0,
+                         run_sd: float = 0.22, within_se: float = 0.035) -> np.ndarray:
+    """Medians of ``runs`` separate runs: a run-level random effect (log-sd ``run_sd``,
+    0.22-0.25 on lavapipe) on top of the within-run standard error."""
+    return median_us * ratio * np.exp(rng.normal(0.0, run_sd, runs) + rng.normal(0.0, within_se, runs))

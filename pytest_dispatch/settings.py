@@ -1,0 +1,80 @@
+"""The gate's settings: their defaults and the one parser every surface uses.
+
+Flags, ini values, marker arguments and the command line all go through
+``parse``, so they accept the same syntax ("5%" or 0.05, "60s" or 60) and
+reject the same values with the same one-line message.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+DEFAULTS: dict[str, Any] = {
+    "alpha": 0.01,  # total false-alarm level of one comparison (A/B: over all its looks)
+    "threshold": 0.02,  # smallest relative change called a change (a ratio, never µs)
+}
+
+
+class SettingError(ValueError):
+    """A setting with a value it cannot take; the message is one line."""
+
+
+def _number(name: str, value: Any) -> float:
+    text = str(value).strip()
+    try:
+        number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise SettingError(f"{name}={value!r} is not a number (e.g. 0.05 or 5%)") from None
+    if not math.isfinite(number):
+        raise SettingError(f"{name}={value!r} must be finite")
+    return number
+
+
+def fraction(name: str, value: Any) -> float:
+    """A relative change: '5%' or 0.05; > 0 and < 1."""
+    number = _number(name, value)
+    if not 0 < number < 1:
+        raise SettingError(f"{name}={value!r} must be between 0 and 1 (0.02 or 2%)")
+    return number
+
+
+def alpha(name: str, value: Any) -> float:
+    number = _number(name, value)
+    if not 0 < number < 0.5:
+        raise SettingError(f"{name}={value!r} must be between 0 and 0.5 (e.g. 0.01)")
+    return number
+
+
+def seconds(name: str, value: Any) -> float:
+    """'60', '60s', '2m' or 60.0; > 0."""
+    text = str(value).strip().lower()
+    scale = 60.0 if text.endswith("m") else 1.0
+    text = text.rstrip("ms") if text.endswith(("s", "m")) else text
+    try:
+        number = float(text) * scale
+    except ValueError:
+        raise SettingError(f"{name}={value!r} is not a duration (e.g. 60 or 60s or 2m)") from None
+    if not (math.isfinite(number) and number > 0):
+        raise SettingError(f"{name}={value!r} must be a positive duration")
+    return number
+
+
+def count(name: str, value: Any, minimum: int = 1) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise SettingError(f"{name}={value!r} is not a whole number") from None
+    if number < minimum:
+        raise SettingError(f"{name}={value!r} must be at least {minimum}")
+    return number
+
+
+PARSERS = {"alpha": alpha, "threshold": fraction}
+
+
+def parse(name: str, value: Any) -> Any:
+    """One gate setting (alpha, threshold) from any surface."""
+    if name not in PARSERS:
+        raise SettingError(f"unknown setting {name!r}; known: {', '.join(PARSERS)}")
+    return PARSERS[name](name, value)

@@ -1,0 +1,285 @@
+"""Kept history on synthetic saved runs (no GPU needed)."""
+
+import datetime
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from pytest_dispatch import cli, history, recorder, storage
+from pytest_dispatch.gpu import GpuInfo
+from pytest_dispatch.meter import Measurement
+from pytest_dispatch.results import TestResult
+
+GPU = GpuInfo("wgpu-native", "0.32.0", "Vulkan", "Test GPU", "acme", 1, 2, "driver 1", "DiscreteGPU")
+OTHER_GPU = GpuInfo("wgpu-native", "0.32.0", "Vulkan", "Other GPU", "acme", 1, 3, "driver 1", "DiscreteGPU")
+NODE = "tests/test_model.py::test_forward"
+T0 = datetime.datetime(2026, 11, 1, tzinfo=datetime.timezone.utc)
+
+
+def measurement(name="model", dispatches=10, us=40.0, seed=0, rounds=20, noise=0.03):
+    rng = np.random.default_rng(seed)
+    wall = us * dispatches * rng.lognormal(0, noise, rounds)
+    calls = dict.fromkeys(recorder.KINDS, 0)
+    calls.update({"dispatch": dispatches, "submit": 1, "encoder": 1, "pass": 1})
+    return Measurement(name, "sequential", 3, rounds, 5, calls, {"matvec": dispatches}, wall * 0.5, wall,
+                       np.full(rounds, 180.0), dict.fromkeys(recorder.KINDS, 1.0))
+
+
+def save_run(root, index, measurements, gpu=GPU, name="run", commit=None, branch="main", dirty=False):
+    """Save one run as ``--dispatch-save`` would, made at commit ``index`` (an hour apart)."""
+    document = storage.session_json([TestResult(NODE, measurements, {"dispatches": 0})], gpu)
+    commit_time = T0 + datetime.timedelta(hours=index)
+    document["commit_info"] = {"id": commit or f"{index:02d}" + "c" * 38, "time": commit_time.isoformat(),
+                               "dirty": dirty, "branch": branch, "project": "demo"}
+    document["datetime"] = (commit_time + datetime.timedelta(minutes=5)).isoformat()
+    return storage.BaselineStore(root).save(document, name)
+
+
+def test_load_runs_in_commit_order_with_medians_and_counts(tmp_path):
+    # saved out of order: the commit time, not the file's time, orders the series
+    for index in (2, 0, 1):
+        save_run(tmp_path, index, [measurement(us=40.0 + index, dispatches=10 + index, seed=index)])
+    runs = history.load_runs(tmp_path, GPU.fingerprint)
+    assert [run.commit[:2] for run in runs] == ["00", "01", "02"]
+    key = f"{NODE}::model"
+    assert [run.dispatches[key] for run in runs] == [10, 11, 12]
+    medians = [run.medians[key] for run in runs]
+    assert medians == sorted(medians) and 39 < medians[0] < 41.5
+    assert runs[0].branch == "main" and runs[0].name == "run"
+    assert runs[0].time > runs[0].commit_time
+    low, high = runs[0].measurements[key].interval()
+    assert low <= medians[0] <= high
+
+
+def test_two_runs_of_one_commit_are_both_kept(tmp_path):
+    save_run(tmp_path, 0, [measurement(seed=0)], commit="a" * 40)
+    save_run(tmp_path, 0, [measurement(seed=1)], commit="a" * 40)
+    runs = history.load_runs(tmp_path, GPU.fingerprint)
+    assert len(runs) == 2 and runs[0].path != runs[1].path
+
+
+def test_corrupt_hostile_and_foreign_files_are_skipped_with_one_warning_each(tmp_path):
+    for index in range(3):
+        save_run(tmp_path, index, [measurement(seed=index)])
+    folder = tmp_path / GPU.fingerprint
+    (folder / "20260101T000000000000Z_nocommit_broken.json").write_text("{not json")
+    (folder / "20260101T000000000000Z_nocommit_nan.json").write_text('{"pytest_dispatch": {"schema": 1, '
+                                                                    '"tests": [{"nodeid": NaN}]}}')
+    foreign = save_run(tmp_path, 9, [measurement()], gpu=OTHER_GPU)
+    foreign.rename(folder / foreign.name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runs = history.load_runs(tmp_path, GPU.fingerprint)
+    assert len(runs) == 3
+    messages = [str(w.message) for w in caught if issubclass(w.category, history.SkippedRunWarning)]
+    assert len(messages) == 3
+    assert any("broken.json" in m for m in messages) and any("nan.json" in m for m in messages)
+    assert any(OTHER_GPU.fingerprint in m for m in messages)
+
+
+def test_empty_or_missing_storage_has_no_runs(tmp_path):
+    assert history.load_runs(tmp_path / "nowhere", GPU.fingerprint) == []
+    assert history.fingerprints(tmp_path / "nowhere") == []
+
+
+def test_single_op_measurements_are_not_in_the_series(tmp_path):
+    single = measurement(name="model")
+    single.method = "single-op"
+    save_run(tmp_path, 0, [measurement(name="other"), single])
+    (run,) = history.load_runs(tmp_path, GPU.fingerprint)
+    assert list(run.medians) == [f"{NODE}::other"]
+
+
+def test_name_with_underscores_is_read_back(tmp_path):
+    path = save_run(tmp_path, 0, [measurement()], name="nightly_main")
+    assert storage.BaselineStore.name_of(path) == "nightly_main"
+    assert storage.BaselineStore(tmp_path).find(GPU.fingerprint, "main") is None
+    assert history.load_runs(tmp_path, GPU.fingerprint)[0].name == "nightly_main"
+
+
+# --------------------------------------------------------------------------
+# change points, and the command
+
+KEY = f"{NODE}::model"
+STEADY = f"{NODE}::steady"
+
+
+def step_history(root, step_at=5, runs=10, factor=1.3, gpu=GPU, first=0, dispatches_from=None):
+    """``runs`` saved runs: 'model' costs ``factor`` times more from run ``step_at`` on, 'steady' never changes."""
+    for i in range(first, first + runs):
+        cost = 40.0 * (factor if i >= step_at else 1.0)
+        dispatches = 12 if dispatches_from is not None and i >= dispatches_from else 10
+        save_run(root, i, [measurement("model", us=cost, seed=i, dispatches=dispatches),
+                           measurement("steady", seed=1000 + i)], gpu=gpu)
+
+
+def commit_of(index):
+    return f"{index:02d}" + "c" * 38
+
+
+def test_change_point_is_attributed_to_the_first_run_after_it():
+    rng = np.random.default_rng(3)
+    medians = 40 * rng.lognormal(0, 0.02, 12)
+    medians[7:] *= 1.25
+    ((index, p),) = history.change_points_of(medians)
+    assert index == 7 and p < 0.01
+    assert history.change_points_of(medians[:7]) == []
+
+
+def test_a_change_below_the_threshold_or_floor_is_not_a_change_point():
+    medians = np.r_[[40.0] * 5, [41.0] * 5]  # 2.5%: significant, but below the 5% threshold
+    assert history.change_points_of(medians) == []
+    assert history.change_points_of(medians, history.Settings(threshold=0.01))[0][0] == 5
+    assert history.change_points_of(medians, history.Settings(threshold=0.01, floor_us=2.0)) == []
+
+
+def test_history_names_the_commit_of_the_step_and_nothing_for_the_steady_one(tmp_path, capsys):
+    step_history(tmp_path, dispatches_from=7)
+    assert cli.main(["history", "--storage", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    changes = out.split("count changes")[0]
+    assert f"{KEY}: " in changes and "at 05cccccccc" in changes and "slower" in changes
+    assert STEADY not in changes
+    assert f"{KEY}: dispatches 10 -> 12 per call at 07cccccccc" in out
+
+
+def test_history_json_and_markdown(tmp_path, capsys):
+    step_history(tmp_path)
+    assert cli.main(["history", "--storage", str(tmp_path), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    (gpu,) = document["gpus"]
+    by_key = {s["key"]: s for s in gpu["series"]}
+    (change,) = by_key[KEY]["change_points"]
+    assert change["commit"] == commit_of(5) and change["ratio"] > 1.2 and change["runs_before"] == 5
+    assert by_key[STEADY]["change_points"] == []
+    point = by_key[KEY]["points"][0]
+    assert point["interval_us"][0] <= point["median_us"] <= point["interval_us"][1]
+    assert gpu["runs"][point["run"]]["commit"] == commit_of(0)
+    assert cli.main(["history", "--storage", str(tmp_path), "--markdown"]) == 0
+    markdown = capsys.readouterr().out
+    assert f"| `{KEY}` |" in markdown and "`05cccccccc`" in markdown and STEADY not in markdown
+
+
+def test_history_k_selects_measurements(tmp_path, capsys):
+    step_history(tmp_path)
+    assert cli.main(["history", "--storage", str(tmp_path), "-k", "steady"]) == 0
+    out = capsys.readouterr().out
+    assert STEADY in out and KEY not in out
+    assert cli.main(["history", "--storage", str(tmp_path), "-k", "nothing_like_it"]) == 2
+    assert "selects no measurement" in capsys.readouterr().err
+
+
+def test_history_html_is_one_self_contained_page_with_a_chart_per_measurement(tmp_path, capsys):
+    import xml.etree.ElementTree as ET
+
+    step_history(tmp_path, dispatches_from=7)
+    page = tmp_path / "history.html"
+    assert cli.main(["history", "--storage", str(tmp_path), "--html", str(page)]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert "<script" not in text and "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    root = ET.fromstring(text.split("\n", 1)[1])  # after the doctype, the page is well-formed XML
+    svg = "{http://www.w3.org/2000/svg}"
+    charts = {c.get("data-key"): c for c in root.iter(f"{svg}svg")}
+    assert set(charts) == {KEY, STEADY}
+    assert len([c for c in charts[KEY].iter(f"{svg}circle") if c.get("class") == "run"]) == 10
+    marks = [line.get("data-commit") for line in charts[KEY].iter(f"{svg}line") if line.get("class") == "change-point"]
+    assert marks == [commit_of(5)]
+    assert not [line for line in charts[STEADY].iter(f"{svg}line") if line.get("class") == "change-point"]
+    steps = [p for p in charts[KEY].iter(f"{svg}path") if p.get("class") == "dispatch-steps"]
+    assert len(steps) == 1 and steps[0].get("d").count("V") == 9
+    overview = [row for row in root.iter("tr") if row.get("class") in ("change", "count-change")]
+    assert len(overview) == 2
+    # the overview is at the top: before the first chart
+    assert text.index('class="overview"') < text.index("<svg")
+
+
+def test_runs_of_different_gpus_never_mix(tmp_path, capsys):
+    step_history(tmp_path, runs=5, step_at=99)
+    step_history(tmp_path, runs=5, first=5, step_at=0, factor=2.0, gpu=OTHER_GPU)
+    assert cli.main(["history", "--storage", str(tmp_path), "--json"]) == 0
+    gpus = json.loads(capsys.readouterr().out)["gpus"]
+    assert sorted(g["fingerprint"] for g in gpus) == sorted([GPU.fingerprint, OTHER_GPU.fingerprint])
+    assert all(len(g["runs"]) == 5 and not s["change_points"] for g in gpus for s in g["series"])
+
+
+def test_a_corrupt_file_is_one_warning_and_the_rest_is_reported(tmp_path, capsys):
+    step_history(tmp_path)
+    (tmp_path / GPU.fingerprint / "20260101T000000000000Z_nocommit_bad.json").write_text('{"pytest_dispatch": 1}')
+    assert cli.main(["history", "--storage", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    warned = [line for line in captured.err.splitlines() if "warning" in line]
+    assert len(warned) == 1 and "bad.json" in warned[0]
+    assert "at 05cccccccc" in captured.out
+
+
+def test_empty_storage_says_how_to_create_history(tmp_path, capsys):
+    for command in ("history", "list"):
+        assert cli.main([command, "--storage", str(tmp_path / "none")]) == 0
+        assert "--dispatch-save" in capsys.readouterr().out
+
+
+def test_without_ruptures_history_lists_the_series_and_says_how_to_install(tmp_path, capsys, monkeypatch):
+    import sys
+
+    step_history(tmp_path)
+    monkeypatch.setitem(sys.modules, "ruptures", None)  # import fails as if not installed
+    assert cli.main(["history", "--storage", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("pip install 'pytest-dispatch[history]'") == 1
+    assert KEY in out and STEADY in out and "at 05cccccccc" not in out
+
+
+def test_list_and_prune(tmp_path, capsys):
+    step_history(tmp_path, runs=5)
+    save_run(tmp_path, 4, [measurement()], commit=commit_of(4))  # a second run of one commit
+    assert cli.main(["list", "--storage", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "6 saved run(s)" in out and sum("04cccccccc" in line for line in out.splitlines()) == 2
+    assert cli.main(["prune", "--keep", "2", "--dry-run", "--storage", str(tmp_path)]) == 0
+    assert "would remove 4" in capsys.readouterr().out
+    assert len(history.run_files(tmp_path, GPU.fingerprint)) == 6
+    assert cli.main(["prune", "--keep", "2", "--storage", str(tmp_path)]) == 0
+    kept = history.load_runs(tmp_path, GPU.fingerprint)
+    assert [run.commit for run in kept] == [commit_of(4)] * 2  # the newest saved, not the newest commit
+
+
+def test_show_and_compare_take_names_and_folders(tmp_path, capsys):
+    step_history(tmp_path)
+    storage_args = ["--storage", str(tmp_path)]
+    assert cli.main(["compare", "00cccc", "latest", *storage_args]) == 1
+    assert "model us_per_dispatch regressed" in capsys.readouterr().out
+    assert cli.main(["compare", "05cccc", "main", *storage_args]) == 0  # 'main': the newest run on branch main
+    assert cli.main(["show", "03cccc", *storage_args]) == 0
+    assert "test_forward [model]" in capsys.readouterr().out
+    assert cli.main(["show", str(tmp_path)]) == 0
+    assert "9 older run(s) not shown" in capsys.readouterr().out
+    assert cli.main(["show", "nosuchname", *storage_args]) == 2
+    assert "no saved run named 'nosuchname'" in capsys.readouterr().err
+
+
+def test_names_with_several_gpus_need_a_fingerprint(tmp_path, capsys):
+    step_history(tmp_path, runs=2)
+    step_history(tmp_path, runs=2, gpu=OTHER_GPU)
+    assert cli.main(["show", "latest", "--storage", str(tmp_path)]) == 2
+    assert "--fingerprint" in capsys.readouterr().err
+    assert cli.main(["show", "latest", "--storage", str(tmp_path), "--fingerprint", "other"]) == 0
+    assert "Other GPU" in capsys.readouterr().out
+
+
+def test_progress_lines_for_slow_steps_only():
+    import io
+
+    from pytest_dispatch.progress import Progress
+
+    slow = io.StringIO()
+    progress = Progress("probe", total=2, stream=slow)
+    progress.step("wgpu f32 N=100")
+    progress.step("wgpu f32 N=1000")
+    assert slow.getvalue().splitlines()[0].startswith("probe: [1/2] wgpu f32 N=100 (")
+    fast = io.StringIO()
+    throttled = Progress("history", total=100, every_s=60, stream=fast)
+    for _ in range(100):
+        throttled.step("file")
+    assert fast.getvalue() == ""
