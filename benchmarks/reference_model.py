@@ -2,13 +2,22 @@
 
 The paper's end-to-end method (greedy decode, batch 1, a 5-token prompt): TTFT is one
 prefill forward of the prompt up to its first token read back; tokens/s is the decode of
-``--tokens`` more tokens, one forward each. The 4-byte readback of each token is the sync.
+``--tokens`` more tokens, one forward each. Rows with loop ``host`` are the paper's: the
+host reads each token back (4 bytes, the sync) and feeds it to the next forward. Rows with
+loop ``gpu xK`` use ``generate(..., tokens_per_submit=K)``: tokens stay on the GPU, K
+forwards per submission, one readback per submission; there tokens/s is ``--tokens`` over
+the time of ``generate(prompt, 1 + tokens)`` less that of ``generate(prompt, 1)`` (the TTFT).
 Each row is measured in one run per repetition: warm-up repetitions are discarded, the rest
 give mean and standard deviation. Dispatches/token are the dispatches the model encoded
 in one decode step, counted by the recorder outside the timed runs.
 
+``--peer torch`` adds rows for Hugging Face transformers' Qwen2 on PyTorch CUDA with the same
+weights (eager; ``--peer-compile`` also tries ``torch.compile``), measured the same way (the
+token to the host each step); dispatches/token there are the CUDA kernels of one decode step.
+
     python benchmarks/reference_model.py --config tiny
     python benchmarks/reference_model.py --config qwen2.5-0.5b --runs 10 --json results.json
+    python benchmarks/reference_model.py --config qwen2.5-0.5b --dtype f16 --peer torch --kernel-times
 """
 
 from __future__ import annotations
@@ -24,7 +33,16 @@ import numpy as np
 import wgpu
 
 from pytest_dispatch import count_dispatches, gpu, recorder
-from pytest_dispatch.reference import CONFIGS, DTYPES, ENCODINGS, LEVELS, ReferenceModel, get_config, random_weights
+from pytest_dispatch.reference import (
+    CONFIGS,
+    DTYPES,
+    ENCODINGS,
+    LEVELS,
+    ReferenceModel,
+    get_config,
+    hf_config,
+    random_weights,
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -43,10 +61,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--plot", metavar="PATH", help="also draw dispatches and tokens/s per row as SVG "
                         "(needs matplotlib: the 'plot' extra)")
     parser.add_argument("--kernel-times", action="store_true",
-                        help="also print GPU time per kernel of a decode step (repeated dispatches)")
+                        help="also print GPU time, GB/s and %% of the copy bandwidth per kernel of a decode step")
+    parser.add_argument("--tokens-per-submit", default="50", metavar="K,...",
+                        help="GPU-resident rows, one per K (default %(default)s; '' for none)")
+    parser.add_argument("--impl", default="wgpu", choices=sorted(gpu.IMPLEMENTATIONS),
+                        help="WebGPU implementation: wgpu (wgpu-native) or dawn")
+    parser.add_argument("--peer", choices=["torch"], help="add rows for transformers' Qwen2 on PyTorch CUDA")
+    parser.add_argument("--peer-compile", action="store_true", help="with --peer torch, also try torch.compile")
     args = parser.parse_args(argv)
     args.levels = _choices(parser, "--levels", args.levels, LEVELS)
     args.encodings = _choices(parser, "--encodings", args.encodings, ENCODINGS)
+    try:
+        args.tokens_per_submit = [int(k) for k in args.tokens_per_submit.split(",") if k.strip()]
+    except ValueError:
+        parser.error(f"--tokens-per-submit: {args.tokens_per_submit!r} is not a comma-separated list of integers")
+    if any(k < 1 for k in args.tokens_per_submit):
+        parser.error("--tokens-per-submit: every K must be >= 1")
     return args
 
 
@@ -58,10 +88,10 @@ def _choices(parser, flag, value, allowed):
     return chosen
 
 
-def request_device(dtype: str):
+def request_device(dtype: str, impl: str = "wgpu"):
     """The plugin's adapter choice and device (maximum buffer sizes, shader-f16 when present)."""
     try:
-        adapter = gpu.select_adapter(gpu.AdapterRequest())
+        adapter = gpu.select_adapter(gpu.AdapterRequest(impl=impl))
     except gpu.NoAdapterError as error:
         sys.exit(str(error))
     device = gpu.request_device(adapter)
@@ -82,6 +112,16 @@ def measure(model: ReferenceModel, prompt: list[int], n_decode: int) -> tuple[fl
     return ttft, time.perf_counter() - start
 
 
+def measure_resident(model: ReferenceModel, prompt: list[int], n_decode: int, k: int) -> tuple[float, float]:
+    """One repetition of the GPU-resident loop: (TTFT seconds, decode seconds)."""
+    start = time.perf_counter()
+    model.generate(prompt, 1, tokens_per_submit=k)
+    ttft = time.perf_counter() - start
+    start = time.perf_counter()
+    model.generate(prompt, 1 + n_decode, tokens_per_submit=k)
+    return ttft, time.perf_counter() - start - ttft
+
+
 def dispatches_per_token(model: ReferenceModel, prompt: list[int]) -> int:
     """Counted by the recorder on one decode step, apart from the timed runs: the
     wrappers are removed again so that they add nothing to the timings."""
@@ -95,35 +135,209 @@ def dispatches_per_token(model: ReferenceModel, prompt: list[int]) -> int:
     return counts.dispatches
 
 
-def print_kernel_times(model: ReferenceModel, prompt: list[int]) -> None:
+COPY_SHADER = """
+@group(0) @binding(0) var<storage, read> source: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> destination: array<vec4<f32>>;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let stride = groups.x * 256u;
+    for (var i = id.x; i + 3u * stride < arrayLength(&source); i += 4u * stride) {  // 4 loads in flight
+        let a = source[i];
+        let b = source[i + stride];
+        let c = source[i + 2u * stride];
+        let d = source[i + 3u * stride];
+        destination[i] = a;
+        destination[i + stride] = b;
+        destination[i + 2u * stride] = c;
+        destination[i + 3u * stride] = d;
+    }
+}
+"""
+
+
+def copy_bandwidth(device, repeats: int = 10) -> float:
+    """Bytes/s (read + written) of a WGSL copy of 256 MiB (vec4 loads and stores, 4 in flight
+    per invocation): the roofline the weight-streaming kernels are compared with. Timed like
+    ``time_kernels``: submit to readback of ``repeats`` copies in one pass, less an empty pass."""
+    size = min(256 << 20, device.limits["max-storage-buffer-binding-size"], device.limits["max-buffer-size"])
+    size = size // 65536 * 65536  # whole rounds of the grid below
+    usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+    source, destination = (device.create_buffer(size=size, usage=usage) for _ in range(2))
+    pipeline = device.create_compute_pipeline(
+        layout="auto", compute={"module": device.create_shader_module(code=COPY_SHADER), "entry_point": "main"})
+    bind_group = device.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=[
+        {"binding": 0, "resource": {"buffer": source, "offset": 0, "size": size}},
+        {"binding": 1, "resource": {"buffer": destination, "offset": 0, "size": size}}])
+
+    def seconds(n: int) -> float:
+        encoder = device.create_command_encoder()
+        compute = encoder.begin_compute_pass()
+        compute.set_pipeline(pipeline)
+        compute.set_bind_group(0, bind_group)
+        for _ in range(n):
+            compute.dispatch_workgroups(size // 16 // 256 // 16)  # 4 rounds of 4 vec4 per invocation
+        compute.end()
+        command_buffer = encoder.finish()
+        start = time.perf_counter()
+        device.queue.submit([command_buffer])
+        device.queue.read_buffer(destination, 0, 16)  # waits for the copies
+        return time.perf_counter() - start
+
+    seconds(repeats)  # warm-up (and the buffers' lazy zero-fill)
+    elapsed = min(seconds(repeats) for _ in range(3)) - min(seconds(0) for _ in range(3))
+    source.destroy()
+    destination.destroy()
+    return 2 * size * repeats / elapsed
+
+
+def print_kernel_times(model: ReferenceModel, prompt: list[int], roofline: float) -> dict:
     model.reset()
     model.forward(prompt)
     times = model.time_kernels(n_tokens=1)
     counts = model.expected_dispatches()
-    print(f"#   {model.level} decode step, GPU time by kernel, encoding excluded (repeated dispatches in one pass):")
+    weight_bytes = model.weight_bytes()
+    streaming = {k.name for k in model.kernels if any(op.kind == "matmul" for op in k.ops)}
+    print(f"#   {model.level} decode step, GPU time by kernel, encoding excluded (repeated dispatches in one pass);")
+    print(f"#   GB/s = weight bytes per dispatch / time, against the measured copy bandwidth "
+          f"{roofline / 1e9:.0f} GB/s:")
+    kernels = []
     for label, us in sorted(times.items(), key=lambda item: -item[1] * counts[item[0]]):
-        print(f"#     {label:<30} {counts[label]:>4} x {us:8.1f} us = {counts[label] * us:8.1f} us")
+        rate = weight_bytes[label] / (us * 1e-6) if label in streaming and us > 0 else None
+        kernels.append({"kernel": label, "dispatches": counts[label], "us": us, "weight_bytes": weight_bytes[label],
+                        "gb_per_s": rate and rate / 1e9, "of_copy_bandwidth": rate and rate / roofline})
+        bandwidth = f"{rate / 1e9:7.0f} GB/s {100 * rate / roofline:4.0f}%" if rate else ""
+        print(f"#     {label:<30} {counts[label]:>4} x {us:8.1f} us = {counts[label] * us:8.1f} us  {bandwidth}")
     print(f"#     {'total':<30} {sum(counts.values()):>4}            {sum(counts[k] * v for k, v in times.items()):8.1f} us")
+    model.reset()
+    model.forward(prompt)
+    loop = model.time_decode_loop(n=min(50, model.max_seq_len - model.position))
+    print(f"#   GPU-resident decode loop (single pass), per token: host encoding {loop['encode_us']:.0f} us, "
+          f"finish + submit {loop['finish_submit_us']:.0f} us, then waiting for the GPU {loop['gpu_wait_us']:.0f} us")
+    return {"kernels": kernels, "decode_loop": loop}
+
+
+def torch_peer(config, weights, dtype: str, prompt: list[int], n_decode: int, runs: int, warmup: int,
+               compile_too: bool) -> list[dict]:
+    """Rows for transformers' Qwen2ForCausalLM on PyTorch CUDA with the same weights, or none
+    (saying why) when torch, transformers or a CUDA device is missing."""
+    try:
+        import torch
+        import transformers
+    except ImportError as error:
+        print(f"# peer torch: not measured ({error})")
+        return []
+    if not torch.cuda.is_available():
+        print("# peer torch: not measured (torch finds no CUDA device)")
+        return []
+    torch_dtype = {"f32": torch.float32, "f16": torch.float16}[dtype]
+    hf = {k: v for k, v in hf_config(config).items() if k not in ("model_type", "architectures")}
+    model_class = transformers.Qwen2ForCausalLM if config.qkv_bias else transformers.LlamaForCausalLM
+    config_class = transformers.Qwen2Config if config.qkv_bias else transformers.LlamaConfig
+    with torch.device("cuda"):
+        model = model_class(config_class(**hf)).to(torch_dtype).eval()
+    state = {name: torch.from_numpy(array) for name, array in weights.items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or set(missing) - {"lm_head.weight"}:
+        raise RuntimeError(f"peer torch: weights do not fit transformers' model: {unexpected or missing}")
+    model.tie_weights()
+    name = f"{torch.cuda.get_device_name()} (torch {torch.__version__}, transformers {transformers.__version__})"
+    print(f"# peer: {name}")
+
+    def decode(step_model) -> tuple[float, float, list[int]]:
+        with torch.no_grad():
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            out = step_model(torch.tensor([prompt], device="cuda"), use_cache=True)
+            tokens = [int(out.logits[0, -1].argmax())]
+            ttft = time.perf_counter() - start
+            start = time.perf_counter()
+            for _ in range(n_decode):
+                out = step_model(torch.tensor([[tokens[-1]]], device="cuda"), past_key_values=out.past_key_values,
+                                 use_cache=True)
+                tokens.append(int(out.logits[0, -1].argmax()))  # the token to the host, as in the host loop
+            return ttft, time.perf_counter() - start, tokens
+
+    def kernels_per_step(step_model) -> int | None:
+        try:
+            from torch.profiler import ProfilerActivity, profile
+            with torch.no_grad():
+                out = step_model(torch.tensor([prompt], device="cuda"), use_cache=True)
+                with profile(activities=[ProfilerActivity.CUDA]) as profiler:
+                    step_model(torch.tensor([[1]], device="cuda"), past_key_values=out.past_key_values, use_cache=True)
+                    torch.cuda.synchronize()
+            return sum(1 for e in profiler.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+        except Exception as error:  # the profiler is optional: say so, keep the timing rows
+            print(f"# peer torch: CUDA kernels not counted ({type(error).__name__}: {error})")
+            return None
+
+    variants = [("torch eager", model)]
+    if compile_too:
+        variants.append(("torch compile", torch.compile(model, dynamic=True)))
+    rows = []
+    for label, step_model in variants:
+        try:
+            results = [decode(step_model) for _ in range(warmup + runs)][warmup:]
+        except Exception as error:
+            print(f"# peer {label}: failed ({type(error).__name__}: {str(error).splitlines()[0][:200]})")
+            continue
+        tokens_per_s = summary([n_decode / seconds for _, seconds, _ in results])
+        ttft_ms = summary([1000 * ttft for ttft, _, _ in results])
+        rows.append({"level": label, "encoding": "cuda", "loop": "host", "tokens_per_s": tokens_per_s[0],
+                     "tokens_per_s_std": tokens_per_s[1], "ttft_ms": ttft_ms[0], "ttft_ms_std": ttft_ms[1],
+                     "dispatches_per_token": kernels_per_step(step_model), "tokens": results[0][2], "peer": name})
+    del model
+    torch.cuda.empty_cache()
+    return rows
 
 
 def summary(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
+def print_row(row: dict) -> None:
+    dispatches = row["dispatches_per_token"]
+    print(f"{row['level']:<13} {row['encoding']:<20} {row['loop']:<7} "
+          f"{row['tokens_per_s']:>9.1f} ± {row['tokens_per_s_std']:<5.1f}"
+          f"{row['ttft_ms']:>9.2f} ± {row['ttft_ms_std']:<5.2f}"
+          f"{'' if dispatches is None else dispatches:>16}", flush=True)
+
+
+def measured_row(level: str, encoding: str, loop: str, results, dispatches) -> dict:
+    """A row from [(TTFT seconds, decode seconds)] of the timed repetitions."""
+    return {"level": level, "encoding": encoding, "loop": loop, **_rates(results), "dispatches_per_token": dispatches}
+
+
+def _rates(results) -> dict:
+    n_decode, results = results
+    tokens_per_s = summary([n_decode / decode for _, decode in results])
+    ttft_ms = summary([1000 * ttft for ttft, _ in results])
+    return {"tokens_per_s": tokens_per_s[0], "tokens_per_s_std": tokens_per_s[1], "ttft_ms": ttft_ms[0],
+            "ttft_ms_std": ttft_ms[1]}
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     config = get_config(args.config, widths=args.widths)
-    adapter, device = request_device(args.dtype)
+    if args.peer == "torch":
+        try:
+            import torch  # noqa: F401  (before wgpu creates an adapter: the other order crashes on CUDA hosts)
+        except ImportError:
+            pass
+    adapter, device = request_device(args.dtype, args.impl)
     prompt = [int(t) for t in np.random.default_rng(args.seed).integers(0, config.vocab_size, args.prompt_len)]
     max_seq_len = args.prompt_len + args.tokens + 1
     print(f"# {config.name}, {config.n_layers} layers, {config.n_params / 1e6:.1f}M parameters, {args.dtype}; "
           f"prompt {args.prompt_len} tokens, decode {args.tokens}; {args.runs} runs after {args.warmup} warm-up")
     print(f"# adapter: {adapter.info['device']} ({adapter.info['adapter_type']}, {adapter.info['backend_type']}, "
-          f"{adapter.info['description']}); wgpu {wgpu.__version__}")
+          f"{adapter.info['description']}); {args.impl} (wgpu {wgpu.__version__})")
     weights = random_weights(config, args.seed)
+    roofline = copy_bandwidth(device) if args.kernel_times else None
+    if roofline:
+        print(f"# copy bandwidth (read + write): {roofline / 1e9:.0f} GB/s")
 
-    rows = []
-    header = f"{'level':<7} {'encoding':<20} {'tokens/s':>16} {'TTFT ms':>16} {'dispatches/token':>16}"
+    rows, kernel_times, reference_tokens = [], {}, None
+    header = (f"{'level':<13} {'encoding':<20} {'loop':<7} {'tokens/s':>16} {'TTFT ms':>16} "
+              f"{'dispatches/token':>16}")
     print(header)
     print("-" * len(header))
     for level in args.levels:
@@ -131,36 +345,55 @@ def main(argv=None) -> None:
                                max_seq_len=max_seq_len)
         for encoding in args.encodings:
             model.encoding = encoding
-            results = [measure(model, prompt, args.tokens) for _ in range(args.warmup + args.runs)][args.warmup:]
-            tokens_per_s = summary([args.tokens / decode for _, decode in results])
-            ttft_ms = summary([1000 * ttft for ttft, _ in results])
             dispatches = dispatches_per_token(model, prompt)
-            rows.append({"level": level, "encoding": encoding, "tokens_per_s": tokens_per_s[0],
-                         "tokens_per_s_std": tokens_per_s[1], "ttft_ms": ttft_ms[0], "ttft_ms_std": ttft_ms[1],
-                         "dispatches_per_token": dispatches})
-            print(f"{level:<7} {encoding:<20} {tokens_per_s[0]:>9.1f} ± {tokens_per_s[1]:<5.1f}"
-                  f"{ttft_ms[0]:>9.2f} ± {ttft_ms[1]:<5.2f}{dispatches:>16.0f}", flush=True)
+            results = [measure(model, prompt, args.tokens) for _ in range(args.warmup + args.runs)][args.warmup:]
+            rows.append(measured_row(level, encoding, "host", (args.tokens, results), dispatches))
+            print_row(rows[-1])
+            for k in args.tokens_per_submit:
+                results = [measure_resident(model, prompt, args.tokens, k)
+                           for _ in range(args.warmup + args.runs)][args.warmup:]
+                rows.append(measured_row(level, encoding, f"gpu x{k}", (args.tokens, results), dispatches))
+                print_row(rows[-1])
+        reference_tokens = model.generate(prompt, 1 + args.tokens)
         if args.kernel_times:
-            print_kernel_times(model, prompt)
+            kernel_times[level] = print_kernel_times(model, prompt, roofline)
         del model
 
-    baseline = next((r for r in rows if (r["level"], r["encoding"]) == ("eager", "submit-per-dispatch")), None)
-    if baseline:
-        best = max(rows, key=lambda r: r["tokens_per_s"])
-        print(f"# fastest: {best['level']} {best['encoding']}, "
+    if args.peer == "torch":
+        peer_rows = torch_peer(config, weights, args.dtype, prompt, args.tokens, args.runs, args.warmup,
+                               args.peer_compile)
+        for row in peer_rows:
+            print_row(row)
+            same = row.pop("tokens") == reference_tokens
+            row["tokens_match_reference"] = same
+            print(f"#   {row['level']}: greedy tokens {'equal' if same else 'DIFFER from'} the WGSL model's "
+                  f"({args.levels[-1]})")
+        rows += peer_rows
+
+    webgpu = [r for r in rows if r["encoding"] != "cuda"]
+    baseline = next((r for r in webgpu if (r["level"], r["encoding"], r["loop"]) == ("eager", "submit-per-dispatch",
+                                                                                       "host")), None)
+    best = max(webgpu, key=lambda r: r["tokens_per_s"]) if webgpu else None
+    if best and baseline:
+        print(f"# fastest: {best['level']} {best['encoding']} {best['loop']}, "
               f"{best['tokens_per_s'] / baseline['tokens_per_s']:.2f}x eager submit-per-dispatch")
+    torch_eager = next((r for r in rows if r["level"] == "torch eager"), None)
+    if best and torch_eager:
+        print(f"# fastest: {best['tokens_per_s'] / torch_eager['tokens_per_s']:.2f}x torch eager (same run)")
     if args.plot:
         from pytest_dispatch import plot
 
         title = f"{config.name} {args.dtype}, {adapter.info['device']} ({adapter.info['backend_type']})"
-        plot.plot_levels(args.plot, rows, title)
+        plot.plot_levels(args.plot, [{**r, "encoding": f"{r['encoding']} {r['loop']}",
+                                      "dispatches_per_token": r["dispatches_per_token"] or 0} for r in rows], title)
     if args.json:
         setup = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                  "command": " ".join(sys.argv), "config": config.name, "n_layers": config.n_layers,
                  "dtype": args.dtype, "prompt_len": args.prompt_len, "tokens": args.tokens, "runs": args.runs,
-                 "warmup": args.warmup, "adapter": dict(adapter.info), "wgpu": wgpu.__version__}
+                 "warmup": args.warmup, "adapter": dict(adapter.info), "impl": args.impl, "wgpu": wgpu.__version__,
+                 "copy_bandwidth_bytes_per_s": roofline}
         with open(args.json, "w") as f:
-            json.dump({"setup": setup, "rows": rows}, f, indent=2)
+            json.dump({"setup": setup, "rows": rows, "kernel_times": kernel_times}, f, indent=2)
 
 
 if __name__ == "__main__":

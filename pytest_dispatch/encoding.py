@@ -1,6 +1,7 @@
 """The three ways of encoding a list of dispatches that the paper compares, in one place.
 
-``work`` is a sequence of ``(pipeline, bind_group, (x, y, z))``; bind groups go to group 0.
+``work`` is a sequence of ``(pipeline, bind_group, (x, y, z))``, or of
+``(pipeline, bind_group, (x, y, z), dynamic_offsets)``; bind groups go to group 0.
 
 * ``submit-per-dispatch``: an encoder, a compute pass and a queue submit per dispatch
   (torch-webgpu's way, and the paper's sequential benchmark);
@@ -37,11 +38,11 @@ def submit(
     queue = device.queue
     if encoding == SUBMIT_PER_DISPATCH:
         last = len(work) - 1
-        for index, (pipeline, bind_group, grid) in enumerate(work):
+        for index, (pipeline, bind_group, grid, *offsets) in enumerate(work):
             encoder = device.create_command_encoder()
             compute = encoder.begin_compute_pass()
             compute.set_pipeline(pipeline)
-            compute.set_bind_group(0, bind_group)
+            compute.set_bind_group(0, bind_group, *offsets)
             compute.dispatch_workgroups(*grid)
             if after_dispatch is not None:
                 after_dispatch()
@@ -52,16 +53,16 @@ def submit(
         return
     encoder = device.create_command_encoder()
     compute = None
-    current = (None, None)
-    for pipeline, bind_group, grid in work:
+    current = (None, None, None)
+    for pipeline, bind_group, grid, *offsets in work:
         if encoding == PASS_PER_DISPATCH or compute is None:
             compute = encoder.begin_compute_pass()
-            current = (None, None)
+            current = (None, None, None)
         if pipeline is not current[0]:
             compute.set_pipeline(pipeline)
-        if bind_group is not current[1] or pipeline is not current[0]:
-            compute.set_bind_group(0, bind_group)
-        current = (pipeline, bind_group)
+        if bind_group is not current[1] or pipeline is not current[0] or offsets != current[2]:
+            compute.set_bind_group(0, bind_group, *offsets)
+        current = (pipeline, bind_group, offsets)
         compute.dispatch_workgroups(*grid)
         if after_dispatch is not None:
             after_dispatch()

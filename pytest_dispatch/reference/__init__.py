@@ -5,15 +5,16 @@ fused speedups. One model definition (``graph.build_graph``) is run at three fus
 
 * ``eager``: one dispatch per torch op, mirroring the paper's census of Qwen2.5-0.5B (879 vs 876);
 * ``fused``: the paper's RMSNorm, QKV and gate/up/SiLU fusions (586 vs the paper's 564);
-* ``fused+``: 5 kernels per layer + 3 per forward (123 for Qwen2.5-0.5B).
+* ``fused+``: 4 kernels per layer + 3 per forward (99 for Qwen2.5-0.5B).
 
 ``graph`` has the dispatch accounting, ``weights`` the ``.npz`` names. Typical use::
 
     model = ReferenceModel(device, "tiny", level="fused+", encoding="single-pass")
-    tokens = model.generate([1, 2, 3, 4, 5], n=8)
+    tokens = model.generate([1, 2, 3, 4, 5], n=8, tokens_per_submit=8)  # tokens stay on the GPU
     model.expected_dispatches()  # Counter: kernel label -> dispatches per forward
 """
 
+from .checkpoint import hf_config, load_pretrained, read_safetensors
 from .config import CONFIGS, ModelConfig, get_config
 from .graph import LEVELS, build_graph, dispatches_per_layer, expected_dispatches, schedule
 from .model import DTYPES, ENCODINGS, ReferenceModel
@@ -32,7 +33,10 @@ __all__ = [
     "dispatches_per_layer",
     "expected_dispatches",
     "get_config",
+    "hf_config",
+    "load_pretrained",
     "load_weights",
     "random_weights",
+    "read_safetensors",
     "schedule",
 ]

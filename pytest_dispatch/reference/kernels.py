@@ -24,12 +24,14 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .config import ModelConfig
-from .graph import ACT, F32, U32, Graph, Kernel, Op, View
+from .graph import ACT, F32, NEXT_TOKEN, U32, Graph, Kernel, Op, View
 
 WORKGROUP = 256
 MAX_GRID = 65535
 MAX_STORAGE_BUFFERS = 8  # WebGPU default maxStorageBuffersPerShaderStage
 MAX_ROWS_PER_THREAD = 8  # keeps a matrix-vector workgroup's partial sums within 8 KiB
+MAX_ROWS_PER_WORKGROUP = 32
+TARGET_WORKGROUPS = 1024  # enough to fill a large GPU several times over
 SHARD_ROW_MULTIPLE = 256  # shards split matrices on this many rows: a multiple of every row block
 
 
@@ -44,10 +46,6 @@ class BuildContext:
     dtype: str  # "f32" or "f16": weight matrices and activations
     max_seq_len: int
     max_binding_size: int  # bytes; larger weight matrices are split into shards
-
-    @property
-    def token_slots(self) -> int:
-        return max(1, math.ceil(self.max_seq_len / 4))
 
     def wgsl_type(self, dtype: str) -> str:
         return {ACT: "act", F32: "f32", U32: "u32"}[dtype]
@@ -129,8 +127,22 @@ def vector_pack(tensors: Sequence[str]) -> Pack:
 
 
 @dataclass(frozen=True)
+class Stack:
+    """Activations of one row size kept back to back in one buffer, ``max_seq_len`` rows
+    each, so that a kernel binds them once (the rotary cos and sin tables of fused+: one
+    storage binding fewer, which keeps the embedding of an f32 Qwen2.5-0.5B within 8)."""
+
+    tensors: tuple[str, ...]
+    row_size: int
+
+    def offset(self, tensor: str, max_seq_len: int) -> int:
+        """Element offset of ``tensor`` in the stack."""
+        return self.tensors.index(tensor) * max_seq_len * self.row_size
+
+
+@dataclass(frozen=True)
 class Binding:
-    resource: str | Pack  # a graph tensor, or a packed weight
+    resource: str | Pack | Stack  # a graph tensor, a packed weight, or stacked activations
     writable: bool = False
     shard: int = 0
 
@@ -162,17 +174,15 @@ def _header(ctx: BuildContext) -> str:
     enable = "enable f16;\n" if ctx.dtype == "f16" else ""
     return f"""{enable}alias act = {ctx.dtype};
 
-// Written once per forward with queue.write_buffer.
+// One 256-byte slice of the uniform buffer per forward, chosen by a dynamic offset, so that
+// the forwards of a multi-step submission each see their own position.
 struct Forward {{
     n_tokens: u32,
     start_pos: u32,  // KV-cache position of the first token of this forward
     _pad0: u32,
     _pad1: u32,
-    tokens: array<vec4<u32>, {ctx.token_slots}>,
 }}
 @group(0) @binding(0) var<uniform> fwd: Forward;
-
-fn token_at(t: u32) -> u32 {{ return fwd.tokens[t / 4u][t % 4u]; }}
 """
 
 
@@ -447,21 +457,22 @@ def embedding_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Progra
     c, d = ctx.config.d_model, ctx.config.head_dim
     with_rope = kernel.op("rope.angles") is not None
     decl = [(f"table{i}", "act", False) for i in range(table.n_shards)]
-    decl.append(("hidden", "act", True))
-    bindings = [Binding(table, shard=i) for i in range(table.n_shards)] + [Binding(embed.output, writable=True)]
+    decl += [("token_log", "u32", False), ("hidden", "act", True)]
+    bindings = [Binding(table, shard=i) for i in range(table.n_shards)]
+    bindings += [Binding(NEXT_TOKEN), Binding(embed.output, writable=True)]
     rope = ""
     if with_rope:
-        cos_out, sin_out = kernel.op("rope.scale_cos").output, kernel.op("rope.scale_sin").output
+        tables = rope_tables(kernel.op("rope.scale_cos").output, kernel.op("rope.scale_sin").output, ctx)
         scale_cos = kernel.op("rope.scale_cos").attrs["scalar"]
         scale_sin = kernel.op("rope.scale_sin").attrs["scalar"]
-        decl += [("cos_out", "f32", True), ("sin_out", "f32", True)]
-        bindings += [Binding(cos_out, writable=True), Binding(sin_out, writable=True)]
+        decl += [("rope_out", "f32", True)]
+        bindings += [Binding(tables, writable=True)]
         rope = f"""
     if (i < fwd.n_tokens * {_u(d)}) {{
         let t = i / {_u(d)};
         let angle = f32(fwd.start_pos + t) * INV_FREQ[i % {_u(d // 2)}];
-        cos_out[i] = cos(angle) * {_f32(scale_cos)};
-        sin_out[i] = sin(angle) * {_f32(scale_sin)};
+        rope_out[i] = cos(angle) * {_f32(scale_cos)};
+        rope_out[{_u(tables.offset(tables.tensors[1], ctx.max_seq_len))} + i] = sin(angle) * {_f32(scale_sin)};
     }}"""
     source = f"""{_header(ctx)}
 {_declare(decl)}
@@ -473,12 +484,16 @@ def embedding_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Progra
     {_FLAT_WORKGROUP}
     let i = flat_wg * 256u + lid;
     if (i < fwd.n_tokens * {_u(c)}) {{
-        hidden[i] = act(table_at(token_at(i / {_u(c)}), i % {_u(c)}));
+        hidden[i] = act(table_at(token_log[1u + fwd.start_pos + i / {_u(c)}], i % {_u(c)}));
     }}{rope}
 }}
 """
     width = max(c, d)
     return Program(kernel.name, source, tuple(bindings), lambda T: grid_1d(math.ceil(T * width / WORKGROUP)))
+
+
+def rope_tables(cos: str, sin: str, ctx: BuildContext) -> Stack:
+    return Stack((cos, sin), ctx.config.head_dim)
 
 
 def rope_angles_program(op: Op, graph: Graph, ctx: BuildContext) -> Program:
@@ -635,25 +650,29 @@ def argmax_reference(logits: np.ndarray) -> np.ndarray:
 def argmax_program(op: Op, graph: Graph, ctx: BuildContext) -> Program:
     v = ctx.config.vocab_size
     v4 = math.ceil(v / 4)
-    in_range = (lambda c: f"4u * q + {c}u < {_u(v)} && ") if v % 4 else (lambda c: "")
+    unroll = 32  # vec4 loads in flight per invocation: one workgroup, so latency decides
+    in_range = (lambda u, c: f"4u * q{u} + {c}u < {_u(v)} && ") if v % 4 else (lambda u, c: "")
+    loads = "\n".join(f"        let q{u} = lid + (i * {_u(unroll)} + {_u(u)}) * 256u;\n"
+                      f"        let x{u} = logits[min(q{u}, {_u(v4 - 1)})];" for u in range(unroll))
     compares = "\n".join(
-        f"            if ({in_range(c)}x[{c}] > value) {{ value = x[{c}]; index = 4u * q + {c}u; }}" for c in range(4))
+        f"        if (q{u} < {_u(v4)}) {{\n" + "\n".join(
+            f"            if ({in_range(u, c)}x{u}[{c}] > value) {{ value = x{u}[{c}]; index = 4u * q{u} + {c}u; }}"
+            for c in range(4)) + "\n        }"
+        for u in range(unroll))
     source = f"""{_header(ctx)}
 {_declare([("logits", "vec4<f32>", False), ("out", "u32", True)])}
 var<workgroup> best_value: array<f32, 256>;
 var<workgroup> best_index: array<u32, 256>;
 
-// argmax over {v} logits in one workgroup: each invocation scans every 256th vec4 (a
-// constant trip count, so loads can be issued ahead), then a tree reduction.
+// argmax over {v} logits in one workgroup, into out[0] and the token log (graph.NEXT_TOKEN):
+// each invocation scans every 256th vec4 in increasing order ({unroll} loads issued before
+// their compares), then a tree reduction.
 {_ENTRY}
     var value = -3.4e38;
     var index = 0xffffffffu;
-    for (var i = 0u; i < {_u(math.ceil(v4 / WORKGROUP))}; i += 1u) {{
-        let q = lid + i * 256u;
-        if (q < {_u(v4)}) {{
-            let x = logits[q];
+    for (var i = 0u; i < {_u(math.ceil(v4 / (WORKGROUP * unroll)))}; i += 1u) {{
+{loads}
 {compares}
-        }}
     }}
     best_value[lid] = value;
     best_index[lid] = index;
@@ -669,7 +688,10 @@ var<workgroup> best_index: array<u32, 256>;
         }}
         workgroupBarrier();
     }}
-    if (lid == 0u) {{ out[0] = best_index[0]; }}
+    if (lid == 0u) {{
+        out[0] = best_index[0];
+        out[1u + fwd.start_pos + fwd.n_tokens] = best_index[0];  // the log entry the next forward embeds
+    }}
 }}
 """
     return Program(op.label, source, (Binding(op.inputs[0]), Binding(op.output, writable=True)),
@@ -678,8 +700,8 @@ var<workgroup> best_index: array<u32, 256>;
 
 # --------------------------------------------------------------------------------------------
 # Matrix-vector kernels: every kernel built around a linear layer
-#   linear (eager), qkv_proj, gate_up_silu (fused), norm_qkv_rope_append, o_proj_residual,
-#   norm_gate_up_silu, down_proj_residual, norm_lm_head (fused+).
+#   linear (eager), qkv_proj, gate_up_silu (fused), norm_qkv_rope_append,
+#   attention_o_proj_residual, norm_gate_up_silu, down_proj_residual, norm_lm_head (fused+).
 # reference: matmul_reference for the product; the group's other primitive ops for the rest.
 #
 # A workgroup owns a block of rows of a packed weight matrix. Its 256 invocations form
@@ -687,7 +709,8 @@ var<workgroup> best_index: array<u32, 256>;
 # vec4 loads, each weight read once) and each invocation keeps ROWS_PER_THREAD rows in
 # registers, so an x element is loaded once per ROWS_PER_THREAD rows. A tree reduction in
 # workgroup memory then sums the lanes. Prologue (optional RMSNorm of x, recomputed by every
-# workgroup: x is one row) and epilogue (bias, residual, SiLU*up, rotary + KV append) are fused.
+# workgroup: x is one row; or the token's attention, which is x) and epilogue (bias,
+# residual, SiLU*up, rotary + KV append) are fused.
 # For a prefill the grid's x is the token, so workgroups sharing weights run together.
 # --------------------------------------------------------------------------------------------
 
@@ -707,12 +730,13 @@ class Geometry:
         return WORKGROUP // self.lanes * self.rows_per_thread
 
 
-def matvec_geometry(n_rows: int, k: int, block: int | None = None) -> Geometry:
-    """Lanes per row from the inner size; rows per thread so that big matrices still get
-    hundreds of workgroups. ``block`` forces the rows per workgroup (a whole rotary head,
-    when the default block would be larger than one)."""
+def matvec_geometry(n_rows: int, k: int, block: int | None = None, min_rows: int = 1) -> Geometry:
+    """The tallest row block (fewest repeated prologues and reductions) that still makes
+    ``TARGET_WORKGROUPS`` workgroups, else the one that makes the most: a large GPU streams a
+    matrix at full bandwidth only with many loads in flight. ``block`` forces the rows per
+    workgroup (a rotary kernel's, when the chosen block would not fit a head)."""
     k4 = k // 4
-    lanes = 16 if k4 <= 64 else 32 if k4 < 512 else 64
+    lanes = 16 if k4 <= 64 else 32 if k4 < 512 else 64  # preferred, on a tie
     if block is not None:
         # The lane count nearest the preferred one that splits the block evenly over the slices.
         for candidate in sorted((2 ** i for i in range(9)), key=lambda c: abs(math.log2(c / lanes))):
@@ -720,10 +744,27 @@ def matvec_geometry(n_rows: int, k: int, block: int | None = None) -> Geometry:
             if not remainder and 1 <= rows_per_thread <= MAX_ROWS_PER_THREAD:
                 return Geometry(candidate, rows_per_thread)
         raise ValueError(f"a row block of {block} does not fit a 256-invocation workgroup")
-    rows_per_thread = 1
-    while rows_per_thread < 4 and math.ceil(n_rows / (WORKGROUP // lanes * rows_per_thread * 2)) >= 256:
-        rows_per_thread *= 2
-    return Geometry(lanes, rows_per_thread)
+    candidates = [Geometry(candidate, rows_per_thread) for candidate in (16, 32, 64, 128, 256)
+                  if candidate <= max(16, k4) for rows_per_thread in (1, 2, 4)
+                  if min_rows <= WORKGROUP // candidate * rows_per_thread <= MAX_ROWS_PER_WORKGROUP]
+    distance = {g: abs(math.log2(g.lanes / lanes)) for g in candidates}
+    enough = [g for g in candidates if math.ceil(n_rows / g.rows) >= TARGET_WORKGROUPS]
+    if enough:
+        return max(enough, key=lambda g: (g.rows, -distance[g]))
+    return min(candidates, key=lambda g: (g.rows, distance[g]))
+
+
+def loads_unrolled(iterations: int, rows_per_thread: int, target: int = 8) -> int:
+    """Iterations of a matrix-vector loop unrolled into one, so that about ``target`` weight
+    loads are in flight per invocation, wasting at most an eighth of the slots on the tail;
+    a short loop is unrolled whole."""
+    if iterations * rows_per_thread <= 2 * target:
+        return iterations
+    for unroll in (8, 4, 2):
+        slots = math.ceil(iterations / unroll) * unroll
+        if unroll * rows_per_thread <= target and unroll <= iterations and 8 * (slots - iterations) <= slots:
+            return unroll
+    return 1
 
 
 @dataclass(frozen=True)
@@ -752,6 +793,7 @@ class MatvecSpec:
     residual: str = ""  # residual: tensor added to the product
     out: str = ""  # residual, silu_mul: output tensor
     rope: tuple[str, str, str, str, str] = ()  # rope_append: q out, k cache, v cache, cos, sin
+    attention: tuple[str, str, str] = ()  # q, k cache, v cache: x is their attention, computed in place
 
 
 def matvec_spec(kernel: Kernel, graph: Graph, ctx: BuildContext) -> MatvecSpec:
@@ -771,9 +813,16 @@ def matvec_spec(kernel: Kernel, graph: Graph, ctx: BuildContext) -> MatvecSpec:
     common = dict(label=kernel.name, x=x, k=k, norm=norm, bias=bool(biases), vectors=vectors,
                   last_token_only=last_token_only)
 
+    sdpa = kernel.op("attention.sdpa")  # attention_o_proj_residual
+    block = None
+    if sdpa is not None:
+        common["attention"] = sdpa.input_tensors
+        accounted += 1
+        block = ATTENTION_ROWS_PER_WORKGROUP  # every workgroup repeats the attention: tall row blocks
+
     if kernel.ops_of("*_cache.append"):  # norm_qkv_rope_append
         # Workgroups of a few rotary pairs each, not whole heads: many more workgroups.
-        geometry = matvec_geometry(sum(rows), k)
+        geometry = matvec_geometry(sum(rows), k, min_rows=2)  # rotary pairs
         if geometry.rows > cfg.head_dim:
             geometry = matvec_geometry(sum(rows), k, block=cfg.head_dim)
         pack = matrix_pack("rope_pairs", weight_names, sum(rows), k, ctx, block=geometry.rows,
@@ -786,7 +835,7 @@ def matvec_spec(kernel: Kernel, graph: Graph, ctx: BuildContext) -> MatvecSpec:
         spec = MatvecSpec(weights=pack, geometry=geometry, n_rows=sum(rows), epilogue="rope_append",
                           rope=(kernel.op("q_rope.add").output, k_cache, v_cache, cos, sin), **common)
     elif kernel.op("mlp.silu") is not None:  # gate_up_silu, norm_gate_up_silu
-        geometry = matvec_geometry(2 * rows[0], k)
+        geometry = matvec_geometry(2 * rows[0], k, min_rows=2)  # a gate row and its up row
         pack = matrix_pack("gate_up", weight_names, math.ceil(rows[0] / (geometry.rows // 2)) * geometry.rows,
                            k, ctx, block=geometry.rows)
         accounted += 2
@@ -798,7 +847,7 @@ def matvec_spec(kernel: Kernel, graph: Graph, ctx: BuildContext) -> MatvecSpec:
         residual = next(t for t in add.input_tensors if t != product)
         accounted += 1
         spec = MatvecSpec(weights=matrix_pack("rows", weight_names, rows[0], k, ctx),
-                          geometry=matvec_geometry(rows[0], k), n_rows=rows[0], epilogue="residual",
+                          geometry=matvec_geometry(rows[0], k, block=block), n_rows=rows[0], epilogue="residual",
                           residual=residual, out=add.output, **common)
     else:  # linear, qkv_proj, norm_lm_head
         routes, start = [], 0
@@ -822,8 +871,12 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
     pack = spec.weights
     blocks_per_shard = pack.rows_per_shard // rows
 
-    decl = [("x", "vec4<act>", False)]
-    bindings = [Binding(spec.x)]
+    if spec.attention:
+        decl = [("q", "vec4<act>", False), ("k_cache", "vec4<act>", False), ("v_cache", "act", False)]
+        bindings = [Binding(name) for name in spec.attention]
+    else:
+        decl = [("x", "vec4<act>", False)]
+        bindings = [Binding(spec.x)]
     if spec.vectors:
         decl.append(("vectors", "vec4<f32>", False))
         bindings.append(Binding(spec.vectors))
@@ -881,8 +934,10 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
         out_binding("q_out", q_out, "act")
         out_binding("k_cache", k_cache, "act")
         out_binding("v_cache", v_cache, "act")
-        decl += [("cos_table", "f32", False), ("sin_table", "f32", False)]
-        bindings += [Binding(cos), Binding(sin)]
+        tables = rope_tables(cos, sin, ctx)
+        decl += [("rope_table", "f32", False)]
+        bindings += [Binding(tables)]
+        sin_offset = tables.offset(sin, ctx.max_seq_len)
         d, h, kv, s = cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, ctx.max_seq_len
         pairs = rows // 2
         blocks_per_head = d // rows
@@ -901,7 +956,7 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
             let partner_j = select(j - {_u(d // 2)}, j + {_u(d // 2)}, first_half);
             let partner_value = row_sum(partner) + bias_at(head * {_u(d)} + partner_j);
             let rotated = select(partner_value, -partner_value, first_half);
-            let y = value * cos_table[t * {_u(d)} + j] + rotated * sin_table[t * {_u(d)} + j];
+            let y = value * rope_table[t * {_u(d)} + j] + rotated * rope_table[{_u(sin_offset)} + t * {_u(d)} + j];
             if (head < {_u(h)}) {{
                 q_out[t * {_u(h * d)} + head * {_u(d)} + j] = act(y);
             }} else {{
@@ -917,24 +972,35 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
     for (var k4 = lid; k4 < {_u(k4)}; k4 += 256u) {{ let v = vec4<f32>(x[x_row + k4]); sum_sq += dot(v, v); }}
     let rstd = inverseSqrt(workgroup_sum(lid, sum_sq) / {_f32(spec.k)} + {_f32(spec.norm.eps)});"""
         load_x = "vec4<f32>(x[x_row + k4]) * (rstd * vectors[k4])"
+    elif spec.attention:
+        prologue = attention_prologue(ctx)
+        load_x = "attn_x[k4]"
     else:
         prologue = ""
         load_x = "vec4<f32>(x[x_row + k4])"
 
-    # A constant trip count lets the driver unroll the loop and keep many loads in flight.
+    # Memory-level parallelism: each iteration issues ``unroll`` x rows-per-thread independent
+    # weight loads before any of their products, and the trip count is a constant. Slots past
+    # the inner size load a clamped (valid) index and add nothing.
     iterations = math.ceil(k4 / lanes)
-    tail_guard = f"if (k4 >= {_u(k4)}) {{ break; }}" if k4 % lanes else ""
+    unroll = loads_unrolled(iterations, rpt)
+    exact = iterations % unroll == 0 and k4 % lanes == 0
 
     def main_loop(shard: int) -> str:
-        # Accumulators are unrolled into scalars so they stay in registers.
-        products = "\n".join(
-            f"                acc{r} += dot(vec4<f32>(w{shard}[w_index + {_u(r * k4)}]), xv);" for r in range(rpt))
-        return f"""for (var i = 0u; i < {_u(iterations)}; i += 1u) {{
-                let k4 = lane + i * {_u(lanes)};
-                {tail_guard}
-                let xv = {load_x};
-                let w_index = local_row * {_u(k4)} + k4;
-{products}
+        lines = []
+        for u in range(unroll):
+            index = f"lane + (i * {_u(unroll)} + {_u(u)}) * {_u(lanes)}"
+            lines.append(f"let k4_{u} = {index if exact else f'min({index}, {_u(k4 - 1)})'};")
+            lines.append(f"let xv{u} = {load_x.replace('k4', f'k4_{u}')};")
+            lines += [f"let w{u}_{r} = vec4<f32>(w{shard}[w_row + k4_{u} + {_u(r * k4)}]);" for r in range(rpt)]
+        for u in range(unroll):
+            in_range = f"lane + (i * {_u(unroll)} + {_u(u)}) * {_u(lanes)} < {_u(k4)}"
+            for r in range(rpt):  # accumulators are scalars, so they stay in registers
+                product = f"dot(w{u}_{r}, xv{u})" if exact else f"select(0.0, dot(w{u}_{r}, xv{u}), {in_range})"
+                lines.append(f"acc{r} += {product};")
+        body = "\n                ".join(lines)
+        return f"""for (var i = 0u; i < {_u(math.ceil(iterations / unroll))}; i += 1u) {{
+                {body}
             }}"""
 
     cases = "\n".join(f"        case {i}u: {{\n            {main_loop(i)}\n        }}" for i in range(pack.n_shards - 1))
@@ -943,7 +1009,7 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
 {_declare(decl)}
 {_REDUCE}
 var<workgroup> partial: array<f32, {WORKGROUP * rpt}>;
-
+{attention_workgroup_memory(ctx) if spec.attention else ""}
 // Sum of the {lanes} lanes of local row lr (after the reduction below).
 fn row_sum(lr: u32) -> f32 {{
     return partial[(lr % {_u(rpt)}) * 256u + (lr / {_u(rpt)}) * {_u(lanes)}];
@@ -962,6 +1028,7 @@ fn bias_at(row: u32) -> f32 {{ {bias_body} }}
     let lane = lid % {_u(lanes)};
     let shard = block / {_u(blocks_per_shard)};
     let local_row = (block - shard * {_u(blocks_per_shard)}) * {_u(rows)} + slice * {_u(rpt)};
+    let w_row = local_row * {_u(k4)};
 {"".join(f"    var acc{r} = 0.0;{chr(10)}" for r in range(rpt))}    switch shard {{
 {cases}
         default: {{
@@ -982,6 +1049,106 @@ fn bias_at(row: u32) -> f32 {{ {bias_body} }}
     z = math.ceil(n_blocks / MAX_GRID)
     grid = (lambda T: (1, y, z)) if spec.last_token_only else (lambda T: (T, y, z))
     return Program(kernel.name, source, tuple(bindings), grid)
+
+
+# --------------------------------------------------------------------------------------------
+# Attention inside the o_proj kernel (fused+): every workgroup computes token t's attention
+# over all heads into workgroup memory, then its rows of o_proj from there. No workgroup
+# waits for another, at the price of repeating the attention in each of the kernel's
+# workgroups: cheap while the context is short (decode), the reason the row blocks are tall.
+# reference: sdpa_reference, then the matmul and the residual add.
+# --------------------------------------------------------------------------------------------
+
+ATTENTION_ROWS_PER_WORKGROUP = 16
+ATTENTION_CHUNK = 32  # keys scored per round, for all heads at once
+
+
+def attention_workgroup_memory(ctx: BuildContext) -> str:
+    cfg = ctx.config
+    return f"""var<workgroup> attn_x: array<vec4<f32>, {cfg.q_dim // 4}>;
+var<workgroup> scores: array<f32, {cfg.n_heads * ATTENTION_CHUNK}>;
+var<workgroup> head_max: array<f32, {cfg.n_heads}>;
+var<workgroup> head_sum: array<f32, {cfg.n_heads}>;
+var<workgroup> head_scale: array<f32, {cfg.n_heads}>;
+"""
+
+
+def attention_prologue(ctx: BuildContext) -> str:
+    """Causal GQA attention of token t with an online softmax over chunks of keys: scores of
+    every (head, key) of a chunk in parallel, softmax statistics per head, then each
+    invocation accumulates p * v for its output elements (held in registers). The loops over
+    head_dim and over a chunk's keys are unrolled so that their loads are all in flight at
+    once: this prologue is latency-bound, not bandwidth-bound. ``attn_x`` holds the scaled
+    query first, then the attention output."""
+    cfg = ctx.config
+    h, d, s, c = cfg.n_heads, cfg.head_dim, ctx.max_seq_len, ATTENTION_CHUNK
+    group, hd = cfg.n_heads // cfg.n_kv_heads, cfg.q_dim
+    per_thread = math.ceil(hd / WORKGROUP)
+
+    def each_output(body: str) -> str:
+        return "\n".join(f"""    {{
+        let o = lid + {_u(r * WORKGROUP)};
+        if (o < {_u(hd)}) {{ let head = o / {_u(d)}; {body.replace("acc_r", f"att{r}")} }}
+    }}""" for r in range(per_thread))
+
+    qk_terms = "\n".join(
+        f"                    dot_qk += dot(attn_x[q_base + {_u(i)}], vec4<f32>(k_cache[k_base + {_u(i)}]));"
+        for i in range(d // 4))
+    score_rounds = "\n".join(f"""        {{
+            let idx = lid + {_u(r * WORKGROUP)};
+            let head = idx / {_u(c)};
+            let key = base + idx % {_u(c)};
+            if (idx < {_u(h * c)}) {{
+                var score = -3.0e38;
+                if (key < n_keys) {{
+                    let q_base = head * {_u(d // 4)};
+                    let k_base = ((head / {_u(group)}) * {_u(s)} + key) * {_u(d // 4)};
+                    var dot_qk = 0.0;
+{qk_terms}
+                    score = dot_qk;
+                }}
+                scores[idx] = score;
+            }}
+        }}""" for r in range(math.ceil(h * c / WORKGROUP)))
+    pv_terms = "\n".join(
+        f"            pv += select(0.0, scores[head * {_u(c)} + {_u(j)}] * "
+        f"f32(v_cache[v_base + min({_u(j)}, last) * {_u(d)}]), {_u(j)} <= last);" for j in range(c))
+    accumulate_pv = f"""let v_base = ((head / {_u(group)}) * {_u(s)} + base) * {_u(d)} + o % {_u(d)};
+            var pv = 0.0;
+{pv_terms}
+            acc_r = acc_r * head_scale[head] + pv;"""
+    accumulators = "".join(f"    var att{r} = 0.0;\n" for r in range(per_thread))
+    return f"""    let n_keys = fwd.start_pos + t + 1u;
+    if (lid < {_u(h)}) {{ head_max[lid] = -3.0e38; head_sum[lid] = 0.0; }}
+    for (var i = lid; i < {_u(hd // 4)}; i += 256u) {{
+        attn_x[i] = vec4<f32>(q[t * {_u(hd // 4)} + i]) * {_f32(1 / math.sqrt(d))};
+    }}
+    workgroupBarrier();
+{accumulators}    for (var base = 0u; base < n_keys; base += {_u(c)}) {{
+{score_rounds}
+        workgroupBarrier();
+        if (lid < {_u(h)}) {{
+            var m = head_max[lid];
+            for (var j = 0u; j < {_u(c)}; j += 1u) {{ m = max(m, scores[lid * {_u(c)} + j]); }}
+            var chunk_sum = 0.0;
+            for (var j = 0u; j < {_u(c)}; j += 1u) {{
+                let p = exp(scores[lid * {_u(c)} + j] - m);
+                scores[lid * {_u(c)} + j] = p;
+                chunk_sum += p;
+            }}
+            let rescale = exp(head_max[lid] - m);
+            head_scale[lid] = rescale;
+            head_sum[lid] = head_sum[lid] * rescale + chunk_sum;
+            head_max[lid] = m;
+        }}
+        workgroupBarrier();
+        let last = min({_u(c)}, n_keys - base) - 1u;  // the chunk's last valid key
+{each_output(accumulate_pv)}
+        workgroupBarrier();
+    }}
+    // Rounded to the model dtype, as the attention kernel of the other levels stores it.
+{each_output("attn_x[o / 4u][o % 4u] = f32(act(acc_r / head_sum[head]));")}
+    workgroupBarrier();"""
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,14 +3,17 @@
 Construction builds everything once: the schedule of kernels for the level, one compute
 pipeline per distinct kernel (``label`` = kernel name, which the dispatch recorder counts),
 the weights (re-packed per kernel), activation buffers (re-used once a tensor is dead), KV
-caches, and one bind group per dispatch. A forward then costs one ``queue.write_buffer``
-(token count, start position and token ids in a small uniform buffer), the encoding of the
-level's dispatches (``encoding``), and one mapped readback of the 4-byte next token.
+caches, and one bind group per dispatch. A forward then costs a ``queue.write_buffer`` of its
+token count and start position (a 256-byte slice of the uniform buffer, one per cache
+position, bound with a dynamic offset) and of its token ids (into the token log, see
+``graph.NEXT_TOKEN``), the encoding of the level's dispatches (``encoding``), and one mapped
+readback of the 4-byte next token. ``generate(..., tokens_per_submit=K)`` encodes K forwards
+into one submission: each reads the token the previous one's argmax wrote into the log, and
+the K tokens come back in one readback.
 """
 
 from __future__ import annotations
 
-import math
 import time
 import weakref
 from collections import Counter
@@ -22,13 +25,14 @@ import wgpu
 from pytest_dispatch import encoding
 
 from .config import ModelConfig, get_config
-from .graph import ACT, ACTIVATION, CACHE, F32, LEVELS, OUTPUT, Kernel, build_graph, schedule
-from .kernels import BuildContext, Pack, Program, build_program
+from .graph import ACT, ACTIVATION, CACHE, F32, LEVELS, NEXT_TOKEN, OUTPUT, Kernel, build_graph, schedule
+from .kernels import BuildContext, Pack, Program, Stack, build_program
+from .checkpoint import load_pretrained
 from .weights import load_weights, random_weights
 
 ENCODINGS = encoding.ENCODINGS
 DTYPES = ("f32", "f16")
-MAX_TOKENS_IN_UNIFORM = 16000  # the per-forward uniform holds the token ids (64 KiB binding limit)
+FORWARD_UNIFORM_BYTES = 16  # kernels.Forward: n_tokens, start_pos and padding
 
 # Pipelines are shared by every model on a device: a pipeline is keyed by (label, WGSL, layout).
 _PIPELINES: "weakref.WeakKeyDictionary[wgpu.GPUDevice, dict]" = weakref.WeakKeyDictionary()
@@ -69,8 +73,8 @@ class ReferenceModel:
             raise ValueError(f"unknown dtype {dtype!r}; choose one of {DTYPES}")
         if dtype == "f16" and "shader-f16" not in device.features:
             raise ValueError("dtype='f16' needs a device created with the 'shader-f16' feature; use dtype='f32'")
-        if not 1 <= max_seq_len <= MAX_TOKENS_IN_UNIFORM:
-            raise ValueError(f"max_seq_len={max_seq_len} must be between 1 and {MAX_TOKENS_IN_UNIFORM}")
+        if max_seq_len < 1:
+            raise ValueError(f"max_seq_len={max_seq_len} must be at least 1")
         self.level, self.dtype, self.max_seq_len = level, dtype, max_seq_len
         self.encoding = encoding
         self.weights = random_weights(self.config, seed) if weights is None else load_weights(weights, self.config)
@@ -81,23 +85,36 @@ class ReferenceModel:
         self._ctx = BuildContext(self.config, dtype, max_seq_len, min(limit, max_binding_size or limit))
         self.programs: tuple[Program, ...] = tuple(build_program(k, self.graph, self._ctx) for k in self.kernels)
 
-        self._uniform = device.create_buffer(size=16 + 16 * self._ctx.token_slots,
+        # One uniform slice per cache position: a forward's slice is the one of its start_pos.
+        self._slice = max(256, device.limits["min-uniform-buffer-offset-alignment"])
+        self._uniform = device.create_buffer(size=max_seq_len * self._slice,
                                              usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
-        self._params = np.zeros(4 + 4 * self._ctx.token_slots, dtype=np.uint32)
-        self._buffers: dict[str | tuple[Pack, int], wgpu.GPUBuffer] = {}
+        self._buffers: dict[str | Stack | tuple[Pack, int], wgpu.GPUBuffer] = {}
+        self._stacked: dict[str, Stack] = {}  # tensor -> the stack that holds it
         self._create_weight_buffers()
         self._create_state_buffers()
         self._allocate_activations()
-        self._token_staging = device.create_buffer(size=16, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        # Two, so one submission's tokens can be copied while the previous one's are read.
+        self._token_staging = [device.create_buffer(size=_round16(4 * max_seq_len), label=f"tokens {i}",
+                                                    usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+                               for i in range(2)]
         self._logits_staging = device.create_buffer(
             size=_round16(4 * self.config.vocab_size), usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
         self._pipelines, self._bind_groups = zip(*(self._pipeline_and_bind_group(p) for p in self.programs))
-        self._work: dict[int, list] = {}  # n_tokens -> [(pipeline, bind group, grid)]
+        self._grids: dict[int, list] = {}  # n_tokens -> workgroup grid of each program
         self.reset()
 
     # ----------------------------------------------------------------------------------------
     # Public API
     # ----------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_pretrained(cls, device: wgpu.GPUDevice, path, **kwargs) -> "ReferenceModel":
+        """The model of a Hugging Face checkpoint folder: ``config.json`` and ``*.safetensors``
+        (Qwen2 or Llama-style; see ``checkpoint.load_pretrained``). ``kwargs`` as for the
+        constructor (``level``, ``dtype``, ``max_seq_len``...)."""
+        config, arrays = load_pretrained(path)
+        return cls(device, config, weights=load_weights(arrays, config, where=str(path)), **kwargs)
 
     @property
     def encoding(self) -> str:
@@ -117,21 +134,18 @@ class ReferenceModel:
     def forward(self, tokens: Sequence[int], *, return_logits: bool = False):
         """Run one forward over ``tokens`` (appended to the KV cache); return the greedy next
         token, or ``(token, logits of the last position)`` with ``return_logits``."""
-        tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        tokens = self._checked_tokens(tokens)
         n = len(tokens)
-        if n == 0:
-            raise ValueError("forward needs at least one token")
         if self.position + n > self.max_seq_len:
             raise ValueError(f"forward of {n} tokens at position {self.position} exceeds max_seq_len="
                              f"{self.max_seq_len}; call reset() or build the model with a larger max_seq_len")
-        if tokens.min() < 0 or tokens.max() >= self.config.vocab_size:
-            raise ValueError(f"token ids must be in [0, {self.config.vocab_size}); got {tokens.min()}..{tokens.max()}")
-        self._write_params(tokens, self.position)
-        copies = [(self._buffers["next_token"], self._token_staging, 4)]
+        self._write_tokens(tokens, self.position)
+        self._write_forwards([(n, self.position)])
+        copies = [(self._buffers[NEXT_TOKEN], 0, self._token_staging[0], 4)]
         if return_logits:
-            copies.append((self._buffers["lm_head.matmul"], self._logits_staging, 4 * self.config.vocab_size))
-        self._encode_and_submit(self._work_for(n), copies)
-        token = int(self._read_staging(self._token_staging, np.uint32, 1)[0])
+            copies.append((self._buffers["lm_head.matmul"], 0, self._logits_staging, 4 * self.config.vocab_size))
+        self._encode_and_submit(self._work_for(n, self.position), copies)
+        token = int(self._read_staging(self._token_staging[0], np.uint32, 1)[0])
         self.position += n
         self.last_token = token
         if return_logits:
@@ -144,12 +158,40 @@ class ReferenceModel:
             raise ValueError("decode_step needs a previous forward: call forward(prompt) first")
         return self.forward([self.last_token], return_logits=return_logits)
 
-    def generate(self, prompt: Sequence[int], n: int) -> list[int]:
-        """Reset, prefill ``prompt`` in one forward, then decode; the ``n`` greedy tokens."""
+    def generate(self, prompt: Sequence[int], n: int, *, tokens_per_submit: int = 1) -> list[int]:
+        """Reset, prefill ``prompt`` in one forward, then decode; the ``n`` greedy tokens.
+
+        The tokens stay on the GPU between forwards (argmax writes each where the next
+        forward's embedding reads it). ``tokens_per_submit`` forwards are encoded into one
+        submission, whose tokens come back in one readback; that readback waits only after the
+        next submission is queued, so the GPU is not left idle while the host encodes. The
+        tokens are the same for every ``tokens_per_submit``."""
+        if n < 1 or tokens_per_submit < 1:
+            raise ValueError(f"generate needs n >= 1 and tokens_per_submit >= 1; got n={n}, "
+                             f"tokens_per_submit={tokens_per_submit}")
+        prompt = self._checked_tokens(prompt)
+        if len(prompt) + n - 1 > self.max_seq_len:
+            raise ValueError(f"a prompt of {len(prompt)} tokens and {n} generated need max_seq_len >= "
+                             f"{len(prompt) + n - 1}; build the model with a larger max_seq_len "
+                             f"(now {self.max_seq_len})")
         self.reset()
-        out = [self.forward(prompt)]
-        while len(out) < n:
-            out.append(self.decode_step())
+        self._write_tokens(prompt, 0)
+        forwards = [(len(prompt), 0)] + [(1, len(prompt) + i) for i in range(n - 1)]
+        self._write_forwards(forwards)
+        out: list[int] = []
+        pending = None
+        for index, first in enumerate(range(0, n, tokens_per_submit)):
+            chunk = forwards[first:first + tokens_per_submit]
+            work = [item for n_tokens, start_pos in chunk for item in self._work_for(n_tokens, start_pos)]
+            staging = self._token_staging[index % 2]
+            log_offset = 4 * (1 + chunk[0][1] + chunk[0][0])  # the first token this chunk generates
+            self._encode_and_submit(work, [(self._buffers[NEXT_TOKEN], log_offset, staging, 4 * len(chunk))])
+            if pending is not None:
+                out.extend(int(t) for t in self._read_staging(*pending))
+            pending = (staging, np.uint32, len(chunk))
+        out.extend(int(t) for t in self._read_staging(*pending))
+        self.position = len(prompt) + n - 1
+        self.last_token = out[-1]
         return out
 
     def expected_dispatches(self, n_tokens: int | None = None) -> Counter:
@@ -170,30 +212,69 @@ class ReferenceModel:
         ``repeats`` times in one compute pass; the time from its submit to its completion,
         less that of an empty pass, is divided by the dispatches. Encoding is not included.
         Runs at the current cache position; call after a ``forward``."""
-        self._write_params(np.zeros(n_tokens, dtype=np.int64), max(0, self.position - n_tokens))
+        start_pos = max(0, self.position - n_tokens)
+        self._write_tokens(np.zeros(n_tokens, dtype=np.int64), start_pos)
+        self._write_forwards([(n_tokens, start_pos)])
         by_label: dict[str, list] = {}
-        for kernel, item in zip(self.kernels, self._work_for(n_tokens)):
+        for kernel, item in zip(self.kernels, self._work_for(n_tokens, start_pos)):
             by_label.setdefault(kernel.name, []).append(item)
 
         def gpu_seconds(items) -> float:
             encoder = self.device.create_command_encoder()
             compute = encoder.begin_compute_pass()
             for _ in range(repeats):
-                for pipeline, bind_group, grid in items:
+                for pipeline, bind_group, grid, offsets in items:
                     compute.set_pipeline(pipeline)
-                    compute.set_bind_group(0, bind_group)
+                    compute.set_bind_group(0, bind_group, offsets)
                     compute.dispatch_workgroups(*grid)
             compute.end()
-            self._copy(encoder, [(self._buffers["next_token"], self._token_staging, 4)])
+            self._copy(encoder, [(self._buffers[NEXT_TOKEN], 0, self._token_staging[0], 4)])
             command_buffer = encoder.finish()
             start = time.perf_counter()
             self.device.queue.submit([command_buffer])
-            self._read_staging(self._token_staging, np.uint32, 1)  # waits for the GPU
+            self._read_staging(self._token_staging[0], np.uint32, 1)  # waits for the GPU
             return time.perf_counter() - start
 
         empty = min(gpu_seconds([]) for _ in range(3))
         return {label: 1e6 * max(0.0, min(gpu_seconds(items) for _ in range(3)) - empty) / (repeats * len(items))
                 for label, items in by_label.items()}
+
+    def time_decode_loop(self, n: int = 50) -> dict[str, float]:
+        """Profiling aid: microseconds per forward of ``n`` GPU-resident decode forwards from
+        the current position in one single-pass submission: host encoding of the dispatches,
+        ``finish`` + ``submit``, and the wait for the GPU after the submit (the GPU time left
+        once the host is done). The position does not advance. Call after a ``forward``."""
+        if self.last_token is None or self.position + n > self.max_seq_len:
+            raise ValueError(f"time_decode_loop needs a previous forward and room for {n} more positions "
+                             f"(position {self.position}, max_seq_len {self.max_seq_len})")
+        forwards = [(1, self.position + i) for i in range(n)]
+        self._write_forwards(forwards)
+        work = [item for n_tokens, start_pos in forwards for item in self._work_for(n_tokens, start_pos)]
+        marks = {}
+
+        def copy_and_mark(encoder) -> None:
+            self._copy(encoder, [(self._buffers[NEXT_TOKEN], 0, self._token_staging[0], 4)])
+            marks["encoded"] = time.perf_counter()
+
+        start = time.perf_counter()
+        encoding.submit(self.device, work, encoding.SINGLE_PASS, before_finish=copy_and_mark)
+        submitted = time.perf_counter()
+        self._read_staging(self._token_staging[0], np.uint32, 1)
+        done = time.perf_counter()
+        return {"encode_us": 1e6 * (marks["encoded"] - start) / n, "finish_submit_us": 1e6 * (submitted - marks[
+            "encoded"]) / n, "gpu_wait_us": 1e6 * (done - submitted) / n}
+
+    def weight_bytes(self) -> dict[str, int]:
+        """Bytes of weights each dispatch of a kernel label binds (per dispatch, averaged over
+        the label's dispatches): what a matrix-vector kernel streams from memory per call."""
+        by_label: dict[str, list[int]] = {}
+        for kernel, program in zip(self.kernels, self.programs):
+            size = sum(self._buffers[(b.resource, b.shard)].size for b in program.bindings
+                       if isinstance(b.resource, Pack))
+            size += sum(self._buffers[b.resource].size for b in program.bindings
+                        if isinstance(b.resource, str) and self.graph.tensors[b.resource].kind == "weight")
+            by_label.setdefault(kernel.name, []).append(size)
+        return {label: round(sum(sizes) / len(sizes)) for label, sizes in by_label.items()}
 
     def run_kernel(self, index: int, inputs: Mapping[str, np.ndarray], *, tokens: Sequence[int],
                    start_pos: int = 0) -> dict[str, np.ndarray]:
@@ -206,13 +287,14 @@ class ReferenceModel:
             if spec.kind == "weight":
                 raise ValueError(f"run_kernel: {name!r} is a weight; the model's own weights are used")
             data = np.ascontiguousarray(array, dtype=self._numpy_dtype(spec.dtype))
-            self.device.queue.write_buffer(self._buffers[name], 0, data)
-        self._write_params(np.asarray(tokens, dtype=np.int64), start_pos)
+            self.device.queue.write_buffer(*self._location(name), data)
+        self._write_tokens(np.asarray(tokens, dtype=np.int64), start_pos)
+        self._write_forwards([(n, start_pos)])
         pipeline, bind_group = self._pipelines[index], self._bind_groups[index]
         encoder = self.device.create_command_encoder()
         compute = encoder.begin_compute_pass()
         compute.set_pipeline(pipeline)
-        compute.set_bind_group(0, bind_group)
+        compute.set_bind_group(0, bind_group, [start_pos * self._slice])
         compute.dispatch_workgroups(*self.programs[index].grid(n))
         compute.end()
         self.device.queue.submit([encoder.finish()])
@@ -222,9 +304,10 @@ class ReferenceModel:
             rows = {ACTIVATION: n, OUTPUT: 1}.get(spec.kind)
             shape = (rows, spec.row_size) if rows else self._cache_shape()
             count = int(np.prod(shape))
-            raw = self.device.queue.read_buffer(self._buffers[name])
-            outputs[name] = np.frombuffer(raw, dtype=self._numpy_dtype(spec.dtype))[:count].reshape(shape).astype(
-                np.float64)
+            dtype = np.dtype(self._numpy_dtype(spec.dtype))
+            buffer, offset = self._location(name)
+            raw = self.device.queue.read_buffer(buffer, offset, _round16(count * dtype.itemsize))
+            outputs[name] = np.frombuffer(raw, dtype=dtype)[:count].reshape(shape).astype(np.float64)
         return outputs
 
     # ----------------------------------------------------------------------------------------
@@ -235,6 +318,13 @@ class ReferenceModel:
         if dtype == ACT:
             return np.float16 if self.dtype == "f16" else np.float32
         return np.float32 if dtype == F32 else np.uint32
+
+    def _location(self, name: str) -> tuple[wgpu.GPUBuffer, int]:
+        """The buffer that holds tensor ``name`` and the byte offset where it starts."""
+        stack = self._stacked.get(name)
+        if stack is None:
+            return self._buffers[name], 0
+        return self._buffers[stack], 4 * stack.offset(name, self.max_seq_len)
 
     def _cache_shape(self) -> tuple[int, int, int]:
         return self.config.n_kv_heads, self.max_seq_len, self.config.head_dim
@@ -253,7 +343,7 @@ class ReferenceModel:
             for binding in program.bindings:
                 resource = binding.resource
                 key = (resource, binding.shard) if isinstance(resource, Pack) else resource
-                if key in self._buffers:
+                if key in self._buffers or isinstance(resource, Stack):
                     continue
                 if isinstance(resource, Pack):
                     packed = resource.materialize(self.weights).astype(self._numpy_dtype(resource.dtype))
@@ -266,10 +356,20 @@ class ReferenceModel:
                         self.weights[resource].astype(self._numpy_dtype(spec.dtype)), resource)
 
     def _create_state_buffers(self) -> None:
-        """KV caches and the host-visible outputs (logits, next token)."""
+        """KV caches, the host-visible outputs (logits, next token) and stacked activations."""
+        for program in self.programs:
+            for binding in program.bindings:
+                stack = binding.resource
+                if isinstance(stack, Stack) and stack not in self._buffers:
+                    size = 4 * len(stack.tensors) * self.max_seq_len * stack.row_size
+                    self._buffers[stack] = self.device.create_buffer(size=_round16(size), usage=_STORAGE,
+                                                                     label=" | ".join(stack.tensors))
+                    self._stacked.update(dict.fromkeys(stack.tensors, stack))
         for name, spec in self.graph.tensors.items():
             if spec.kind == CACHE:
                 size = int(np.prod(self._cache_shape())) * np.dtype(self._numpy_dtype(spec.dtype)).itemsize
+            elif name == NEXT_TOKEN:
+                size = 4 * (2 + self.max_seq_len)  # the latest token, then the token log
             elif spec.kind == OUTPUT:
                 size = spec.row_size * np.dtype(self._numpy_dtype(spec.dtype)).itemsize
             else:
@@ -308,7 +408,7 @@ class ReferenceModel:
         key = (program.label, program.source, writable)
         if key not in cache:
             entries = [{"binding": 0, "visibility": wgpu.ShaderStage.COMPUTE,
-                        "buffer": {"type": wgpu.BufferBindingType.uniform}}]
+                        "buffer": {"type": wgpu.BufferBindingType.uniform, "has_dynamic_offset": True}}]
             for index, is_writable in enumerate(writable, start=1):
                 kind = wgpu.BufferBindingType.storage if is_writable else wgpu.BufferBindingType.read_only_storage
                 entries.append({"binding": index, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kind}})
@@ -325,7 +425,8 @@ class ReferenceModel:
             self._buffers[(b.resource, b.shard) if isinstance(b.resource, Pack) else b.resource]
             for b in program.bindings
         ]
-        entries = [{"binding": i, "resource": {"buffer": buffer, "offset": 0, "size": buffer.size}}
+        entries = [{"binding": i, "resource": {"buffer": buffer, "offset": 0,
+                                               "size": FORWARD_UNIFORM_BYTES if i == 0 else buffer.size}}
                    for i, buffer in enumerate(buffers)]
         return pipeline, self.device.create_bind_group(layout=layout, entries=entries, label=program.label)
 
@@ -333,27 +434,42 @@ class ReferenceModel:
     # Per forward
     # ----------------------------------------------------------------------------------------
 
-    def _write_params(self, tokens: np.ndarray, start_pos: int) -> None:
-        n = len(tokens)
-        self._params[0], self._params[1] = n, start_pos
-        self._params[4:4 + n] = tokens
-        self.device.queue.write_buffer(self._uniform, 0, self._params[: 4 + 4 * math.ceil(n / 4)])
+    def _checked_tokens(self, tokens: Sequence[int]) -> np.ndarray:
+        tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        if len(tokens) == 0:
+            raise ValueError("forward needs at least one token")
+        if tokens.min() < 0 or tokens.max() >= self.config.vocab_size:
+            raise ValueError(f"token ids must be in [0, {self.config.vocab_size}); got {tokens.min()}..{tokens.max()}")
+        return tokens
 
-    def _work_for(self, n_tokens: int) -> list:
-        if n_tokens not in self._work:
-            self._work[n_tokens] = [
-                (pipeline, bind_group, program.grid(n_tokens))
-                for pipeline, bind_group, program in zip(self._pipelines, self._bind_groups, self.programs)
-            ]
-        return self._work[n_tokens]
+    def _write_tokens(self, tokens: np.ndarray, start_pos: int) -> None:
+        """Token ids into the token log at their cache positions."""
+        self.device.queue.write_buffer(self._buffers[NEXT_TOKEN], 4 * (1 + start_pos), tokens.astype(np.uint32))
+
+    def _write_forwards(self, forwards: Sequence[tuple[int, int]]) -> None:
+        """The uniform slices of consecutive forwards ``[(n_tokens, start_pos)]``, in one write."""
+        first, last = forwards[0][1], forwards[-1][1]
+        words = self._slice // 4
+        params = np.zeros(((last - first + 1) * words), dtype=np.uint32)
+        for n_tokens, start_pos in forwards:
+            params[(start_pos - first) * words:(start_pos - first) * words + 2] = n_tokens, start_pos
+        self.device.queue.write_buffer(self._uniform, first * self._slice, params)
+
+    def _work_for(self, n_tokens: int, start_pos: int) -> list:
+        """``(pipeline, bind group, grid, dynamic offsets)`` of each dispatch of one forward."""
+        if n_tokens not in self._grids:
+            self._grids[n_tokens] = [program.grid(n_tokens) for program in self.programs]
+        offsets = [start_pos * self._slice]
+        return [(pipeline, bind_group, grid, offsets)
+                for pipeline, bind_group, grid in zip(self._pipelines, self._bind_groups, self._grids[n_tokens])]
 
     def _encode_and_submit(self, work: list, copies: list) -> None:
         encoding.submit(self.device, work, self._encoding, before_finish=lambda encoder: self._copy(encoder, copies))
 
     @staticmethod
     def _copy(encoder, copies) -> None:
-        for source, destination, size in copies:
-            encoder.copy_buffer_to_buffer(source, 0, destination, 0, size)
+        for source, source_offset, destination, size in copies:
+            encoder.copy_buffer_to_buffer(source, source_offset, destination, 0, size)
 
     @staticmethod
     def _read_staging(buffer: wgpu.GPUBuffer, dtype, count: int) -> np.ndarray:

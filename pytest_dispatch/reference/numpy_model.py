@@ -14,7 +14,8 @@ import numpy as np
 from . import kernels as K
 from .config import ModelConfig, get_config
 from .graph import CACHE, Graph, Op, View, build_graph
-from .weights import random_weights
+from .checkpoint import load_pretrained
+from .weights import load_weights, random_weights
 
 
 def gather(view: View, env: MutableMapping[str, np.ndarray], n_tokens: int) -> np.ndarray:
@@ -68,10 +69,16 @@ class NumpyReference:
     def __init__(self, config: ModelConfig | str, *, seed: int = 0, weights=None, max_seq_len: int = 256):
         self.config = get_config(config)
         self.graph: Graph = build_graph(self.config)
-        source = random_weights(self.config, seed) if weights is None else weights
+        source = random_weights(self.config, seed) if weights is None else load_weights(weights, self.config)
         self.weights = {name: np.asarray(array, dtype=np.float64) for name, array in source.items()}
         self.max_seq_len = max_seq_len
         self.reset()
+
+    @classmethod
+    def from_pretrained(cls, path, **kwargs) -> "NumpyReference":
+        """The model of a Hugging Face checkpoint folder (see ``checkpoint.load_pretrained``)."""
+        config, arrays = load_pretrained(path)
+        return cls(config, weights=load_weights(arrays, config, where=str(path)), **kwargs)
 
     def reset(self) -> None:
         cfg = self.config

@@ -20,7 +20,10 @@ A Hugging Face checkpoint exports as is::
     model = transformers.AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct", torch_dtype="float32")
     numpy.savez("qwen2.5-0.5b.npz", **{k: v.numpy() for k, v in model.state_dict().items()})
 
-Arrays the config does not use (such as a tied ``lm_head.weight``) are ignored.
+Arrays the config does not use are ignored, except a tied config's ``lm_head.weight``: it
+must equal the embedding (else the checkpoint is untied and its logits would be wrong).
+A Hugging Face checkpoint folder loads with ``checkpoint.load_pretrained`` (or
+``ReferenceModel.from_pretrained``).
 """
 
 from __future__ import annotations
@@ -51,16 +54,22 @@ def random_weights(config: ModelConfig, seed: int = 0) -> dict[str, np.ndarray]:
     return weights
 
 
-def load_weights(source: str | os.PathLike | Mapping[str, np.ndarray], config: ModelConfig) -> dict[str, np.ndarray]:
+def load_weights(source: str | os.PathLike | Mapping[str, np.ndarray], config: ModelConfig, *,
+                 where: str = "weights mapping") -> dict[str, np.ndarray]:
     """The arrays ``config`` needs from an ``.npz`` path or a mapping of name -> array,
-    checked for presence and shape (one-line ``ValueError`` naming the array otherwise)."""
+    checked for presence and shape (one-line ``ValueError`` naming the array and ``where``
+    otherwise)."""
     if isinstance(source, (str, os.PathLike)):
         with np.load(source) as archive:
             return _checked({name: archive[name] for name in archive.files}, config, where=os.fspath(source))
-    return _checked(source, config, where="weights mapping")
+    return _checked(source, config, where=where)
 
 
 def _checked(arrays: Mapping[str, np.ndarray], config: ModelConfig, where: str) -> dict[str, np.ndarray]:
+    embed, head = "model.embed_tokens.weight", "lm_head.weight"
+    if config.tie_embeddings and head in arrays and embed in arrays and not np.array_equal(arrays[head], arrays[embed]):
+        raise ValueError(f"{where}: {head!r} differs from {embed!r} but config {config.name!r} ties them; "
+                         f"the checkpoint is untied: use a config with tie_embeddings=False")
     weights = {}
     for name, shape in weight_names(config).items():
         if name not in arrays:

@@ -17,3 +17,25 @@ def relative_error(actual, expected) -> float:
     """max |actual - expected| / max |expected|."""
     expected = np.asarray(expected, dtype=np.float64)
     return float(np.abs(np.asarray(actual, dtype=np.float64) - expected).max() / np.abs(expected).max())
+
+
+def write_safetensors(path, arrays, dtype="F32") -> None:
+    """A ``.safetensors`` file of ``arrays`` (numpy only; ``dtype`` F32, F16 or BF16, where
+    BF16 keeps the top 16 bits of each float32)."""
+    import json
+
+    header, chunks, offset = {}, [], 0
+    for name, array in arrays.items():
+        array = np.ascontiguousarray(array, dtype=np.float32)
+        if dtype == "BF16":
+            raw = (array.view(np.uint32) >> 16).astype("<u2").tobytes()
+        else:
+            raw = array.astype({"F32": "<f4", "F16": "<f2"}[dtype]).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(chunks))
+

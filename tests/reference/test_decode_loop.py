@@ -1,0 +1,75 @@
+"""The GPU-resident decode loop: ``generate(..., tokens_per_submit=K)`` keeps each token on
+the GPU and encodes K forwards per submission; its tokens are those of host-fed forwards."""
+
+import math
+
+import pytest
+
+from pytest_dispatch import count_dispatches
+from pytest_dispatch.reference import ENCODINGS, LEVELS, NumpyReference, ReferenceModel
+
+MAX_SEQ = 32
+PROMPT = [3, 17, 250, 42]
+N = 9  # tokens generated: a prefill and 8 decode steps
+TOKENS_PER_SUBMIT = (1, 2, 4, N, 20)  # 4 leaves a partial last submission; 20 > N
+
+
+def host_fed(model, prompt=PROMPT, n=N):
+    """The tokens of a prefill then decode steps, each token read back and fed by the host."""
+    model.reset()
+    out = [model.forward(prompt)]
+    while len(out) < n:
+        out.append(model.decode_step())
+    return out
+
+
+@pytest.fixture(scope="module")
+def expected():
+    return NumpyReference("tiny", max_seq_len=MAX_SEQ).generate(PROMPT, N)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("level", LEVELS)
+def test_tokens_do_not_depend_on_tokens_per_submit(gpu_device, level, dtype, expected):
+    if dtype == "f16" and "shader-f16" not in gpu_device.features:
+        pytest.skip("device has no shader-f16")
+    model = ReferenceModel(gpu_device, "tiny", level=level, dtype=dtype, max_seq_len=MAX_SEQ)
+    reference = host_fed(model)
+    if dtype == "f32":
+        assert reference == expected
+    for encoding in ENCODINGS:
+        model.encoding = encoding
+        for k in TOKENS_PER_SUBMIT:
+            assert model.generate(PROMPT, N, tokens_per_submit=k) == reference, (encoding, k)
+
+
+def test_decode_step_continues_after_a_multi_step_generate(gpu_device, expected):
+    model = ReferenceModel(gpu_device, "tiny", max_seq_len=MAX_SEQ)
+    assert model.generate(PROMPT, N - 2, tokens_per_submit=4) == expected[:N - 2]
+    assert model.position == len(PROMPT) + N - 3
+    assert [model.decode_step(), model.decode_step()] == expected[N - 2:]
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_one_submission_and_one_readback_per_k_forwards(gpu_device, encoding):
+    model = ReferenceModel(gpu_device, "tiny", level="fused", encoding=encoding, max_seq_len=MAX_SEQ)
+    per_forward = model.expected_commands()
+    with count_dispatches() as counts:
+        model.generate(PROMPT, N, tokens_per_submit=4)
+    submissions = math.ceil(N / 4)
+    assert counts.dispatches == N * per_forward["dispatches"]
+    if encoding == "submit-per-dispatch":
+        assert counts.submits == N * per_forward["submits"]
+    else:
+        assert counts.submits == counts.encoders == submissions
+    if encoding == "single-pass":
+        assert counts.passes == submissions  # the K forwards share one compute pass
+
+
+def test_generate_errors_say_what_to_do(gpu_device):
+    model = ReferenceModel(gpu_device, "tiny", max_seq_len=8)
+    with pytest.raises(ValueError, match="tokens_per_submit >= 1"):
+        model.generate(PROMPT, 2, tokens_per_submit=0)
+    with pytest.raises(ValueError, match="need max_seq_len >= 9; build the model with a larger max_seq_len"):
+        model.generate(PROMPT, 6)
+    assert len(model.generate(PROMPT, 5, tokens_per_submit=3)) == 5  # exactly fills the cache
