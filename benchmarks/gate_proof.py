@@ -18,15 +18,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 from scipy import stats
 
-SIZES = {"aa1": 0.0, "aa2": 0.0, "reg05": 0.05, "reg10": 0.10, "reg20": 0.20}
+# One job measures every size it selects, in the same sessions: 12 unchanged measurements
+# per A/A job, 4 of each regression size per regression job.
+SIZES = {**{f"aa{i:02d}": 0.0 for i in range(1, 13)},
+         **{f"reg{size:02d}{copy}": size / 100 for size in (5, 10, 20) for copy in "abcd"}}
 TEST_FILE = '''
 import time
 import pytest
@@ -80,26 +85,45 @@ def ab_job(trees: Path, out: Path, select: str, *extra: str) -> tuple[dict, floa
 
 
 def by_size(outcome: dict) -> dict[str, dict]:
+    """Measurements by the size id of their test (aa01, reg10b, ...)."""
     return {m["nodeid"].split("[", 1)[1].rstrip("]"): m for m in outcome["measurements"]}
 
 
 def calibrate(trees: Path, out: Path, base_us: float, pairs: int) -> tuple[dict[str, float], dict[str, float]]:
     """Host work per size that makes the head's measured ratio the target, from long jobs."""
     write_tree(trees / "head", {name: 0.0 for name in SIZES}, base_us)
-    outcome, _ = ab_job(trees, out, "aa1", "--max-pairs", str(pairs), "--max-time", "120")
-    per_call = by_size(outcome)["aa1"]["timing"]["a_median"]
+    long_job = ("--pairs", str(pairs), "--sessions", "6", "--max-sessions", "6", "--threshold", "0.5")
+    outcome, _ = ab_job(trees, out, "aa01", *long_job)
+    per_call = by_size(outcome)["aa01"]["timing"]["a_median"]
     extra = {name: per_call * target for name, target in SIZES.items()}
     for _ in range(2):
         write_tree(trees / "head", extra, base_us)
-        outcome, _ = ab_job(trees, out, "reg", "--max-pairs", str(pairs), "--max-time", "120", "--threshold", "0.5")
-        reached = {name: by_size(outcome)[name]["timing"]["ratio"] - 1 for name in SIZES if name.startswith("reg")}
+        outcome, _ = ab_job(trees, out, "reg05a or reg10a or reg20a", *long_job)
+        reached = {name: by_size(outcome)[name]["timing"]["ratio"] - 1 for name in by_size(outcome)}
         for name, ratio in reached.items():
             if ratio > 0:
-                extra[name] *= SIZES[name] / ratio
+                for copy in "abcd":
+                    extra[name[:-1] + copy] *= SIZES[name] / ratio
     write_tree(trees / "head", extra, base_us)
-    outcome, _ = ab_job(trees, out, "reg", "--max-pairs", str(pairs), "--max-time", "120", "--threshold", "0.5")
-    reached = {name: by_size(outcome)[name]["timing"]["ratio"] for name in SIZES if name.startswith("reg")}
+    outcome, _ = ab_job(trees, out, "reg05a or reg10a or reg20a", *long_job)
+    reached = {name[:-1]: by_size(outcome)[name]["timing"]["ratio"] for name in by_size(outcome)}
     return extra, reached
+
+
+def process_noise(trees: Path, out: Path, sessions: int) -> dict:
+    """One A/A job of many sessions: how much sessions (fresh worker pairs) differ, against
+    the interval each session's pairs give (the round noise)."""
+    write_tree(trees / "head", {name: 0.0 for name in SIZES}, 0.0)
+    outcome, _ = ab_job(trees, out, "aa01", "--sessions", str(sessions), "--max-sessions", str(sessions))
+    per_session = by_size(outcome)["aa01"]["sessions"]
+    estimates = [math.log(s["ratio"]) for s in per_session if s["ratio"]]
+    widths = [(math.log(s["high"]) - math.log(s["low"])) / 2 for s in per_session if s["high"] and s["low"]]
+    row = {"sessions": len(estimates), "sd_between_sessions": float(np.std(estimates, ddof=1)),
+           "median_half_width_within": float(np.median(widths)) if widths else None, "log_ratios": estimates}
+    print(f"process noise: sd of the sessions' log-ratios {row['sd_between_sessions']:.3f} over {len(estimates)} "
+          f"A/A sessions; a session's own interval half-width (median) "
+          f"{row['median_half_width_within'] or float('nan'):.3f}", flush=True)
+    return row
 
 
 def upper_bound(failures: int, trials: int, confidence: float = 0.95) -> float:
@@ -113,12 +137,15 @@ PYTEST_EXTRA: list[str] = []
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
-    parser.add_argument("--aa-trials", type=int, default=150, help="A/A jobs (two comparisons each)")
-    parser.add_argument("--regression-trials", type=int, default=100, help="jobs of +5/10/20%% (one of each)")
+    parser.add_argument("--aa-trials", type=int, default=25, help="A/A jobs (12 comparisons each)")
+    parser.add_argument("--regression-trials", type=int, default=10, help="jobs of +5/10/20%% (4 of each)")
     parser.add_argument("--base-us", type=float, default=0.0, help="host work per call on both sides")
-    parser.add_argument("--calibration-pairs", type=int, default=1000)
+    parser.add_argument("--calibration-pairs", type=int, default=100, help="per session of the six-session "
+                                                                          "calibration jobs")
     parser.add_argument("--neighbour", action="store_true", help="keep one core busy with a second process")
     parser.add_argument("--pytest-arg", action="append", default=[], help="passed to the workers' pytest")
+    parser.add_argument("--noise-sessions", type=int, default=0,
+                        help="first measure the process-pair effect: one A/A job of this many sessions")
     args = parser.parse_args()
     PYTEST_EXTRA.extend(args.pytest_arg)
     out_dir = Path(args.out)
@@ -128,8 +155,16 @@ def main() -> int:
     neighbour = None
     if args.neighbour:
         neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    noise = []
     try:
         started = time.time()
+        if args.noise_sessions:
+            noise.append(process_noise(trees, scratch, args.noise_sessions))
+            (out_dir / "noise.json").write_text(json.dumps(noise, indent=1))
+        if not (args.aa_trials or args.regression_trials):
+            (out_dir / "gate_proof.json").write_text(json.dumps({"command": " ".join(sys.argv), "noise": noise},
+                                                                indent=1))
+            return 0
         extra, reached = calibrate(trees, scratch, args.base_us, args.calibration_pairs)
         print(f"calibrated host work per call (µs): " + ", ".join(f"{k} {v:.1f}" for k, v in extra.items()
                                                                      if k.startswith("reg")), flush=True)
@@ -140,14 +175,17 @@ def main() -> int:
             for index in range(count):
                 outcome, seconds = ab_job(trees, scratch, select)
                 trials.append({"kind": kind, "seconds": seconds, "measurements": outcome["measurements"]})
-                if (index + 1) % 10 == 0:
-                    print(f"{kind}: {index + 1}/{count} jobs ({time.time() - started:.0f} s)", flush=True)
+                with open(out_dir / "trials.jsonl", "a") as log:  # kept when the proof is cut short
+                    log.write(json.dumps(trials[-1]) + "\n")
+                print(f"{kind} job {index + 1}: " + ", ".join(
+                    f"{m['status'][:5]} x{(m['timing'] or {}).get('ratio') or float('nan'):.3f}"
+                    for m in outcome["measurements"]) + f" ({seconds:.0f} s)", flush=True)
     finally:
         if neighbour is not None:
             neighbour.kill()
     summary = summarise(trials)
     document = {"command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                "neighbour": args.neighbour, "calibrated_extra_us": extra, "calibrated_ratio": reached,
+                "neighbour": args.neighbour, "noise": noise, "calibrated_extra_us": extra, "calibrated_ratio": reached,
                 "summary": summary, "trials": trials}
     (out_dir / "gate_proof.json").write_text(json.dumps(document, indent=1))
     return 0
@@ -155,8 +193,8 @@ def main() -> int:
 
 def summarise(trials: list[dict]) -> dict:
     rows = {}
-    for size in SIZES:
-        outcomes = [m for t in trials for m in t["measurements"] if m["nodeid"].endswith(f"[{size}]")]
+    for size in ("aa", "reg05", "reg10", "reg20"):
+        outcomes = [m for t in trials for m in t["measurements"] if f"[{size}" in m["nodeid"]]
         if not outcomes:
             continue
         statuses = [m["status"] for m in outcomes]
@@ -167,9 +205,13 @@ def summarise(trials: list[dict]) -> dict:
                       "median_seconds_of_pairs": seconds[len(seconds) // 2] if seconds else None}
     aa = [m for t in trials if t["kind"] == "aa" for m in t["measurements"]]
     false_alarms = sum(m["status"] == "regressed" for m in aa)
+    aa_jobs = [t for t in trials if t["kind"] == "aa"]
+    jobs_with_alarm = sum(any(m["status"] == "regressed" for m in t["measurements"]) for t in aa_jobs)
     job_seconds = sorted(t["seconds"] / max(len(t["measurements"]), 1) for t in trials)
     summary = {"sizes": rows, "aa_comparisons": len(aa), "aa_false_alarms": false_alarms,
                "aa_false_alarm_upper_95": upper_bound(false_alarms, len(aa)) if aa else None,
+               "aa_jobs": len(aa_jobs), "aa_jobs_with_a_false_alarm": jobs_with_alarm,
+               "aa_job_false_alarm_upper_95": upper_bound(jobs_with_alarm, len(aa_jobs)) if aa_jobs else None,
                "median_job_seconds_per_gated_test": job_seconds[len(job_seconds) // 2] if job_seconds else None}
     print(f"{'measurement':12} {'jobs':>5} {'regressed':>9} {'improved':>8} {'unchanged':>9} {'inconcl.':>8} "
           f"{'pairs (median)':>14} {'s of pairs':>10}")
@@ -178,8 +220,9 @@ def summarise(trials: list[dict]) -> dict:
               f"{row.get('unchanged', 0):9d} {row.get('inconclusive', 0):8d} {row['median_pairs'] or 0:14d} "
               f"{row['median_seconds_of_pairs'] or 0:10.1f}")
     if aa:
-        print(f"A/A false alarms: {false_alarms} of {len(aa)} (95% upper bound "
-              f"{100 * summary['aa_false_alarm_upper_95']:.2f}%)")
+        print(f"A/A false alarms: {false_alarms} of {len(aa)} comparisons (95% upper bound "
+              f"{100 * summary['aa_false_alarm_upper_95']:.2f}%, as if independent); jobs with one: "
+              f"{jobs_with_alarm} of {len(aa_jobs)} (95% upper bound {100 * summary['aa_job_false_alarm_upper_95']:.1f}%)")
     print(f"wall time of a job per gated test (median, workers' start included): "
           f"{summary['median_job_seconds_per_gated_test']:.1f} s")
     return summary

@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_dispatch import gate, history, paired, report, settings, storage
+from pytest_dispatch import gate, history, report, settings, storage
 from pytest_dispatch.progress import Progress
 from pytest_dispatch.results import TestResult
 
@@ -267,9 +267,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def cmd_ab(args: argparse.Namespace) -> int:
     from pytest_dispatch.ab import command, coordinator
 
-    job_settings = coordinator.Settings(threshold=args.threshold, alpha=args.alpha, max_pairs=args.max_pairs,
-                                        max_seconds=args.max_time, order=args.order, cpus=args.cpus,
-                                        seed=args.seed)
+    job_settings = coordinator.Settings(threshold=args.threshold, alpha=args.alpha, pairs=args.pairs,
+                                        sessions=args.sessions, max_sessions=args.max_sessions,
+                                        max_seconds=args.max_time, order=args.order, seed=args.seed)
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
@@ -367,14 +367,22 @@ def build_parser() -> argparse.ArgumentParser:
                                                                  "(default 2%%)")
     ab.add_argument("--alpha", type=_setting(settings.alpha, "alpha"), default=settings.DEFAULTS["alpha"],
                     help="false-alarm level of one comparison over all its looks (default 0.01)")
-    ab.add_argument("--max-pairs", type=_setting(lambda n, v: settings.count(n, v, 6), "max-pairs"), default=300,
-                    help="most pairs of rounds per measurement (default 300)")
-    ab.add_argument("--max-time", type=_setting(settings.seconds, "max-time"), default=60.0,
-                    help="most seconds of pairs per measurement (default 60)")
-    ab.add_argument("--order", choices=paired.ORDERS, default="abba", help="order of a pair's two rounds")
-    ab.add_argument("--cpus", default="one", help="CPUs both workers are pinned to: 'one' (the same CPU, picked "
-                                                  "per job; default), 'all' (not pinned) or a list such as 0,3")
-    ab.add_argument("--seed", type=int, help="seed of the random choices (CPU, random order)")
+    ab_defaults = settings.AB_DEFAULTS
+    ab.add_argument("--pairs", type=_setting(lambda n, v: settings.count(n, v, 6), "pairs"),
+                    default=ab_defaults["pairs"], help="pairs of rounds per measurement in each session "
+                                                       f"(default {ab_defaults['pairs']})")
+    ab.add_argument("--sessions", type=_setting(lambda n, v: settings.count(n, v, 2), "sessions"),
+                    default=ab_defaults["sessions"],
+                    help="sessions (fresh base and head workers) before the first look, and between looks "
+                         f"(default {ab_defaults['sessions']})")
+    ab.add_argument("--max-sessions", type=_setting(lambda n, v: settings.count(n, v, 2), "max-sessions"),
+                    default=ab_defaults["max_sessions"], help=f"most sessions (default {ab_defaults['max_sessions']})")
+    ab.add_argument("--max-time", type=_setting(settings.seconds, "max-time"), default=ab_defaults["max_time"],
+                    help="most seconds of one measurement's pairs in one session "
+                         f"(default {ab_defaults['max_time']:g})")
+    ab.add_argument("--order", choices=settings.PAIR_ORDERS, default=ab_defaults["order"],
+                    help="order of a pair's two rounds")
+    ab.add_argument("--seed", type=int, help="seed of the random order")
     ab.add_argument("--json", help="write the outcome to this JSON file")
     ab.add_argument("--markdown", help="append the outcome as Markdown to this file ('-': print it)")
     ab.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then pytest's arguments")

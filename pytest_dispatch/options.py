@@ -69,11 +69,16 @@ AB_OPTIONS = (
     Option("dispatch_aa", "A/A check of this runner: an A/B job of this tree against itself; any regression "
            "it reports is a false alarm.", False, type="bool"),
     Option("dispatch_ab_head", "Head folder of the A/B job (default: the current folder).", None, type="path"),
-    Option("dispatch_ab_max_pairs", "Most pairs of rounds per measurement in an A/B job.", 300, type="pairs"),
-    Option("dispatch_ab_max_time", "Most seconds of pairs per measurement in an A/B job (60, 60s, 2m).", 60.0,
-           type="seconds"),
-    Option("dispatch_ab_order", "Order of the two rounds of a pair: abba (AB, BA, ...) or random.", "abba",
-           choices=settings.PAIR_ORDERS),
+    Option("dispatch_ab_pairs", "Pairs of rounds per measurement in each session of an A/B job.",
+           settings.AB_DEFAULTS["pairs"], type="pairs"),
+    Option("dispatch_ab_sessions", "Sessions (fresh base and head workers) of an A/B job before its first look, "
+           "and between looks.", settings.AB_DEFAULTS["sessions"], type="sessions"),
+    Option("dispatch_ab_max_sessions", "Most sessions of an A/B job.", settings.AB_DEFAULTS["max_sessions"],
+           type="sessions"),
+    Option("dispatch_ab_max_time", "Most seconds of one measurement's pairs in one session (20, 20s, 1m).",
+           settings.AB_DEFAULTS["max_time"], type="seconds"),
+    Option("dispatch_ab_order", "Order of the two rounds of a pair: abba (AB, BA, ...) or random.",
+           settings.AB_DEFAULTS["order"], choices=settings.PAIR_ORDERS),
     Option("dispatch_markdown", "Append the A/B (or gate) outcome as Markdown to this file, e.g. "
            "$GITHUB_STEP_SUMMARY.", None, type="path"),
 )
@@ -117,6 +122,7 @@ _CONVERTERS: dict[str, Callable[[str], Any]] = {
     "int": int, "float": float, "string": str, "path": str,
     "fraction": _checked(settings.fraction, "threshold"), "alpha": _checked(settings.alpha, "alpha"),
     "seconds": _checked(settings.seconds, "seconds"), "pairs": _checked(lambda n, v: settings.count(n, v, 6), "pairs"),
+    "sessions": _checked(lambda n, v: settings.count(n, v, 2), "sessions"),
 }
 
 

@@ -152,6 +152,7 @@ class PairedVerdict:
     p_value: float
     reason: str = ""  # why inconclusive, or what the bound was
     p_adjusted: float | None = None
+    sessions: int = 1  # pairs of worker processes the pairs came from
 
     @property
     def interval_text(self) -> str:
@@ -179,23 +180,31 @@ class ChangeQuestion:
     """Did B change against A by more than ``tolerance`` (a ratio: 0.02 is 2%)?
 
     regressed: the interval is above 1 + tolerance; improved: below 1 / (1 + tolerance);
-    unchanged: inside both; otherwise more pairs are needed (inconclusive at the cap).
+    unchanged: inside both; otherwise more data is needed (inconclusive at the cap).
     """
 
     tolerance: float = 0.02
 
+    @property
+    def bound(self) -> float:
+        return math.log1p(self.tolerance)
+
+    def classify(self, low: float, high: float) -> str | None:
+        """The status an interval of the log-ratio shows, None while it straddles a bound."""
+        if low > self.bound:
+            return REGRESSED
+        if high < -self.bound:
+            return IMPROVED
+        if low >= -self.bound and high <= self.bound:
+            return UNCHANGED
+        return None
+
     def decide(self, d: np.ndarray, one_sided_alpha: float, looks: int) -> tuple[str | None, float, float, float, float]:
-        bound = math.log1p(self.tolerance)
         estimate, low, high = walsh_interval(d, one_sided_alpha)
-        p_up = min(1.0, signed_rank_p(d, bound, "greater") * looks)
-        p_down = min(1.0, signed_rank_p(d, -bound, "less") * looks)
-        if low > bound:
-            return REGRESSED, estimate, low, high, p_up
-        if high < -bound:
-            return IMPROVED, estimate, low, high, p_down
-        if low >= -bound and high <= bound:
-            return UNCHANGED, estimate, low, high, p_up if estimate >= 0 else p_down
-        return None, estimate, low, high, p_up if estimate >= 0 else p_down
+        status = self.classify(low, high)
+        upward = status == REGRESSED or (status != IMPROVED and estimate >= 0)
+        p = signed_rank_p(d, self.bound, "greater") if upward else signed_rank_p(d, -self.bound, "less")
+        return status, estimate, low, high, min(1.0, p * looks)
 
     def undecided_reason(self, low: float, high: float) -> str:
         return f"the interval straddles the {self.tolerance:.0%} tolerance"
@@ -330,6 +339,85 @@ def adjust_family(verdicts: dict[str, PairedVerdict], alpha: float) -> dict[str,
                        f"{len(keys)} measurements (Benjamini-Hochberg p={p_adjusted:.2g} >= {alpha:g})")
         out[key] = verdict
     return out
+
+
+# --------------------------------------------------------------------------
+# sessions: pairs of fresh worker processes
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionDesign:
+    """An A/B job's replication: ``pairs`` pairs of rounds per measurement in each
+    session (a fresh pair of worker processes), looks after ``first`` sessions and then
+    every ``step`` up to ``max_sessions``, alpha shared over the looks (Bonferroni)."""
+
+    pairs: int = 30
+    first: int = 4
+    step: int = 4
+    max_sessions: int = 12
+    max_seconds: float = 20.0  # of pairs, per measurement and session
+    alpha: float = 0.01
+    order: str = "abba"
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be between 0 and 1, not {self.alpha!r}")
+        if self.first < 2 or self.step < 1 or self.max_sessions < self.first:
+            raise ValueError(f"sessions: need first >= 2, step >= 1 and max_sessions >= first "
+                             f"(got {self.first}, {self.step}, {self.max_sessions})")
+        Design(first=self.pairs, batch=self.pairs, max_pairs=self.pairs, max_seconds=self.max_seconds,
+               order=self.order)  # checks the rest
+
+    @property
+    def within(self) -> Design:
+        """One session's pairs: a fixed number, one look (the session decides nothing alone)."""
+        return Design(first=self.pairs, batch=self.pairs, max_pairs=self.pairs, max_seconds=self.max_seconds,
+                      alpha=self.alpha, order=self.order)
+
+    @property
+    def look_points(self) -> tuple[int, ...]:
+        points = list(range(self.first, self.max_sessions + 1, self.step))
+        if points[-1] != self.max_sessions:
+            points.append(self.max_sessions)
+        return tuple(points)
+
+    @property
+    def alpha_per_look(self) -> float:
+        return self.alpha / len(self.look_points)
+
+
+def judge_sessions(sessions: Sequence[PairedVerdict], question: ChangeQuestion,
+                   design: SessionDesign) -> PairedVerdict:
+    """B against A over sessions: the mean of the sessions' log-ratios with a t interval.
+
+    Two worker processes differ for their whole life (where the scheduler put them, what
+    the driver chose), by more than their rounds do; only fresh processes replicate that,
+    so the session, not the pair, is the unit of this interval (Kalibera and Jones)."""
+    from scipy import stats
+
+    usable = [v for v in sessions if math.isfinite(v.ratio) and v.ratio > 0]
+    pairs, seconds = sum(v.pairs for v in sessions), sum(v.seconds for v in sessions)
+    confidence = 1 - 2 * design.alpha_per_look
+    a_median = float(np.median([v.a_median for v in usable])) if usable else math.nan
+    b_median = float(np.median([v.b_median for v in usable])) if usable else math.nan
+    if len(usable) < 2:
+        reason = (sessions[0].reason if sessions and not usable else "") or "fewer than 2 sessions measured it"
+        return PairedVerdict(INCONCLUSIVE, math.nan if not usable else usable[0].ratio, 0.0, math.inf, confidence,
+                             pairs, seconds, a_median, b_median, 1.0, reason, sessions=len(sessions))
+    e = np.log([v.ratio for v in usable])
+    mean, n = float(np.mean(e)), e.size
+    se = float(np.std(e, ddof=1)) / math.sqrt(n)
+    quantile = float(stats.t.isf(design.alpha_per_look, n - 1))
+    low, high = mean - quantile * se, mean + quantile * se
+    status = question.classify(low, high)
+    looks = len(design.look_points)
+    upward = status == REGRESSED or (status != IMPROVED and mean >= 0)
+    bound = question.bound if upward else -question.bound
+    t = (mean - bound) / se if se > 0 else math.copysign(math.inf, mean - bound)
+    p = float(stats.t.sf(t, n - 1) if upward else stats.t.cdf(t, n - 1))
+    reason = "" if status else f"{question.undecided_reason(low, high)} after {n} sessions"
+    return PairedVerdict(status or INCONCLUSIVE, math.exp(mean), math.exp(low), math.exp(high), confidence, pairs,
+                         seconds, a_median, b_median, min(1.0, p * looks), reason, sessions=n)
 
 
 # --------------------------------------------------------------------------

@@ -55,7 +55,9 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if options.get(config, "dispatch_aa"):
         head = head or base
     job_settings = coordinator.Settings(
-        **options.gate_settings(config), max_pairs=options.get(config, "dispatch_ab_max_pairs"),
+        **options.gate_settings(config), pairs=options.get(config, "dispatch_ab_pairs"),
+        sessions=options.get(config, "dispatch_ab_sessions"),
+        max_sessions=options.get(config, "dispatch_ab_max_sessions"),
         max_seconds=options.get(config, "dispatch_ab_max_time"), order=options.get(config, "dispatch_ab_order"))
     return command.run(base, head, list(config.invocation_params.args), job_settings,
                        json_path=options.get(config, "dispatch_json"),

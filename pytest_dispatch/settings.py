@@ -17,6 +17,12 @@ DEFAULTS: dict[str, Any] = {
 PAIR_ORDERS = ("abba", "random")  # the two rounds of an A/B pair (here, not in paired: options must not load numpy)
 
 
+# An A/B job: pairs of rounds per measurement in each session (a fresh pair of worker
+# processes), the first look after `sessions` sessions and then every `sessions` more, up
+# to `max_sessions`; `max_time` caps one measurement's pairs in one session.
+AB_DEFAULTS: dict[str, Any] = {"pairs": 30, "sessions": 4, "max_sessions": 12, "max_time": 20.0, "order": "abba"}
+
+
 class SettingError(ValueError):
     """A setting with a value it cannot take; the message is one line."""
 

@@ -12,7 +12,8 @@ from pytest_dispatch.ab import coordinator, trees, verdicts
 from pytest_dispatch.settings import SettingError
 
 # Options of the coordinator, not of the workers: dropped from the pytest arguments a worker gets.
-_COORDINATOR_FLAGS = ("--dispatch-ab", "--dispatch-ab-head", "--dispatch-ab-max-pairs", "--dispatch-ab-max-time",
+_COORDINATOR_FLAGS = ("--dispatch-ab", "--dispatch-ab-head", "--dispatch-ab-pairs", "--dispatch-ab-sessions",
+                      "--dispatch-ab-max-sessions", "--dispatch-ab-max-time",
                       "--dispatch-ab-order", "--dispatch-aa", "--dispatch-report", "--dispatch-json",
                       "--dispatch-markdown", "--dispatch-save", "--dispatch-compare", "--dispatch-accept",
                       "--dispatch-plot", "--dispatch-isolate", "--dispatch-alpha", "--dispatch-threshold")

@@ -38,43 +38,23 @@ class Settings:
 
     threshold: float = gate_settings.DEFAULTS["threshold"]
     alpha: float = gate_settings.DEFAULTS["alpha"]
-    first_pairs: int = 30
-    batch_pairs: int = 30
-    max_pairs: int = 300
-    max_seconds: float = 60.0
-    order: str = "abba"
+    pairs: int = gate_settings.AB_DEFAULTS["pairs"]  # per measurement and session
+    sessions: int = gate_settings.AB_DEFAULTS["sessions"]  # before the first look; then every `sessions` more
+    max_sessions: int = gate_settings.AB_DEFAULTS["max_sessions"]
+    max_seconds: float = gate_settings.AB_DEFAULTS["max_time"]  # of pairs, per measurement and session
+    order: str = gate_settings.AB_DEFAULTS["order"]
     test_timeout: float = 900.0  # a test that sends nothing for this long is hung
     round_timeout: float = 120.0
     seed: int | None = None
-    cpus: str = "one"  # where both workers run: "one" (the same CPU, picked per job), "all", or "0,3"
 
-    def design(self, overrides: dict[str, float] | None = None) -> paired.Design:
+    def design(self, overrides: dict[str, float] | None = None) -> paired.SessionDesign:
         alpha = (overrides or {}).get("alpha", self.alpha)
-        return paired.Design(first=self.first_pairs, batch=self.batch_pairs, max_pairs=self.max_pairs,
-                             max_seconds=self.max_seconds, alpha=alpha, order=self.order)
+        return paired.SessionDesign(pairs=self.pairs, first=self.sessions, step=self.sessions,
+                                    max_sessions=self.max_sessions, max_seconds=self.max_seconds, alpha=alpha,
+                                    order=self.order)
 
     def question(self, overrides: dict[str, float] | None = None) -> paired.ChangeQuestion:
         return paired.ChangeQuestion((overrides or {}).get("threshold", self.threshold))
-
-
-def choose_cpus(spec: str, rng: random.Random) -> set[int] | None:
-    """The CPUs both workers are pinned to, or None (not pinned).
-
-    Measured on lavapipe (docs/RESULTS.md): two unpinned workers settle on
-    different cores and stay there, so one side runs up to 1.3x slower for the
-    whole job, which pairing cannot cancel; on one shared CPU that effect is gone."""
-    if spec == "all" or not hasattr(os, "sched_setaffinity"):
-        return None
-    allowed = sorted(os.sched_getaffinity(0))
-    if spec == "one":
-        return {rng.choice(allowed)}
-    try:
-        chosen = {int(cpu) for cpu in spec.split(",")}
-    except ValueError:
-        raise JobError(f"cpus={spec!r}: give 'one', 'all' or CPU numbers such as 0,3") from None
-    if not chosen <= set(allowed):
-        raise JobError(f"cpus={spec!r}: this process may run on CPUs {allowed} only")
-    return chosen
 
 
 class _SideLost(Exception):
@@ -93,10 +73,6 @@ class _Side:
         self.process: subprocess.Popen | None = None
         self.channel: Channel | None = None
         self.starts = 0
-        self.cpus: set[int] | None = None
-
-    def _pin(self) -> None:
-        os.sched_setaffinity(0, self.cpus)  # in the child, before exec: its threads inherit it
 
     def start(self) -> None:
         worker_reads, coordinator_writes = os.pipe()
@@ -104,9 +80,9 @@ class _Side:
         command = worker.boot_command(sys.executable, self.name, worker_reads, worker_writes,
                                       source_roots(self.tree), ["-p", "no:cacheprovider", *self.pytest_args])
         log = open(self.log_path, "a")
-        self.process = subprocess.Popen(command, cwd=self.tree, preexec_fn=self._pin if self.cpus else None, stdin=subprocess.DEVNULL, stdout=log,
+        self.process = subprocess.Popen(command, cwd=self.tree, stdin=subprocess.DEVNULL, stdout=log,
                                         stderr=subprocess.STDOUT, pass_fds=(worker_reads, worker_writes),
-                                        env={**os.environ, "PYTHONUNBUFFERED": "1", SIDE_ENV: self.name})
+                                        env=self._environment())
         log.close()
         os.close(worker_reads)
         os.close(worker_writes)
@@ -114,6 +90,9 @@ class _Side:
         self.starts += 1
         generation = self.starts
         threading.Thread(target=self._pump, args=(self.channel, generation), daemon=True).start()
+
+    def _environment(self) -> dict[str, str]:
+        return {**os.environ, "PYTHONUNBUFFERED": "1", SIDE_ENV: self.name}
 
     def _pump(self, channel: Channel, generation: int) -> None:
         while True:
@@ -183,11 +162,10 @@ class Job:
                       _Side(HEAD, head_tree, pytest_args, self.events, self._logs))
         self.outcome = verdicts.Outcome(descriptions[0], descriptions[1], "", dataclasses.asdict(settings))
         self.rng = random.Random(settings.seed)
-        self.cpus = choose_cpus(settings.cpus, self.rng)
-        for side in self.sides:
-            side.cpus = self.cpus
-        self.outcome.settings["cpus"] = "all" if self.cpus is None else ",".join(map(str, sorted(self.cpus)))
-        self.timing: dict[str, paired.PairedVerdict] = {}
+        self.session_verdicts: dict[str, list[paired.PairedVerdict]] = {}  # per key, one per session
+        self.overrides: dict[str, dict[str, float]] = {}
+        self.timing: dict[str, paired.PairedVerdict] = {}  # decided (or final) verdicts
+        self.session = 0
         self.notes: dict[str, str] = {}
         self.results: tuple[dict[str, TestResult], dict[str, TestResult]] = ({}, {})
 
@@ -223,20 +201,48 @@ class Job:
     # -- the job
 
     def run(self) -> verdicts.Outcome:
+        """Sessions of fresh worker pairs until every measurement is decided or the cap."""
         start = time.monotonic()
+        design = self.settings.design()
         try:
             collected = self._start_both()
             self._check_adapters(collected)
             plan = self._plan(collected)
-            for position, (nodeid, running) in enumerate(plan):
-                following = [next((n for n, r in plan[position + 1:] if side in r), None) for side in (BASE, HEAD)]
-                self._run_test(nodeid, running, following, f"[{position + 1}/{len(plan)}]")
+            while plan:
+                self.session += 1
+                self.progress(f"session {self.session} (fresh base and head workers)")
+                for position, (nodeid, running) in enumerate(plan):
+                    following = [next((n for n, r in plan[position + 1:] if side in r), None)
+                                 for side in (BASE, HEAD)]
+                    self._run_test(nodeid, running, following, f"[{position + 1}/{len(plan)}]")
+                self._look(final=self.session >= design.max_sessions)
+                plan = [(nodeid, running) for nodeid, running in plan if len(running) == 2 and any(
+                    key.startswith(nodeid + "::") and key not in self.timing for key in self.session_verdicts)]
+                if plan:
+                    for side in self.sides:
+                        side.stop()
+                    self._start_both()
         finally:
             for side in self.sides:
                 side.stop()
         self._judge()
         self.outcome.seconds = time.monotonic() - start
         return self.outcome
+
+    def _look(self, final: bool) -> None:
+        """Decide every open measurement at a look (or at the cap, whatever it shows)."""
+        for key, sessions in self.session_verdicts.items():
+            if key in self.timing:
+                continue
+            overrides = self.overrides.get(key, {})
+            design = self.settings.design(overrides)
+            if len(sessions) not in design.look_points and not final:
+                continue
+            verdict = paired.judge_sessions(sessions, self.settings.question(overrides), design)
+            if verdict.status != paired.INCONCLUSIVE or final or len(sessions) >= design.max_sessions:
+                self.timing[key] = verdict
+                self.progress(f"    {_name(key)}: x{verdict.ratio:.3f} ({verdict.interval_text} over "
+                              f"{verdict.sessions} sessions): {verdict.status}")
 
     def _start_both(self) -> list[dict]:
         for side in self.sides:
@@ -269,8 +275,8 @@ class Job:
         those of one side only, run there alone (their measurements are new or removed)."""
         base_ids, head_ids = (message["nodeids"] for message in collected)
         for index, message in enumerate(collected):
-            self.outcome.problems.extend(f"{SIDE_NAMES[index]}: could not collect {error}"
-                                         for error in message["errors"])
+            for error in message["errors"]:
+                self._problem(f"{SIDE_NAMES[index]}: could not collect {error}")
         common = set(base_ids) & set(head_ids)
         if not common:
             raise JobError("no test is collected on both sides: nothing to compare")
@@ -315,7 +321,7 @@ class Job:
         side = self.sides[lost.side]
         side.kill()
         pending.pop(lost.side, None)
-        self.outcome.problems.append(f"{side.name}: {nodeid}: {lost.why}")
+        self._problem(f"{side.name}: {nodeid}: {lost.why}")
         for key in [k for k in self.notes if k.startswith(nodeid + "::")]:
             self.notes[key] = self.notes[key] or f"the {side.name} worker was lost"
         try:
@@ -351,19 +357,20 @@ class Job:
             self.sides[HEAD].send({"cmd": "solo"})
             return
         overrides = pending[HEAD].get("overrides") or {}
+        self.overrides[head_key] = overrides
         pending.clear()
         try:
             verdict = paired.run_sequential(self._take_round, self.settings.question(overrides),
-                                            self.settings.design(overrides), rng=self.rng)
+                                            self.settings.design(overrides).within, rng=self.rng)
         except _SideLost as lost:
             self.notes[head_key] = f"the {SIDE_NAMES[lost.side]} worker was lost during the pairs"
             self.sides[1 - lost.side].send({"cmd": "finish"})
             raise
-        self.timing[head_key] = verdict
+        self.session_verdicts.setdefault(head_key, []).append(verdict)
         for side in self.sides:
             side.send({"cmd": "finish"})
-        self.progress(f"    {head_key.rsplit('::', 1)[-1]}: x{verdict.ratio:.3f} ({verdict.interval_text}), "
-                      f"{verdict.pairs} pairs in {verdict.seconds:.1f} s: {verdict.status}")
+        self.progress(f"    {_name(head_key)}: x{verdict.ratio:.3f} in this session ({verdict.pairs} pairs, "
+                      f"{verdict.seconds:.1f} s)")
 
     def _take_round(self, index: int) -> tuple[int, int, int]:
         self.sides[index].send({"cmd": "round"})
@@ -375,15 +382,19 @@ class Job:
 
     def _record_test(self, index: int, nodeid: str, message: dict) -> None:
         outcome = message.get("outcome")
-        if message.get("result"):
-            self.results[index][nodeid] = TestResult.from_dict(message["result"])
+        if message.get("result") and nodeid not in self.results[index]:
+            self.results[index][nodeid] = TestResult.from_dict(message["result"])  # counts: the first session's
         if outcome in ("failed", "error"):
-            line = f"{SIDE_NAMES[index]}: {nodeid} {outcome}: {message.get('message', '')}"
-            self.outcome.problems.append(line)
-        if outcome in ("failed", "error", "crashed") and index == HEAD:
+            self._problem(f"{SIDE_NAMES[index]}: {nodeid} {outcome}: {message.get('message', '')}")
+        if outcome in ("failed", "error", "crashed") and index == HEAD and nodeid not in self.outcome.head_failed:
             self.outcome.head_failed.append(nodeid)
 
+    def _problem(self, line: str) -> None:
+        if line not in self.outcome.problems:
+            self.outcome.problems.append(line)
+
     def _judge(self) -> None:
+        self._look(final=True)
         adjusted = paired.adjust_family(self.timing, self.settings.alpha)
         keys: dict[str, tuple[Measurement | None, Measurement | None]] = {}
         for index, results in enumerate(self.results):
@@ -398,8 +409,13 @@ class Job:
         for key, (base, head) in keys.items():
             if base is None and head is None:
                 continue
-            self.outcome.comparisons.append(
-                verdicts.Comparison(key, base, head, adjusted.get(key), self.notes.get(key, "")))
+            self.outcome.comparisons.append(verdicts.Comparison(key, base, head, adjusted.get(key),
+                                                                self.notes.get(key, ""),
+                                                                self.session_verdicts.get(key, [])))
+
+
+def _name(key: str) -> str:
+    return key.rsplit("::", 1)[-1]
 
 
 def run_job(base_tree: Path, head_tree: Path, pytest_args: list[str], settings: Settings,

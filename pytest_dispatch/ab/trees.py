@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
 import tempfile
@@ -34,9 +33,7 @@ def source_roots(tree: Path) -> list[str]:
 def checked_out(ref_or_dir: str, repo: Path) -> Iterator[tuple[Path, str]]:
     """(folder, description) for ``ref_or_dir``: a folder is used in place; a git ref of
     ``repo`` becomes a temporary worktree, removed afterwards."""
-    folder = Path(ref_or_dir)
-    if not os.path.isabs(ref_or_dir):
-        folder = repo / ref_or_dir
+    folder = Path(ref_or_dir)  # a folder is relative to where the command runs
     if folder.is_dir():
         yield folder.resolve(), f"folder {folder.resolve()}"
         return

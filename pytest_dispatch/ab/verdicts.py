@@ -30,6 +30,7 @@ class Comparison:
     head: Measurement | None
     timing: paired.PairedVerdict | None = None
     note: str = ""  # why timing was not judged (a crash, a lone measurement)
+    sessions: list[paired.PairedVerdict] = dataclasses.field(default_factory=list)  # one per session
 
     @property
     def name(self) -> str:
@@ -72,7 +73,8 @@ class Comparison:
         if timing is not None and not math.isnan(timing.ratio):
             per_dispatch = (f"{_us(timing.a_median / max(self.base.dispatches, 1))} -> "
                             f"{_us(timing.b_median / max(self.head.dispatches, 1))} µs/dispatch")
-            detail = f"x{timing.ratio:.3f}, {timing.interval_text}, {timing.pairs} pairs, {timing.seconds:.1f} s"
+            detail = (f"x{timing.ratio:.3f}, {timing.interval_text}, {timing.sessions} sessions, {timing.pairs} pairs, "
+                      f"{timing.seconds:.1f} s")
             if timing.p_adjusted is not None:
                 detail += f", p={timing.p_adjusted:.2g} adj."
             parts.append(f"time per call {timing.status}: {per_dispatch} ({detail})"
@@ -92,6 +94,8 @@ class Comparison:
             "head_us_per_dispatch": self._median(self.head, 1),
             "dispatches": {"base": self.base.dispatches if self.base else None,
                            "head": self.head.dispatches if self.head else None},
+            "sessions": [{"ratio": v.as_dict()["ratio"], "low": v.as_dict()["low"], "high": v.as_dict()["high"],
+                          "pairs": v.pairs} for v in self.sessions],
             "note": self.note, "line": self.line(),
         }
 
