@@ -62,10 +62,15 @@ def test_step(dispatch_meter, kernel, size):
 '''
 
 
-def write_tree(folder: Path, extra_us: dict[str, float], base_us: float) -> None:
+WORKLOAD = [100, 2]  # dispatches per call, calls per round (--workload)
+
+
+def write_tree(folder: Path, extra_us: dict[str, float], base_us: float, dispatches: int | None = None,
+               per_round: int | None = None) -> None:
+    dispatches, per_round = dispatches or WORKLOAD[0], per_round or WORKLOAD[1]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "test_proof.py").write_text(TEST_FILE)
-    (folder / "cost.py").write_text(f"DISPATCHES = 100\nPER_ROUND = 2\nBASE_US = {base_us!r}\n"
+    (folder / "cost.py").write_text(f"DISPATCHES = {dispatches}\nPER_ROUND = {per_round}\nBASE_US = {base_us!r}\n"
                                     f"EXTRA_US = {json.dumps(extra_us)}\n")
 
 
@@ -110,19 +115,68 @@ def calibrate(trees: Path, out: Path, base_us: float, pairs: int) -> tuple[dict[
     return extra, reached
 
 
-def process_noise(trees: Path, out: Path, sessions: int) -> dict:
+def process_noise(trees: Path, out: Path, sessions: int, dispatches: int = 100, per_round: int = 2) -> dict:
     """One A/A job of many sessions: how much sessions (fresh worker pairs) differ, against
     the interval each session's pairs give (the round noise)."""
-    write_tree(trees / "head", {name: 0.0 for name in SIZES}, 0.0)
-    outcome, _ = ab_job(trees, out, "aa01", "--sessions", str(sessions), "--max-sessions", str(sessions))
+    write_tree(trees / "base", {name: 0.0 for name in SIZES}, 0.0, dispatches, per_round)
+    write_tree(trees / "head", {name: 0.0 for name in SIZES}, 0.0, dispatches, per_round)
+    outcome, _ = ab_job(trees, out, "aa01", "--sessions", str(sessions), "--max-sessions",
+                        str(sessions))
+    write_tree(trees / "base", {name: 0.0 for name in SIZES}, 0.0)
     per_session = by_size(outcome)["aa01"]["sessions"]
     estimates = [math.log(s["ratio"]) for s in per_session if s["ratio"]]
     widths = [(math.log(s["high"]) - math.log(s["low"])) / 2 for s in per_session if s["high"] and s["low"]]
-    row = {"sessions": len(estimates), "sd_between_sessions": float(np.std(estimates, ddof=1)),
+    row = {"kind": "two processes", "dispatches": dispatches, "per_round": per_round,
+           "sessions": len(estimates), "sd_between_sessions": float(np.std(estimates, ddof=1)),
            "median_half_width_within": float(np.median(widths)) if widths else None, "log_ratios": estimates}
-    print(f"process noise: sd of the sessions' log-ratios {row['sd_between_sessions']:.3f} over {len(estimates)} "
+    print(f"two processes ({dispatches} dispatches x {per_round} per round): sd of the sessions' log-ratios {row['sd_between_sessions']:.3f} over {len(estimates)} "
           f"A/A sessions; a session's own interval half-width (median) "
           f"{row['median_half_width_within'] or float('nan'):.3f}", flush=True)
+    return row
+
+
+IN_PROCESS = """
+import json, math, sys, time
+import wgpu
+from pytest_dispatch import paired
+from pytest_dispatch.workloads import AddOne
+dispatches, per_round = int(sys.argv[1]), int(sys.argv[2])
+device = wgpu.gpu.request_adapter_sync(power_preference="high-performance").request_device_sync()
+kernels = [AddOne(device), AddOne(device)]  # A and B: the same code, in one process
+sync_buffer = device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
+sync = lambda: device.queue.read_buffer(sync_buffer)
+def take_round(side):
+    start = time.perf_counter_ns(); sync(); empty = time.perf_counter_ns() - start
+    start = time.perf_counter_ns()
+    for _ in range(per_round):
+        kernels[side].single_pass(dispatches)
+    sync()
+    return time.perf_counter_ns() - start, empty, per_round
+for side in (0, 1):
+    for _ in range(3):
+        take_round(side)
+design = paired.Design(first=30, batch=30, max_pairs=30)
+verdict = paired.run_sequential(take_round, paired.ChangeQuestion(0.02), design)
+print(json.dumps({"log_ratio": math.log(verdict.ratio), "half_width": (math.log(verdict.high) - math.log(verdict.low)) / 2}))
+"""
+
+
+def in_process_noise(processes: int, dispatches: int, per_round: int) -> dict:
+    """The same A/A question with both sides in one process, each time a fresh process:
+    what pairing achieves when there is no second process."""
+    estimates, widths = [], []
+    for _ in range(processes):
+        done = subprocess.run([sys.executable, "-c", IN_PROCESS, str(dispatches), str(per_round)],
+                              capture_output=True, text=True)
+        data = json.loads(done.stdout.strip().splitlines()[-1])
+        estimates.append(data["log_ratio"])
+        widths.append(data["half_width"])
+    row = {"kind": "in one process", "dispatches": dispatches, "per_round": per_round, "processes": processes,
+           "sd_between_processes": float(np.std(estimates, ddof=1)), "median_half_width_within":
+           float(np.median(widths)), "log_ratios": estimates}
+    print(f"in one process ({dispatches} dispatches x {per_round} per round): sd of the processes' log-ratios "
+          f"{row['sd_between_processes']:.3f} over {processes}; a process's own half-width (median) "
+          f"{row['median_half_width_within']:.3f}", flush=True)
     return row
 
 
@@ -140,16 +194,21 @@ def main() -> int:
     parser.add_argument("--aa-trials", type=int, default=25, help="A/A jobs (12 comparisons each)")
     parser.add_argument("--regression-trials", type=int, default=10, help="jobs of +5/10/20%% (4 of each)")
     parser.add_argument("--base-us", type=float, default=0.0, help="host work per call on both sides")
+    parser.add_argument("--workload", default="100:2", help="DISPATCHES:PER_ROUND of the trials' measurements")
     parser.add_argument("--calibration-pairs", type=int, default=100, help="per session of the six-session "
                                                                           "calibration jobs")
     parser.add_argument("--neighbour", action="store_true", help="keep one core busy with a second process")
     parser.add_argument("--pytest-arg", action="append", default=[], help="passed to the workers' pytest")
     parser.add_argument("--noise-sessions", type=int, default=0,
-                        help="first measure the process-pair effect: one A/A job of this many sessions")
+                        help="first measure the process-pair effect: one A/A job of this many sessions, and as "
+                             "many fresh processes pairing A/A within themselves, per --noise-workload")
+    parser.add_argument("--noise-workload", action="append", default=[],
+                        help="DISPATCHES:PER_ROUND of a noise measurement (default 100:2)")
     args = parser.parse_args()
     PYTEST_EXTRA.extend(args.pytest_arg)
     out_dir = Path(args.out)
     trees = out_dir / "trees"
+    WORKLOAD[:] = [int(x) for x in args.workload.split(":")]
     write_tree(trees / "base", {name: 0.0 for name in SIZES}, args.base_us)
     scratch = out_dir / "job.json"
     neighbour = None
@@ -158,8 +217,10 @@ def main() -> int:
     noise = []
     try:
         started = time.time()
-        if args.noise_sessions:
-            noise.append(process_noise(trees, scratch, args.noise_sessions))
+        for workload in (args.noise_workload or ["100:2"]) if args.noise_sessions else []:
+            dispatches, per_round = (int(x) for x in workload.split(":"))
+            noise.append(process_noise(trees, scratch, args.noise_sessions, dispatches, per_round))
+            noise.append(in_process_noise(args.noise_sessions, dispatches, per_round))
             (out_dir / "noise.json").write_text(json.dumps(noise, indent=1))
         if not (args.aa_trials or args.regression_trials):
             (out_dir / "gate_proof.json").write_text(json.dumps({"command": " ".join(sys.argv), "noise": noise},
