@@ -20,7 +20,10 @@ PAIR_ORDERS = ("abba", "random")  # the two rounds of an A/B pair (here, not in 
 # An A/B job: pairs of rounds per measurement in each session (a fresh pair of worker
 # processes), the first look after `sessions` sessions and then every `sessions` more, up
 # to `max_sessions`; `max_time` caps one measurement's pairs in one session.
-AB_DEFAULTS: dict[str, Any] = {"pairs": 30, "sessions": 4, "max_sessions": 12, "max_time": 20.0, "order": "abba"}
+# A side's turn is `settle` rounds (dropped: the GPU has just switched from the other
+# process) and then `block` rounds whose median is the turn's value.
+AB_DEFAULTS: dict[str, Any] = {"pairs": 10, "sessions": 4, "max_sessions": 12, "max_time": 20.0, "order": "abba",
+                               "block": 5, "settle": 1}
 
 
 class SettingError(ValueError):

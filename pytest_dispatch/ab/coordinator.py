@@ -7,6 +7,7 @@ import os
 import queue
 import random
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,6 +44,8 @@ class Settings:
     max_sessions: int = gate_settings.AB_DEFAULTS["max_sessions"]
     max_seconds: float = gate_settings.AB_DEFAULTS["max_time"]  # of pairs, per measurement and session
     order: str = gate_settings.AB_DEFAULTS["order"]
+    block: int = gate_settings.AB_DEFAULTS["block"]  # rounds a side takes per turn (their median is the value)
+    settle: int = gate_settings.AB_DEFAULTS["settle"]  # rounds dropped at the start of a turn
     test_timeout: float = 900.0  # a test that sends nothing for this long is hung
     round_timeout: float = 120.0
     seed: int | None = None
@@ -360,7 +363,7 @@ class Job:
         self.overrides[head_key] = overrides
         pending.clear()
         try:
-            verdict = paired.run_sequential(self._take_round, self.settings.question(overrides),
+            verdict = paired.run_sequential(self._take_block, self.settings.question(overrides),
                                             self.settings.design(overrides).within, rng=self.rng)
         except _SideLost as lost:
             self.notes[head_key] = f"the {SIDE_NAMES[lost.side]} worker was lost during the pairs"
@@ -372,13 +375,16 @@ class Job:
         self.progress(f"    {_name(head_key)}: x{verdict.ratio:.3f} in this session ({verdict.pairs} pairs, "
                       f"{verdict.seconds:.1f} s)")
 
-    def _take_round(self, index: int) -> tuple[int, int, int]:
-        self.sides[index].send({"cmd": "round"})
-        message = self._expect(index, self.settings.round_timeout)
-        if message.get("event") != "round":
-            raise _SideLost(index, f"the {SIDE_NAMES[index]} test ended during a round: "
+    def _take_block(self, index: int) -> tuple[int, int, int]:
+        """One side's turn: ``settle`` rounds dropped, then ``block`` rounds, as one value
+        (the medians), so the GPU's switch from the other process is not timed."""
+        self.sides[index].send({"cmd": "block", "settle": self.settings.settle, "rounds": self.settings.block})
+        message = self._expect(index, self.settings.round_timeout * (self.settings.settle + self.settings.block))
+        if message.get("event") != "block":
+            raise _SideLost(index, f"the {SIDE_NAMES[index]} test ended during its rounds: "
                                    f"{message.get('message') or message.get('outcome')}")
-        return int(message["wall_ns"]), int(message["sync_ns"]), int(message["per_round"])
+        return (int(statistics.median(message["wall_ns"])), int(statistics.median(message["sync_ns"])),
+                int(message["per_round"]))
 
     def _record_test(self, index: int, nodeid: str, message: dict) -> None:
         outcome = message.get("outcome")

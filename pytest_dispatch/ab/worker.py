@@ -119,16 +119,17 @@ class Worker:
     # -- the meter's round server
 
     def serve(self, key: str, calls: dict[str, int], take_round: Callable[[], tuple[int, int, int]]) -> bool:
-        """Announce the warmed-up measurement, then take rounds until told to finish.
+        """Announce the warmed-up measurement, then take blocks of rounds until told to finish.
 
         False: the other side has no such measurement; measure alone."""
         self.channel.send({"event": "measure", "key": key, "calls": calls, "overrides": self._overrides()})
         while True:
             command = self.channel.receive()
             kind = command.get("cmd")
-            if kind == "round":
-                wall_ns, sync_ns, per_round = take_round()
-                self.channel.send({"event": "round", "wall_ns": wall_ns, "sync_ns": sync_ns, "per_round": per_round})
+            if kind == "block":
+                rounds = [take_round() for _ in range(command["settle"] + command["rounds"])][command["settle"]:]
+                self.channel.send({"event": "block", "wall_ns": [r[0] for r in rounds],
+                                   "sync_ns": [r[1] for r in rounds], "per_round": rounds[0][2]})
             elif kind == "finish":
                 return True
             elif kind == "solo":
