@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -35,7 +34,8 @@ def test_model(dispatch_meter, kernel):
 def test_steady(dispatch_meter, kernel):
     dispatch_meter.measure(kernel.single_pass, 10, per_round=2, name="steady")
 """
-FAST = dict(max_pairs=60, max_seconds=3.0, first_pairs=20, batch_pairs=20)
+FAST = dict(pairs=6, sessions=3, max_sessions=3, max_seconds=3.0)
+FAST_FLAGS = ("--pairs", "6", "--sessions", "3", "--max-sessions", "3", "--max-time", "3")
 
 
 def git(folder: Path, *args: str) -> str:
@@ -65,7 +65,7 @@ def ab(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedP
 
 
 def outcome_of(project: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
-    done = ab(project, "--max-time", "3", "--max-pairs", "60", "--json", "ab.json", *args)
+    done = ab(project, *FAST_FLAGS, "--json", "ab.json", *args)
     return done, json.loads((project / "ab.json").read_text()) if (project / "ab.json").exists() else {}
 
 
@@ -80,8 +80,8 @@ def test_a_a_job_on_one_folder_finds_no_regression(project):
     assert set(measured) == {"work", "steady"}
     for measurement in measured.values():
         assert measurement["status"] in ("unchanged", "inconclusive")
-        assert measurement["timing"]["pairs"] >= 20 and measurement["dispatches"] == {"base": 20, "head": 20} \
-            or measurement["name"] == "steady"
+        assert measurement["timing"]["sessions"] == 3 and len(measurement["sessions"]) == 3
+    assert measured["work"]["dispatches"] == {"base": 20, "head": 20}
     assert outcome["schema"] == "pytest-dispatch-ab/1" and "A/B passed" in done.stdout
 
 
@@ -107,8 +107,8 @@ def test_more_dispatches_in_the_head_is_an_exact_count_regression(project):
 def test_the_pytest_twin_runs_the_same_job(project):
     write_cost(project, extra_us=5000)
     done = subprocess.run([sys.executable, "-m", "pytest", "--dispatch-ab=main", "--dispatch-ab-max-time=3",
-                           "--dispatch-ab-max-pairs=60", "-q"], cwd=project, capture_output=True, text=True,
-                          timeout=300)
+                           "--dispatch-ab-pairs=6", "--dispatch-ab-sessions=3", "--dispatch-ab-max-sessions=3",
+                           "-q"], cwd=project, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "work regressed: time per call regressed:" in done.stdout
 
@@ -181,5 +181,5 @@ def test_sides_on_different_adapters_are_refused():
 
 def test_worker_arguments_drop_the_coordinators_options():
     args = ["tests", "--dispatch-ab=main", "--dispatch-report", "--dispatch-json", "x.json", "-k", "fast",
-            "--dispatch-ab-max-time=5", "--gpu-adapter=H200", "--dispatch-save"]
+            "--dispatch-ab-max-time=5", "--dispatch-ab-sessions", "3", "--gpu-adapter=H200", "--dispatch-save"]
     assert command.worker_args(args) == ["tests", "-k", "fast", "--gpu-adapter=H200"]

@@ -152,3 +152,62 @@ def test_verdicts_travel_as_json():
     assert data["ratio"] is None and data["high"] is None
     back = paired.PairedVerdict.from_dict(data)
     assert back.status == verdict.status and math.isinf(back.high) and math.isnan(back.ratio)
+
+
+# --------------------------------------------------------------------------
+# sessions: the unit when two processes differ for their whole life
+
+
+def session_verdicts(rng, sessions: int, ratio: float, process_sd: float, within_sd: float = 0.02):
+    """One within-session verdict per session: the log-ratio of a fresh process pair."""
+    logs = np.log(ratio) + rng.normal(0, process_sd, sessions) + rng.normal(0, within_sd, sessions)
+    return [paired.PairedVerdict(paired.INCONCLUSIVE, float(np.exp(x)), 0.0, math.inf, 0.99, 10, 0.1, 10.0,
+                                 10.0 * float(np.exp(x)), 1.0) for x in logs]
+
+
+def test_sessions_keep_false_alarms_under_alpha_when_processes_differ():
+    rng = np.random.default_rng(20)
+    design, question = paired.SessionDesign(), paired.ChangeQuestion(0.02)
+    flagged = 0
+    for _ in range(1000):
+        verdicts = session_verdicts(rng, design.max_sessions, 1.0, process_sd=0.15)
+        for look in design.look_points:
+            verdict = paired.judge_sessions(verdicts[:look], question, design)
+            if verdict.status != paired.INCONCLUSIVE:
+                flagged += verdict.status in (paired.REGRESSED, paired.IMPROVED)
+                break
+    assert flagged <= sps.binom.ppf(0.999, 1000, design.alpha), flagged
+
+
+def test_pairs_alone_would_call_a_process_difference_a_change():
+    # the same data judged as if all pairs were independent: the process effect looks like a change
+    rng = np.random.default_rng(21)
+    a, b = paired.simulate_pairs(rng, 300, process_sd=0.15, sigma=0.02, drift_sd=0.0, outlier_fraction=0.0)
+    alone = paired.judge_rounds((_rounds(a), _rounds(b)), paired.ChangeQuestion(0.02), paired.Design())
+    assert alone.status in (paired.REGRESSED, paired.IMPROVED)
+
+
+def _rounds(per_call_us):
+    rounds = paired.Rounds()
+    for value in per_call_us:
+        rounds.add(int(value * 1000) + 1000, 1000, 1)
+    return rounds
+
+
+def test_sessions_decide_a_large_change_and_unchanged_code_when_processes_agree():
+    rng = np.random.default_rng(22)
+    design, question = paired.SessionDesign(), paired.ChangeQuestion(0.02)
+    large = paired.judge_sessions(session_verdicts(rng, 4, 1.5, process_sd=0.02), question, design)
+    assert large.status == paired.REGRESSED and large.sessions == 4 and large.low > 1.02
+    same = paired.judge_sessions(session_verdicts(rng, 4, 1.0, process_sd=0.001, within_sd=0.001), question, design)
+    assert same.status == paired.UNCHANGED
+
+
+def test_session_design_looks_and_its_checks():
+    assert paired.SessionDesign(first=4, step=4, max_sessions=10).look_points == (4, 8, 10)
+    assert paired.SessionDesign().alpha_per_look == pytest.approx(0.01 / 3)
+    with pytest.raises(ValueError, match="first >= 2"):
+        paired.SessionDesign(first=1)
+    lone = paired.judge_sessions(session_verdicts(np.random.default_rng(0), 1, 1.0, 0.1), paired.ChangeQuestion(),
+                                 paired.SessionDesign())
+    assert lone.status == paired.INCONCLUSIVE and "fewer than 2 sessions" in lone.reason
