@@ -139,7 +139,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     session_gate = baseline.gate(gate_settings)
     results = storage.results_of(current_doc)
     try:
-        verdicts = {r.nodeid: session_gate.judge(r) for r in results}
+        verdicts = {r.nodeid: session_gate.judge(r, r.gate_overrides) for r in results}
         final = session_gate.final_timing()
     except ValueError as error:
         raise InputError(f"{args.current}: {error}") from None

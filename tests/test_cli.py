@@ -165,3 +165,11 @@ def test_every_cli_option_says_what_it_does():
         for action in command._actions:
             if not isinstance(action, argparse._HelpAction):
                 assert action.help, f"pytest-dispatch {name} {action.dest}: no help text"
+
+
+def test_settings_take_the_same_syntax_as_the_pytest_flags(tmp_path, capsys):
+    assert cli.main(["compare", write(tmp_path, "a.json"), write(tmp_path, "b.json"), "--threshold", "5%"]) == 0
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["compare", write(tmp_path, "a.json"), write(tmp_path, "b.json"), "--alpha", "2"])
+    assert exit_info.value.code == 2
+    assert "alpha='2' must be between 0 and 0.5" in capsys.readouterr().err

@@ -178,3 +178,32 @@ def test_assert_speedup_passes_a_clear_speedup_and_fails_an_impossible_one(pytes
     result.stdout.fnmatch_lines(["*.py:*: speedup of * over *: *x (*% interval *-*, * pairs, * s); "
                                  "NOT shown (upper bound < 1000x required)"])
     assert "def assert_speedup" not in result.stdout.str()  # the plugin's frames are hidden
+
+
+def test_a_marker_override_changes_the_one_verdict_the_report_and_the_exit_status_show():
+    import numpy as np
+
+    from pytest_dispatch import gate
+    from pytest_dispatch.meter import Measurement
+    from pytest_dispatch.results import TestResult
+
+    def result(us: float, overrides=None) -> TestResult:
+        calls = {"dispatch": 10, "dispatch_indirect": 0, "submit": 1, "pass": 1, "encoder": 1}
+        measurement = Measurement("work", "sequential", 3, 5, 1, calls, {"k": 10}, np.full(5, us), np.full(5, us),
+                                  np.full(5, 1.0), {})
+        return TestResult("t.py::test", [measurement], {}, gate_overrides=overrides or {})
+
+    stored = {"t.py::test::work": list(100.0 * np.exp(np.linspace(-0.01, 0.01, 6)))}
+    base = gate.Baseline("base.json", [result(100.0)], True, stored)
+    plain = base.gate({"alpha": 0.01, "threshold": 0.02}).judge(result(130.0))
+    relaxed = base.gate({"alpha": 0.01, "threshold": 0.02}).judge(result(130.0, {"threshold": 0.5}),
+                                                                   {"threshold": 0.5})
+    assert plain.failure_lines and "work us_per_call regressed" in plain.lines()[-1]
+    assert not relaxed.failure_lines and "work us_per_call unchanged" in relaxed.lines()[-1]
+
+
+def test_bad_gate_settings_are_one_line_usage_errors(gate_project):
+    result = run(gate_project, "--dispatch-alpha", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*argument --dispatch-alpha: alpha='2' must be between 0 and 0.5*"])
+    assert "Traceback" not in result.stderr.str() and "INTERNALERROR" not in result.stdout.str()

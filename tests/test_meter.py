@@ -109,3 +109,20 @@ def test_timestamps_give_gpu_time_per_call(gpu_device, gpu_info, kernel):
     m = meter.measure(kernel.pass_per_dispatch, 4, warmup=2, rounds=3, per_round=2)
     assert m.gpu_us is not None and m.gpu_us.shape == (3,) and np.all(m.gpu_us > 0)
     assert m.gpu_is_indicative == gpu_info.is_cpu
+
+
+def test_a_name_used_twice_in_a_test_is_an_error_naming_both_call_sites(meter, kernel):
+    from pytest_dispatch.meter import MeasurementUsageError
+
+    meter.measure(kernel.single_pass, 2, warmup=2, rounds=2, name="step")
+    with pytest.raises(MeasurementUsageError, match=r"'step' was already taken in this test \(at "
+                                                    r"test_meter.py:\d+; again at test_meter.py:\d+\)"):
+        meter.measure(kernel.single_pass, 3, warmup=2, rounds=2, name="step")
+    meter.single_op(kernel.single_pass, 2, warmup=2, rounds=2, name="step")  # another method: its own name
+
+
+def test_a_measured_function_without_a_dispatch_is_an_error(meter, kernel):
+    from pytest_dispatch.meter import MeasurementUsageError
+
+    with pytest.raises(MeasurementUsageError, match="made no compute dispatch"):
+        meter.measure(kernel.reset, warmup=2, rounds=2)
