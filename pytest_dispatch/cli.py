@@ -269,7 +269,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
 
     job_settings = coordinator.Settings(threshold=args.threshold, alpha=args.alpha, pairs=args.pairs,
                                         sessions=args.sessions, max_sessions=args.max_sessions,
-                                        max_seconds=args.max_time, order=args.order, seed=args.seed)
+                                        max_seconds=args.max_time, order=args.order, seed=args.seed,
+                                        test_timeout=args.test_timeout)
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
@@ -382,6 +383,9 @@ def build_parser() -> argparse.ArgumentParser:
                          f"(default {ab_defaults['max_time']:g})")
     ab.add_argument("--order", choices=settings.PAIR_ORDERS, default=ab_defaults["order"],
                     help="order of a pair's two rounds")
+    ab.add_argument("--test-timeout", type=_setting(settings.seconds, "test-timeout"), default=900.0,
+                    help="a worker silent this long in a test is hung: killed, restarted, the test failed "
+                         "(default 900 s)")
     ab.add_argument("--seed", type=int, help="seed of the random order")
     ab.add_argument("--json", help="write the outcome to this JSON file")
     ab.add_argument("--markdown", help="append the outcome as Markdown to this file ('-': print it)")

@@ -35,7 +35,7 @@ def test_steady(dispatch_meter, kernel):
     dispatch_meter.measure(kernel.single_pass, 10, per_round=2, name="steady")
 """
 FAST = dict(pairs=6, sessions=3, max_sessions=3, max_seconds=3.0)
-FAST_FLAGS = ("--pairs", "6", "--sessions", "3", "--max-sessions", "3", "--max-time", "3")
+FAST_FLAGS = ("--pairs", "6", "--sessions", "3", "--max-sessions", "3", "--max-time", "3", "--test-timeout", "90")
 
 
 def git(folder: Path, *args: str) -> str:

@@ -327,16 +327,23 @@ class Job:
         self._problem(f"{side.name}: {nodeid}: {lost.why}")
         for key in [k for k in self.notes if k.startswith(nodeid + "::")]:
             self.notes[key] = self.notes[key] or f"the {side.name} worker was lost"
+        others = []  # what the other side says meanwhile is kept for the test's loop
         try:
             side.start()
             while True:
                 index, message = self._next(self.settings.test_timeout, suspects=(side.index,))
+                if index != side.index:
+                    others.append((index, self.sides[index].starts, message))
+                    continue
                 if message is None:
                     raise _SideLost(index, self.sides[index].death())
-                if index == side.index and message.get("event") == "collected":
+                if message.get("event") == "collected":
                     break
         except _SideLost as again:
             raise JobError(f"the {side.name} worker could not be restarted: {again.why}") from None
+        finally:
+            for event in others:
+                self.events.put(event)
         return {"event": "test_done", "nodeid": nodeid, "outcome": "crashed", "message": lost.why, "result": None}
 
     def _solo_orphans(self, pending: dict[int, dict], done: dict[int, dict]) -> None:
