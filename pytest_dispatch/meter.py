@@ -18,7 +18,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from pytest_dispatch import devicelock, paired, recorder, timestamps
+from pytest_dispatch import devicelock, paired, recorder, settings, timestamps
 
 DEFAULT_WARMUP = 3
 DEFAULT_ROUNDS = 30
@@ -179,8 +179,10 @@ class DispatchMeter:
 
     def __init__(self, request=None, *, device=None, timestamps_enabled: bool = False,
                  round_server: RoundServer | None = None, speedup_design: paired.Design | None = None,
-                 lock: bool = True) -> None:
+                 lock: bool = True, min_rounds: int = settings.MIN_ROUNDS, max_time: float | None = None) -> None:
         self._request = request
+        self.min_rounds = min_rounds  # with max_time: rounds stop at the cap once this many are taken
+        self.max_time = max_time  # seconds of timed rounds per measurement (pytest-benchmark's max_time)
         self._device = device
         self.timestamps_enabled = timestamps_enabled
         self.round_server = round_server
@@ -226,7 +228,9 @@ class DispatchMeter:
         **kwargs: Any,
     ) -> Measurement:
         """Measure ``fn(*args, **kwargs)`` by the sequential method: ``per_round``
-        calls, one sync, ``rounds`` times, after ``warmup`` calls.
+        calls, one sync, ``rounds`` times, after ``warmup`` calls.  With a time cap
+        (``--dispatch-max-time``) the rounds stop at the cap once ``--dispatch-min-rounds``
+        are taken.
 
         In an A/B job (``pytest-dispatch ab``) the coordinator decides the rounds:
         as many as its paired comparison with the other version needs."""
@@ -321,9 +325,12 @@ class DispatchMeter:
                 take_rounds(sync)
             elif not (served and self.round_server.serve(self._key(samplers[0].name), samplers[0].calls,
                                                          lambda: samplers[0].take_round(sync))):
-                for _ in range(rounds):
+                deadline = None if self.max_time is None else time.perf_counter() + self.max_time
+                for taken in range(1, rounds + 1):
                     for sampler in samplers:
                         sampler.take_round(sync)
+                    if deadline is not None and taken >= self.min_rounds and time.perf_counter() > deadline:
+                        break
         measurements = [sampler.measurement(warmup) for sampler in samplers]
         self.measurements.extend(measurements)
         return measurements

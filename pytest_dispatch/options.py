@@ -36,6 +36,14 @@ GPU_OPTIONS = (
            "the first one (taking turns), instead of each worker its own.", False, type="bool"),
 )
 
+MEASURE_OPTIONS = (
+    Option("dispatch_max_time", "Most seconds of timed rounds per measurement (20, 20s, 1m); rounds stop at the "
+           "cap once --dispatch-min-rounds are taken (default: no cap).", None, type="seconds"),
+    Option("dispatch_min_rounds", "Rounds a measurement takes at the least under --dispatch-max-time.",
+           settings.MIN_ROUNDS,
+           type="rounds"),
+)
+
 REPORT_OPTIONS = (
     Option("dispatch_report", "Print the dispatch report (one row per measured test) at the end.", False, type="bool"),
     Option("dispatch_json", "Write the results to this JSON file (pytest-benchmark's schema).", None, type="path"),
@@ -83,7 +91,7 @@ AB_OPTIONS = (
            "$GITHUB_STEP_SUMMARY.", None, type="path"),
 )
 
-ALL_OPTIONS = GPU_OPTIONS + REPORT_OPTIONS + GATE_OPTIONS + AB_OPTIONS
+ALL_OPTIONS = GPU_OPTIONS + MEASURE_OPTIONS + REPORT_OPTIONS + GATE_OPTIONS + AB_OPTIONS
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -123,6 +131,7 @@ _CONVERTERS: dict[str, Callable[[str], Any]] = {
     "fraction": _checked(settings.fraction, "threshold"), "alpha": _checked(settings.alpha, "alpha"),
     "seconds": _checked(settings.seconds, "seconds"), "pairs": _checked(lambda n, v: settings.count(n, v, 6), "pairs"),
     "sessions": _checked(lambda n, v: settings.count(n, v, 2), "sessions"),
+    "rounds": _checked(lambda n, v: settings.count(n, v, 1), "rounds"),
 }
 
 

@@ -393,6 +393,8 @@ def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeter:
         timestamps_enabled=options.get(request.config, "dispatch_timestamps"),
         round_server=round_server,
         lock=round_server is None,  # in an A/B job the coordinator takes the turns
+        min_rounds=options.get(request.config, "dispatch_min_rounds"),
+        max_time=options.get(request.config, "dispatch_max_time"),
     )
     request.node.stash[METER_KEY] = meter
     return meter

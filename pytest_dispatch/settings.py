@@ -17,6 +17,8 @@ DEFAULTS: dict[str, Any] = {
 PAIR_ORDERS = ("abba", "random")  # the two rounds of an A/B pair (here, not in paired: options must not load numpy)
 
 
+MIN_ROUNDS = 5  # rounds a measurement takes at the least under a time cap (--dispatch-max-time)
+
 # An A/B job: pairs of rounds per measurement in each session (a fresh pair of worker
 # processes), the first look after `sessions` sessions and then every `sessions` more, up
 # to `max_sessions`; `max_time` caps one measurement's pairs in one session.
@@ -57,14 +59,17 @@ def alpha(name: str, value: Any) -> float:
 
 
 def seconds(name: str, value: Any) -> float:
-    """'60', '60s', '2m' or 60.0; > 0."""
+    """'60', '60s', '500ms', '2m' or 60.0; > 0."""
     text = str(value).strip().lower()
-    scale = 60.0 if text.endswith("m") else 1.0
-    text = text.rstrip("ms") if text.endswith(("s", "m")) else text
+    scale = 1.0
+    for suffix, factor in (("ms", 1e-3), ("s", 1.0), ("m", 60.0)):
+        if text.endswith(suffix):
+            text, scale = text[: -len(suffix)], factor
+            break
     try:
         number = float(text) * scale
     except ValueError:
-        raise SettingError(f"{name}={value!r} is not a duration (e.g. 60 or 60s or 2m)") from None
+        raise SettingError(f"{name}={value!r} is not a duration (e.g. 60, 60s, 500ms or 2m)") from None
     if not (math.isfinite(number) and number > 0):
         raise SettingError(f"{name}={value!r} must be a positive duration")
     return number

@@ -126,3 +126,27 @@ def test_a_measured_function_without_a_dispatch_is_an_error(meter, kernel):
 
     with pytest.raises(MeasurementUsageError, match="made no compute dispatch"):
         meter.measure(kernel.reset, warmup=2, rounds=2)
+
+
+def test_a_time_cap_stops_the_rounds_once_the_minimum_is_taken(gpu_device, kernel):
+    capped = DispatchMeter(device=gpu_device, min_rounds=3, max_time=1e-6)
+    assert capped.measure(kernel.single_pass, 5, warmup=2, rounds=30).rounds == 3
+    uncapped = DispatchMeter(device=gpu_device, min_rounds=3)
+    assert uncapped.measure(kernel.single_pass, 5, warmup=2, rounds=7).rounds == 7
+
+
+def test_time_cap_flags_and_ini_reach_the_meter(pytester, gpu_info):
+    pytester.makepyfile(
+        """
+        from pytest_dispatch.workloads import AddOne
+
+        def test_capped(dispatch_meter, gpu_device):
+            measurement = dispatch_meter.measure(AddOne(gpu_device).single_pass, 5, rounds=200)
+            assert measurement.rounds == 4
+        """
+    )
+    pytester.runpytest("--dispatch-max-time=1ms", "--dispatch-min-rounds=4").assert_outcomes(passed=1)
+    pytester.makeini("[pytest]\ndispatch_max_time = 0.001\ndispatch_min_rounds = 4\n")
+    pytester.runpytest().assert_outcomes(passed=1)
+    result = pytester.runpytest("--dispatch-min-rounds=0")
+    assert result.ret == 4 and "must be at least 1" in result.stderr.str()

@@ -1,0 +1,32 @@
+"""The one parser of the gate's and the meter's settings (pytest_dispatch.settings)."""
+
+import pytest
+
+from pytest_dispatch import settings
+
+
+@pytest.mark.parametrize(("parse", "text", "value"), [
+    (settings.fraction, "5%", 0.05), (settings.fraction, "0.02", 0.02), (settings.alpha, "0.01", 0.01),
+    (settings.seconds, "60", 60.0), (settings.seconds, "60s", 60.0), (settings.seconds, "500ms", 0.5),
+    (settings.seconds, "2m", 120.0), (settings.seconds, 1.5, 1.5),
+])
+def test_accepted_forms(parse, text, value):
+    assert parse("x", text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize(("parse", "text", "message"), [
+    (settings.fraction, "5", "between 0 and 1"), (settings.fraction, "-1%", "between 0 and 1"),
+    (settings.fraction, "five", "not a number"), (settings.alpha, "2", "between 0 and 0.5"),
+    (settings.alpha, "nan", "finite"), (settings.seconds, "0", "positive duration"),
+    (settings.seconds, "soon", "not a duration"),
+])
+def test_rejected_values_are_one_line_naming_the_setting(parse, text, message):
+    with pytest.raises(settings.SettingError, match=message) as error:
+        parse("x", text)
+    assert str(error.value).startswith("x=") and "\n" not in str(error.value)
+
+
+def test_parse_knows_the_gate_settings_only():
+    assert settings.parse("threshold", "3%") == pytest.approx(0.03)
+    with pytest.raises(settings.SettingError, match="unknown setting 'floor_us'"):
+        settings.parse("floor_us", 0.5)
