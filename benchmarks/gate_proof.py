@@ -216,7 +216,6 @@ def main() -> int:
         neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     noise = []
     try:
-        started = time.time()
         for workload in (args.noise_workload or ["100:2"]) if args.noise_sessions else []:
             dispatches, per_round = (int(x) for x in workload.split(":"))
             noise.append(process_noise(trees, scratch, args.noise_sessions, dispatches, per_round))
@@ -227,7 +226,7 @@ def main() -> int:
                                                                 indent=1))
             return 0
         extra, reached = calibrate(trees, scratch, args.base_us, args.calibration_pairs)
-        print(f"calibrated host work per call (µs): " + ", ".join(f"{k} {v:.1f}" for k, v in extra.items()
+        print("calibrated host work per call (µs): " + ", ".join(f"{k} {v:.1f}" for k, v in extra.items()
                                                                      if k.startswith("reg")), flush=True)
         print("head/base ratio reached (long job): " + ", ".join(f"{k} x{v:.3f}" for k, v in reached.items()),
               flush=True)
