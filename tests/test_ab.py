@@ -34,8 +34,8 @@ def test_model(dispatch_meter, kernel):
 def test_steady(dispatch_meter, kernel):
     dispatch_meter.measure(kernel.single_pass, 10, per_round=2, name="steady")
 """
-FAST = dict(pairs=6, sessions=3, max_sessions=3, max_seconds=3.0)
-FAST_FLAGS = ("--pairs", "6", "--sessions", "3", "--max-sessions", "3", "--max-time", "3", "--test-timeout", "90")
+FAST = dict(pairs=6, sessions=4, max_sessions=4, max_seconds=3.0)
+FAST_FLAGS = ("--pairs", "6", "--sessions", "4", "--max-sessions", "4", "--max-time", "3", "--test-timeout", "90")
 
 
 def git(folder: Path, *args: str) -> str:
@@ -80,13 +80,13 @@ def test_a_a_job_on_one_folder_finds_no_regression(project):
     assert set(measured) == {"work", "steady"}
     for measurement in measured.values():
         assert measurement["status"] in ("unchanged", "inconclusive")
-        assert measurement["timing"]["sessions"] == 3 and len(measurement["sessions"]) == 3
+        assert measurement["timing"]["sessions"] == 4 and len(measurement["sessions"]) == 4
     assert measured["work"]["dispatches"] == {"base": 20, "head": 20}
     assert outcome["schema"] == "pytest-dispatch-ab/1" and "A/B passed" in done.stdout
 
 
 def test_head_with_an_injected_cost_regresses_and_the_base_worktree_is_removed(project):
-    write_cost(project, extra_us=5000)  # the head's own cost.py: 5 ms per call against ~1 ms
+    write_cost(project, extra_us=20000)  # the head's own cost.py: 20 ms per call against ~1 ms
     done, outcome = outcome_of(project, "--base", "main")
     assert done.returncode == 1, done.stdout + done.stderr
     measured = by_name(outcome)
@@ -105,9 +105,9 @@ def test_more_dispatches_in_the_head_is_an_exact_count_regression(project):
 
 
 def test_the_pytest_twin_runs_the_same_job(project):
-    write_cost(project, extra_us=5000)
+    write_cost(project, extra_us=20000)
     done = subprocess.run([sys.executable, "-m", "pytest", "--dispatch-ab=main", "--dispatch-ab-max-time=3",
-                           "--dispatch-ab-pairs=6", "--dispatch-ab-sessions=3", "--dispatch-ab-max-sessions=3",
+                           "--dispatch-ab-pairs=6", "--dispatch-ab-sessions=4", "--dispatch-ab-max-sessions=4",
                            "-q"], cwd=project, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "work regressed: time per call regressed:" in done.stdout
