@@ -446,9 +446,9 @@ class _Sampler:
                     {k: v * self.per_round for k, v in self.by_kernel.items()})
         _check_consistent(self.name, [expected, self.round_counts[0]], "warm-up x per_round and round")
         rounds = len(self.wall)
-        sync_us = np.asarray(self.sync, dtype=float) / 1000.0
         # The naive method keeps its sync in: that inflation is what it shows.
-        subtracted = float(np.median(sync_us)) if self.method == SEQUENTIAL else 0.0
+        wall_us = (paired.per_call_us(self.wall, self.sync, self.per_round) if self.method == SEQUENTIAL
+                   else np.asarray(self.wall, dtype=float) / 1000.0 / self.per_round)
         return Measurement(
             name=self.name,
             method=self.method,
@@ -458,8 +458,8 @@ class _Sampler:
             calls=self.calls,
             by_kernel=self.by_kernel,
             host_us=np.asarray(self.host, dtype=float) / 1000.0 / self.per_round,
-            wall_us=(np.asarray(self.wall, dtype=float) / 1000.0 - subtracted) / self.per_round,
-            sync_us=sync_us,
+            wall_us=wall_us,
+            sync_us=np.asarray(self.sync, dtype=float) / 1000.0,
             host_breakdown_us={kind: us / (rounds * self.per_round) for kind, us in self.host_ns.items()},
             gpu_us=None if self.stamper is None else np.asarray(self.gpu, dtype=float) / self.per_round,
             gpu_is_indicative=self.stamper is not None and self.stamper.is_cpu_adapter,

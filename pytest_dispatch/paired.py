@@ -248,9 +248,13 @@ class Rounds:
         self.per_round.append(per_round)
 
     def per_call_us(self) -> np.ndarray:
-        """Wall µs per call of each round, the median empty sync subtracted."""
-        sync = float(np.median(self.sync_ns)) if self.sync_ns else 0.0
-        return (np.asarray(self.wall_ns, dtype=float) - sync) / 1000.0 / np.asarray(self.per_round, dtype=float)
+        return per_call_us(self.wall_ns, self.sync_ns, self.per_round)
+
+
+def per_call_us(wall_ns: Sequence[float], sync_ns: Sequence[float], per_round) -> np.ndarray:
+    """Wall µs per call of each round, the median empty sync subtracted (the sequential method)."""
+    sync = float(np.median(sync_ns)) if len(sync_ns) else 0.0
+    return (np.asarray(wall_ns, dtype=float) - sync) / 1000.0 / np.asarray(per_round, dtype=float)
 
 
 TakeRound = Callable[[int], tuple[int, int, int]]  # side (0: A, 1: B) -> (wall_ns, sync_ns, per_round)

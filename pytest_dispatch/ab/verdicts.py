@@ -94,8 +94,7 @@ class Comparison:
             "head_us_per_dispatch": self._median(self.head, 1),
             "dispatches": {"base": self.base.dispatches if self.base else None,
                            "head": self.head.dispatches if self.head else None},
-            "sessions": [{"ratio": v.as_dict()["ratio"], "low": v.as_dict()["low"], "high": v.as_dict()["high"],
-                          "pairs": v.pairs} for v in self.sessions],
+            "sessions": [{key: v.as_dict()[key] for key in ("ratio", "low", "high", "pairs")} for v in self.sessions],
             "note": self.note, "line": self.line(),
         }
 
