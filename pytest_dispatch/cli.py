@@ -278,18 +278,6 @@ def cmd_ab(args: argparse.Namespace) -> int:
                        markdown_path=args.markdown)
 
 
-def _setting(parse, name: str):
-    """An argparse type that reports pytest_dispatch.settings' one-line message."""
-
-    def convert(text: str):
-        try:
-            return parse(name, text)
-        except settings.SettingError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-
-    return convert
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pytest-dispatch", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -306,9 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("baseline", help=names)
     compare.add_argument("current", help=names)
     _add_storage_arguments(compare)
-    compare.add_argument("--alpha", type=_setting(settings.alpha, "alpha"), default=settings.DEFAULTS["alpha"],
+    compare.add_argument("--alpha", type=settings.flag_type(settings.alpha, "alpha"), default=settings.DEFAULTS["alpha"],
                          help="false-alarm level of one timing comparison (default 0.01)")
-    compare.add_argument("--threshold", type=_setting(settings.fraction, "threshold"),
+    compare.add_argument("--threshold", type=settings.flag_type(settings.fraction, "threshold"),
                          default=settings.DEFAULTS["threshold"],
                          help="smallest relative change called a change (default 2%%)")
     compare.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
@@ -349,9 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
     trend.add_argument("--html", metavar="FILE", help="also write a self-contained page with one chart per "
                                                       "measurement")
-    trend.add_argument("--alpha", type=_setting(settings.alpha, "alpha"), default=history.Settings.alpha,
+    trend.add_argument("--alpha", type=settings.flag_type(settings.alpha, "alpha"), default=history.Settings.alpha,
                        help="significance level of a change point (Mann-Whitney U between its segments)")
-    trend.add_argument("--threshold", type=_setting(settings.fraction, "threshold"),
+    trend.add_argument("--threshold", type=settings.flag_type(settings.fraction, "threshold"),
                        default=history.Settings.threshold, help="smallest relative change called a change point")
     _add_storage_arguments(trend)
     trend.set_defaults(run=cmd_history)
@@ -363,27 +351,27 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--base", required=True, help="a git ref (checked out for the job) or a folder; "
                                                   "'.' with no --head is the A/A check")
     ab.add_argument("--head", help="the head folder (default: the current folder)")
-    ab.add_argument("--threshold", type=_setting(settings.fraction, "threshold"),
+    ab.add_argument("--threshold", type=settings.flag_type(settings.fraction, "threshold"),
                     default=settings.DEFAULTS["threshold"], help="smallest relative change called a change "
                                                                  "(default 2%%)")
-    ab.add_argument("--alpha", type=_setting(settings.alpha, "alpha"), default=settings.DEFAULTS["alpha"],
+    ab.add_argument("--alpha", type=settings.flag_type(settings.alpha, "alpha"), default=settings.DEFAULTS["alpha"],
                     help="false-alarm level of one comparison over all its looks (default 0.01)")
     ab_defaults = settings.AB_DEFAULTS
-    ab.add_argument("--pairs", type=_setting(lambda n, v: settings.count(n, v, 6), "pairs"),
+    ab.add_argument("--pairs", type=settings.flag_type(lambda n, v: settings.count(n, v, 6), "pairs"),
                     default=ab_defaults["pairs"], help="pairs of rounds per measurement in each session "
                                                        f"(default {ab_defaults['pairs']})")
-    ab.add_argument("--sessions", type=_setting(lambda n, v: settings.count(n, v, 2), "sessions"),
+    ab.add_argument("--sessions", type=settings.flag_type(lambda n, v: settings.count(n, v, 2), "sessions"),
                     default=ab_defaults["sessions"],
                     help="sessions (fresh base and head workers) before the first look, and between looks "
                          f"(default {ab_defaults['sessions']})")
-    ab.add_argument("--max-sessions", type=_setting(lambda n, v: settings.count(n, v, 2), "max-sessions"),
+    ab.add_argument("--max-sessions", type=settings.flag_type(lambda n, v: settings.count(n, v, 2), "max-sessions"),
                     default=ab_defaults["max_sessions"], help=f"most sessions (default {ab_defaults['max_sessions']})")
-    ab.add_argument("--max-time", type=_setting(settings.seconds, "max-time"), default=ab_defaults["max_time"],
+    ab.add_argument("--max-time", type=settings.flag_type(settings.seconds, "max-time"), default=ab_defaults["max_time"],
                     help="most seconds of one measurement's pairs in one session "
                          f"(default {ab_defaults['max_time']:g})")
     ab.add_argument("--order", choices=settings.PAIR_ORDERS, default=ab_defaults["order"],
                     help="order of a pair's two rounds")
-    ab.add_argument("--test-timeout", type=_setting(settings.seconds, "test-timeout"), default=900.0,
+    ab.add_argument("--test-timeout", type=settings.flag_type(settings.seconds, "test-timeout"), default=900.0,
                     help="a worker silent this long in a test is hung: killed, restarted, the test failed "
                          "(default 900 s)")
     ab.add_argument("--seed", type=int, help="seed of the random order")

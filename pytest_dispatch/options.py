@@ -114,24 +114,12 @@ def add_options(parser: pytest.Parser) -> None:
         )
 
 
-def _checked(parse: Callable[[str, str], Any], name: str) -> Callable[[str], Any]:
-    """A flag type that reports pytest_dispatch.settings' one-line message."""
-
-    def convert(text: str) -> Any:
-        try:
-            return parse(name, text)
-        except settings.SettingError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-
-    return convert
-
-
 _CONVERTERS: dict[str, Callable[[str], Any]] = {
     "int": int, "float": float, "string": str, "path": str,
-    "fraction": _checked(settings.fraction, "threshold"), "alpha": _checked(settings.alpha, "alpha"),
-    "seconds": _checked(settings.seconds, "seconds"), "pairs": _checked(lambda n, v: settings.count(n, v, 6), "pairs"),
-    "sessions": _checked(lambda n, v: settings.count(n, v, 2), "sessions"),
-    "rounds": _checked(lambda n, v: settings.count(n, v, 1), "rounds"),
+    "fraction": settings.flag_type(settings.fraction, "threshold"), "alpha": settings.flag_type(settings.alpha, "alpha"),
+    "seconds": settings.flag_type(settings.seconds, "seconds"), "pairs": settings.flag_type(lambda n, v: settings.count(n, v, 6), "pairs"),
+    "sessions": settings.flag_type(lambda n, v: settings.count(n, v, 2), "sessions"),
+    "rounds": settings.flag_type(lambda n, v: settings.count(n, v, 1), "rounds"),
 }
 
 

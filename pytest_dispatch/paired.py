@@ -369,8 +369,7 @@ class SessionDesign:
         if self.first < 2 or self.step < 1 or self.max_sessions < self.first:
             raise ValueError(f"sessions: need first >= 2, step >= 1 and max_sessions >= first "
                              f"(got {self.first}, {self.step}, {self.max_sessions})")
-        Design(first=self.pairs, batch=self.pairs, max_pairs=self.pairs, max_seconds=self.max_seconds,
-               order=self.order)  # checks the rest
+        self.within  # the session's Design checks the rest
 
     @property
     def within(self) -> Design:

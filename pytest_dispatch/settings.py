@@ -85,6 +85,19 @@ def count(name: str, value: Any, minimum: int = 1) -> int:
     return number
 
 
+def flag_type(parse, name: str):
+    """``parse`` as an argparse type: the one-line message, as argparse reports a bad value."""
+    import argparse
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(name, text)
+        except SettingError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return convert
+
+
 PARSERS = {"alpha": alpha, "threshold": fraction}
 
 

@@ -198,7 +198,7 @@ class TimingVerdict:
 
     def line(self, label: str) -> str:
         """One line for the report, with ``label`` naming the measurement."""
-        head = f"{label} {self.status}: {_format_us(self.baseline_median)} -> {_format_us(self.current_median)} µs"
+        head = f"{label} {self.status}: {format_us(self.baseline_median)} -> {format_us(self.current_median)} µs"
         if self.spread is None:
             return f"{head} (x{self.ratio:.2f}; {self.reason})"
         parts = [f"x{self.ratio:.2f}",
@@ -218,7 +218,8 @@ class TimingVerdict:
         }
 
 
-def _format_us(value: float) -> str:
+def format_us(value: float) -> str:
+    """A time in µs with as many decimals as its size deserves."""
     magnitude = abs(value)
     decimals = 0 if magnitude >= 100 else 1 if magnitude >= 10 else 2 if magnitude >= 1 else 3
     return f"{value:.{decimals}f}"

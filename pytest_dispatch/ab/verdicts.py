@@ -14,6 +14,7 @@ from typing import Any
 from pytest_dispatch import paired
 from pytest_dispatch.gate import CountVerdict, compare_counts
 from pytest_dispatch.meter import Measurement
+from pytest_dispatch.stats import format_us
 
 NEW, REMOVED = "new", "removed"
 STATUSES = (paired.REGRESSED, paired.IMPROVED, paired.UNCHANGED, paired.INCONCLUSIVE, NEW, REMOVED)
@@ -71,8 +72,8 @@ class Comparison:
         parts = [v.summary for v in self.counts if v.status != paired.UNCHANGED]
         timing = self.timing
         if timing is not None and not math.isnan(timing.ratio):
-            per_dispatch = (f"{_us(timing.a_median / max(self.base.dispatches, 1))} -> "
-                            f"{_us(timing.b_median / max(self.head.dispatches, 1))} µs/dispatch")
+            per_dispatch = (f"{format_us(self._median(self.base, 0))} -> "
+                            f"{format_us(self._median(self.head, 1))} µs/dispatch")
             detail = (f"x{timing.ratio:.3f}, {timing.interval_text}, {timing.sessions} sessions, {timing.pairs} pairs, "
                       f"{timing.seconds:.1f} s")
             if timing.p_adjusted is not None:
@@ -103,11 +104,6 @@ class Comparison:
             return None
         per_call = self.timing.a_median if side == 0 else self.timing.b_median
         return per_call / max(measurement.dispatches, 1)
-
-
-def _us(value: float) -> str:
-    magnitude = abs(value)
-    return f"{value:.{0 if magnitude >= 100 else 1 if magnitude >= 10 else 2}f}"
 
 
 @dataclasses.dataclass
@@ -157,7 +153,7 @@ class Outcome:
             dispatches = f"{d['dispatches']['base'] or '–'} → {d['dispatches']['head'] or '–'}"
             us = "–"
             if d["base_us_per_dispatch"] is not None:
-                us = f"{_us(d['base_us_per_dispatch'])} → {_us(d['head_us_per_dispatch'])}"
+                us = f"{format_us(d['base_us_per_dispatch'])} → {format_us(d['head_us_per_dispatch'])}"
             ratio, pairs = "–", "–"
             if c.timing is not None and not math.isnan(c.timing.ratio):
                 high = "inf" if math.isinf(c.timing.high) else f"{c.timing.high:.3f}"
