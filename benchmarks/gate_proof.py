@@ -6,8 +6,8 @@ Two source trees are written under OUT/trees: ``base`` and ``head``.  Both have 
 tests (one measurement each: a pass of 100 dispatches of the paper's kernel after some
 host work per call, put before the pass so it adds to the time serially); only the head's
 ``cost.py`` differs, adding host work to three of them.  The work is calibrated first
-with one long job (many interleaved pairs) so that the head's measured ratio is +5%, +10%
-and +20%; the ratios reached are printed.  Then every trial is one ``pytest-dispatch ab``
+from the time per call of one long job (many interleaved pairs) to add 5%, 10% and 20%;
+the ratios it reaches are measured by a second long job and printed.  Then every trial is one ``pytest-dispatch ab``
 run, two fresh worker processes: A/A trials (``-k aa``: two unchanged measurements per
 job) and regression trials (``-k reg``: the three sizes).  ``--neighbour`` keeps one core
 busy with a second process for the whole proof.  Prints one table and writes
@@ -17,11 +17,14 @@ OUT/gate_proof.json with every trial's outcome.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import math
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -74,14 +77,17 @@ def write_tree(folder: Path, extra_us: dict[str, float], base_us: float, dispatc
                                     f"EXTRA_US = {json.dumps(extra_us)}\n")
 
 
-def ab_job(trees: Path, out: Path, select: str, *extra: str) -> tuple[dict, float]:
-    """One A/B job in fresh processes: its JSON outcome and wall seconds."""
+def ab_job(trees: Path, out: Path, select: str, *extra: str, cpus: set[int] | None = None) -> tuple[dict, float]:
+    """One A/B job in fresh processes (on ``cpus`` only, when given): its JSON outcome and wall seconds."""
     start = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "pytest_dispatch.cli", "ab", "--base", str(trees / "base"),
                            "--head", str(trees / "head"), "--json", str(out), *extra, "--",
                            "-q", "-p", "no:randomly", "-k", select, *PYTEST_EXTRA],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True,
+                          preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     seconds = time.monotonic() - start
+    with open(out.parent / "jobs.log", "a") as log:  # the jobs' own lines (sessions, CPUs), for diagnosis
+        log.write(f"== {select} {' '.join(extra)}\n{done.stdout}{done.stderr}")
     if not out.exists():
         raise SystemExit(f"gate_proof: the A/B job failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     outcome = json.loads(out.read_text())
@@ -95,20 +101,13 @@ def by_size(outcome: dict) -> dict[str, dict]:
 
 
 def calibrate(trees: Path, out: Path, base_us: float, pairs: int) -> tuple[dict[str, float], dict[str, float]]:
-    """Host work per size that makes the head's measured ratio the target, from long jobs."""
+    """Host work per size from the time per call of a long A/A job (host work adds to it
+    serially), and the head/base ratio that work then reaches, measured by a long A/B job."""
     write_tree(trees / "head", {name: 0.0 for name in SIZES}, base_us)
     long_job = ("--pairs", str(pairs), "--sessions", "6", "--max-sessions", "6", "--threshold", "0.5")
     outcome, _ = ab_job(trees, out, "aa01", *long_job)
     per_call = by_size(outcome)["aa01"]["timing"]["a_median"]
     extra = {name: per_call * target for name, target in SIZES.items()}
-    for _ in range(2):
-        write_tree(trees / "head", extra, base_us)
-        outcome, _ = ab_job(trees, out, "reg05a or reg10a or reg20a", *long_job)
-        reached = {name: by_size(outcome)[name]["timing"]["ratio"] - 1 for name in by_size(outcome)}
-        for name, ratio in reached.items():
-            if ratio > 0:
-                for copy in "abcd":
-                    extra[name[:-1] + copy] *= SIZES[name] / ratio
     write_tree(trees / "head", extra, base_us)
     outcome, _ = ab_job(trees, out, "reg05a or reg10a or reg20a", *long_job)
     reached = {name[:-1]: by_size(outcome)[name]["timing"]["ratio"] for name in by_size(outcome)}
@@ -198,6 +197,10 @@ def main() -> int:
     parser.add_argument("--calibration-pairs", type=int, default=100, help="per session of the six-session "
                                                                           "calibration jobs")
     parser.add_argument("--neighbour", action="store_true", help="keep one core busy with a second process")
+    parser.add_argument("--calibrated", help="a calibration file: read when it exists (no calibration), "
+                                             "else written after calibrating")
+    parser.add_argument("--parallel", type=int, default=1, help="jobs at once, each on its own share of the "
+                                                                "CPUs (they share the GPU)")
     parser.add_argument("--pytest-arg", action="append", default=[], help="passed to the workers' pytest")
     parser.add_argument("--noise-sessions", type=int, default=0,
                         help="first measure the process-pair effect: one A/A job of this many sessions, and as "
@@ -225,21 +228,22 @@ def main() -> int:
             (out_dir / "gate_proof.json").write_text(json.dumps({"command": " ".join(sys.argv), "noise": noise},
                                                                 indent=1))
             return 0
-        extra, reached = calibrate(trees, scratch, args.base_us, args.calibration_pairs)
+        if args.calibrated and Path(args.calibrated).exists():
+            calibration = json.loads(Path(args.calibrated).read_text())
+            extra, reached = calibration["extra_us"], calibration["ratio"]
+            write_tree(trees / "head", extra, args.base_us)
+        else:
+            extra, reached = calibrate(trees, scratch, args.base_us, args.calibration_pairs)
+            if args.calibrated:
+                Path(args.calibrated).write_text(json.dumps({"extra_us": extra, "ratio": reached}, indent=1))
         print("calibrated host work per call (µs): " + ", ".join(f"{k} {v:.1f}" for k, v in extra.items()
                                                                      if k.startswith("reg")), flush=True)
         print("head/base ratio reached (long job): " + ", ".join(f"{k} x{v:.3f}" for k, v in reached.items()),
               flush=True)
-        trials = []
-        for kind, count, select in (("aa", args.aa_trials, "aa"), ("regression", args.regression_trials, "reg")):
-            for index in range(count):
-                outcome, seconds = ab_job(trees, scratch, select)
-                trials.append({"kind": kind, "seconds": seconds, "measurements": outcome["measurements"]})
-                with open(out_dir / "trials.jsonl", "a") as log:  # kept when the proof is cut short
-                    log.write(json.dumps(trials[-1]) + "\n")
-                print(f"{kind} job {index + 1}: " + ", ".join(
-                    f"{m['status'][:5]} x{(m['timing'] or {}).get('ratio') or float('nan'):.3f}"
-                    for m in outcome["measurements"]) + f" ({seconds:.0f} s)", flush=True)
+        jobs = [("aa", "aa")] * args.aa_trials
+        for index in range(args.regression_trials):  # spread among the A/A jobs: a proof cut short has both
+            jobs.insert(round(index * len(jobs) / args.regression_trials) + index, ("regression", "reg"))
+        trials = run_trials(trees, out_dir, jobs, args.parallel)
     finally:
         if neighbour is not None:
             neighbour.kill()
@@ -249,6 +253,37 @@ def main() -> int:
                 "summary": summary, "trials": trials}
     (out_dir / "gate_proof.json").write_text(json.dumps(document, indent=1))
     return 0
+
+
+def run_trials(trees: Path, out_dir: Path, jobs: list[tuple[str, str]], parallel: int) -> list[dict]:
+    """Every job, ``parallel`` at a time on disjoint shares of this process's CPUs; each
+    trial is appended to OUT/trials.jsonl as it ends (kept when the proof is cut short)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    shares = [set(cpus[index::parallel]) for index in range(parallel)] if parallel > 1 else [None]
+    free: queue.Queue = queue.Queue()
+    for index, share in enumerate(shares):
+        free.put((index, share))
+    trials, lock = [], threading.Lock()
+
+    def one(number: int, kind: str, select: str) -> None:
+        index, share = free.get()
+        try:
+            outcome, seconds = ab_job(trees, out_dir / f"job{index}.json", select, cpus=share)
+        finally:
+            free.put((index, share))
+        trial = {"kind": kind, "seconds": seconds, "parallel": parallel, "measurements": outcome["measurements"]}
+        with lock:
+            trials.append(trial)
+            with open(out_dir / "trials.jsonl", "a") as log:
+                log.write(json.dumps(trial) + "\n")
+            print(f"{kind} job {number}: " + ", ".join(
+                f"{m['status'][:5]} x{(m['timing'] or {}).get('ratio') or float('nan'):.3f}"
+                for m in outcome["measurements"]) + f" ({seconds:.0f} s)", flush=True)
+
+    with concurrent.futures.ThreadPoolExecutor(len(shares)) as pool:
+        for future in [pool.submit(one, number + 1, kind, select) for number, (kind, select) in enumerate(jobs)]:
+            future.result()
+    return trials
 
 
 def summarise(trials: list[dict]) -> dict:

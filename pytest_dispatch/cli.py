@@ -269,7 +269,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
 
     job_settings = coordinator.Settings(threshold=args.threshold, alpha=args.alpha, pairs=args.pairs,
                                         sessions=args.sessions, max_sessions=args.max_sessions,
-                                        max_seconds=args.max_time, order=args.order, seed=args.seed,
+                                        max_seconds=args.max_time, order=args.order, cpu=args.cpu, seed=args.seed,
                                         test_timeout=args.test_timeout)
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:
@@ -371,6 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
                          f"(default {ab_defaults['max_time']:g})")
     ab.add_argument("--order", choices=settings.PAIR_ORDERS, default=ab_defaults["order"],
                     help="order of a pair's two rounds")
+    ab.add_argument("--cpu", type=settings.flag_type(settings.cpu, "cpu"), default=ab_defaults["cpu"],
+                    help="CPU both workers of a session run on: idle (default: the least busy allowed CPU at "
+                         "the session's start), a CPU's number, or any (not pinned)")
     ab.add_argument("--test-timeout", type=settings.flag_type(settings.seconds, "test-timeout"), default=900.0,
                     help="a worker silent this long in a test is hung: killed, restarted, the test failed "
                          "(default 900 s)")

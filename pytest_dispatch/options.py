@@ -87,6 +87,8 @@ AB_OPTIONS = (
            settings.AB_DEFAULTS["max_time"], type="seconds"),
     Option("dispatch_ab_order", "Order of the two rounds of a pair: abba (AB, BA, ...) or random.",
            settings.AB_DEFAULTS["order"], choices=settings.PAIR_ORDERS),
+    Option("dispatch_ab_cpu", "CPU both workers of an A/B session run on: idle (the least busy allowed CPU at the "
+           "session's start), a CPU's number, or any (not pinned).", settings.AB_DEFAULTS["cpu"], type="cpu"),
     Option("dispatch_markdown", "Append the A/B (or gate) outcome as Markdown to this file, e.g. "
            "$GITHUB_STEP_SUMMARY.", None, type="path"),
 )
@@ -120,6 +122,7 @@ _CONVERTERS: dict[str, Callable[[str], Any]] = {
     "seconds": settings.flag_type(settings.seconds, "seconds"), "pairs": settings.flag_type(lambda n, v: settings.count(n, v, 6), "pairs"),
     "sessions": settings.flag_type(lambda n, v: settings.count(n, v, 2), "sessions"),
     "rounds": settings.flag_type(lambda n, v: settings.count(n, v, 1), "rounds"),
+    "cpu": settings.flag_type(settings.cpu, "cpu"),
 }
 
 

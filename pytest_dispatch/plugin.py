@@ -58,7 +58,8 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         **options.gate_settings(config), pairs=options.get(config, "dispatch_ab_pairs"),
         sessions=options.get(config, "dispatch_ab_sessions"),
         max_sessions=options.get(config, "dispatch_ab_max_sessions"),
-        max_seconds=options.get(config, "dispatch_ab_max_time"), order=options.get(config, "dispatch_ab_order"))
+        max_seconds=options.get(config, "dispatch_ab_max_time"), order=options.get(config, "dispatch_ab_order"),
+        cpu=options.get(config, "dispatch_ab_cpu"))
     return command.run(base, head, list(config.invocation_params.args), job_settings,
                        json_path=options.get(config, "dispatch_json"),
                        markdown_path=options.get(config, "dispatch_markdown"))

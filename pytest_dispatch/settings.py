@@ -24,8 +24,13 @@ MIN_ROUNDS = 5  # rounds a measurement takes at the least under a time cap (--di
 # to `max_sessions`; `max_time` caps one measurement's pairs in one session.
 # A side's turn is `settle` rounds (dropped: the GPU has just switched from the other
 # process) and then `block` rounds whose median is the turn's value.
+# `cpu`: both workers of a session run on one CPU, the least busy one at its start
+# ("idle"), a given one, or wherever the OS puts them ("any"). On the H200, two workers
+# left to the scheduler differed by 15-20% for their whole life; on one CPU, by 3%
+# (docs/RESULTS.md, section 4).
 AB_DEFAULTS: dict[str, Any] = {"pairs": 10, "sessions": 4, "max_sessions": 12, "max_time": 20.0, "order": "abba",
-                               "block": 5, "settle": 1}
+                               "block": 5, "settle": 1, "cpu": "idle"}
+CPU_CHOICES = ("idle", "any")  # or a CPU's number
 
 
 class SettingError(ValueError):
@@ -83,6 +88,17 @@ def count(name: str, value: Any, minimum: int = 1) -> int:
     if number < minimum:
         raise SettingError(f"{name}={value!r} must be at least {minimum}")
     return number
+
+
+def cpu(name: str, value: Any) -> str | int:
+    """Where an A/B job's workers run: 'idle', 'any' or a CPU's number."""
+    text = str(value).strip().lower()
+    if text in CPU_CHOICES:
+        return text
+    try:
+        return count(name, text, minimum=0)
+    except SettingError:
+        raise SettingError(f"{name}={value!r}: use idle, any or a CPU's number") from None
 
 
 def flag_type(parse, name: str):

@@ -4,6 +4,7 @@ own tree's code, paired rounds, and one clear line for every kind of bad input."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -170,6 +171,57 @@ def test_a_worker_that_hangs_is_killed_and_named(project, capsys):
     code = command.run("main", str(project), ["-p", "no:randomly"], settings, out=lines.append)
     assert code == 1
     assert any("sent nothing for 10 s (hung); it was killed" in line for line in lines), lines
+
+
+PLACEMENT_TEST = """
+import json, os, sys
+from pytest_dispatch.workloads import AddOne
+
+def test_where(dispatch_meter, gpu_device):
+    dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, per_round=2, name="where")
+    side = os.environ["PYTEST_DISPATCH_AB_SIDE"]
+    with open(os.path.join(os.environ["PLACEMENT_LOG"], f"{side}-{os.getpid()}.json"), "w") as log:
+        json.dump({"side": side, "cpus": sorted(os.sched_getaffinity(0)),
+                   "hash_seed": os.environ.get("PYTHONHASHSEED")}, log)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="the OS cannot pin a process to a CPU")
+def test_both_workers_of_a_session_share_one_cpu_and_one_hash_seed(project, tmp_path, monkeypatch):
+    (project / "test_where.py").write_text(PLACEMENT_TEST)
+    logs = tmp_path / "placements"
+    logs.mkdir()
+    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    lines = []
+    command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py", "test_work.py"],
+                coordinator.Settings(seed=3, **{**FAST, "sessions": 2, "max_sessions": 2}), out=lines.append)
+    placements = [json.loads(path.read_text()) for path in logs.iterdir()]
+    assert placements, lines
+    sessions: dict[str, list[dict]] = {}
+    for placement in placements:  # a session's two workers share a hash seed; sessions do not
+        sessions.setdefault(placement["hash_seed"], []).append(placement)
+    assert len(sessions) == 2 and None not in sessions
+    sessions = list(sessions.values())
+    allowed = sorted(os.sched_getaffinity(0))
+    for first, second in sessions:
+        assert {first["side"], second["side"]} == {"base", "head"}
+        assert len(first["cpus"]) == 1 and first["cpus"] == second["cpus"] and first["cpus"][0] in allowed
+    if len(allowed) > 1:
+        assert sessions[0][0]["cpus"] != sessions[1][0]["cpus"]  # quiet CPUs are taken in turn
+    assert any(f"on CPU {sessions[0][0]['cpus'][0]}" in line for line in lines), lines
+
+
+def test_a_session_goes_to_an_idle_cpu_and_quiet_ones_take_turns(monkeypatch):
+    samples = iter([{0: 100, 1: 100, 2: 100, 3: 100}, {0: 120, 1: 101, 2: 119, 3: 119}] * 2)
+    monkeypatch.setattr(coordinator, "_idle_times", lambda: next(samples))
+    assert [coordinator._idlest([0, 1, 2, 3], turn, window=0) for turn in (0, 1)] == [0, 2]  # CPU 1 was busy
+
+
+def test_a_cpu_the_job_may_not_use_is_one_line(project):
+    done = ab(project, "--base", ".", "--cpu", "100000")
+    assert done.returncode == 2
+    assert done.stdout.strip().startswith("pytest-dispatch ab: --cpu 100000: this job may run on CPUs ")
 
 
 def test_sides_on_different_adapters_are_refused():

@@ -24,6 +24,7 @@ from pytest_dispatch.meter import SEQUENTIAL, Measurement, measurement_key
 from pytest_dispatch.results import TestResult
 
 SIDE_ENV = "PYTEST_DISPATCH_AB_SIDE"  # set in workers: the pytest twin must not start a job there
+CPU_ENV = worker.CPU_ENV
 BASE, HEAD = 0, 1
 SIDE_NAMES = ("base", "head")
 _LOG_TAIL_LINES = 6
@@ -46,6 +47,7 @@ class Settings:
     order: str = gate_settings.AB_DEFAULTS["order"]
     block: int = gate_settings.AB_DEFAULTS["block"]  # rounds a side takes per turn (their median is the value)
     settle: int = gate_settings.AB_DEFAULTS["settle"]  # rounds dropped at the start of a turn
+    cpu: str | int = gate_settings.AB_DEFAULTS["cpu"]  # where both workers of a session run
     test_timeout: float = 900.0  # a test that sends nothing for this long is hung
     round_timeout: float = 120.0
     seed: int | None = None
@@ -76,6 +78,7 @@ class _Side:
         self.process: subprocess.Popen | None = None
         self.channel: Channel | None = None
         self.starts = 0
+        self.placement: dict[str, str] = {}  # environment that places the worker (CPU, hash seed)
 
     def start(self) -> None:
         worker_reads, coordinator_writes = os.pipe()
@@ -95,7 +98,7 @@ class _Side:
         threading.Thread(target=self._pump, args=(self.channel, generation), daemon=True).start()
 
     def _environment(self) -> dict[str, str]:
-        return {**os.environ, "PYTHONUNBUFFERED": "1", SIDE_ENV: self.name}
+        return {**os.environ, "PYTHONUNBUFFERED": "1", SIDE_ENV: self.name, **self.placement}
 
     def _pump(self, channel: Channel, generation: int) -> None:
         while True:
@@ -171,6 +174,8 @@ class Job:
         self.session = 0
         self.notes: dict[str, str] = {}
         self.results: tuple[dict[str, TestResult], dict[str, TestResult]] = ({}, {})
+        self._cpus = _allowed_cpus(settings.cpu)
+        self._cpu_offset = self.rng.randrange(len(self._cpus)) if self._cpus else 0
 
     # -- messages
 
@@ -207,13 +212,14 @@ class Job:
         """Sessions of fresh worker pairs until every measurement is decided or the cap."""
         start = time.monotonic()
         design = self.settings.design()
+        own_cpus = os.sched_getaffinity(0) if self._cpus else None
         try:
             collected = self._start_both()
             self._check_adapters(collected)
             plan = self._plan(collected)
             while plan:
                 self.session += 1
-                self.progress(f"session {self.session} (fresh base and head workers)")
+                self.progress(f"session {self.session} (fresh base and head workers{self._where()})")
                 for position, (nodeid, running) in enumerate(plan):
                     following = [next((n for n, r in plan[position + 1:] if side in r), None)
                                  for side in (BASE, HEAD)]
@@ -228,6 +234,8 @@ class Job:
         finally:
             for side in self.sides:
                 side.stop()
+            if own_cpus:
+                os.sched_setaffinity(0, own_cpus)
         self._judge()
         self.outcome.seconds = time.monotonic() - start
         return self.outcome
@@ -247,7 +255,27 @@ class Job:
                 self.progress(f"    {_name(key)}: x{verdict.ratio:.3f} ({verdict.interval_text} over "
                               f"{verdict.sessions} sessions): {verdict.status}")
 
+    def _place(self) -> None:
+        """Both workers of a session on one idle CPU (when pinned) and with one hash seed: what
+        differs between two processes of the same code then differs between sessions, not sides."""
+        placement = {}
+        if self._cpus:
+            cpu = _idlest(self._cpus, self._cpu_offset + self.session)
+            placement[CPU_ENV] = str(cpu)
+            # The coordinator too: its messages start every turn (on the H200, sessions with all
+            # three on one CPU differed by 2-3%, with the coordinator elsewhere by 5%).
+            os.sched_setaffinity(0, {cpu})
+        if "PYTHONHASHSEED" not in os.environ:
+            placement["PYTHONHASHSEED"] = str(self.rng.randrange(2 ** 32))
+        for side in self.sides:
+            side.placement = placement
+
+    def _where(self) -> str:
+        return f" on CPU {self.sides[0].placement[CPU_ENV]}" if CPU_ENV in self.sides[0].placement else ""
+
+
     def _start_both(self) -> list[dict]:
+        self._place()
         for side in self.sides:
             side.start()
         collected: list[dict | None] = [None, None]
@@ -425,6 +453,56 @@ class Job:
             self.outcome.comparisons.append(verdicts.Comparison(key, base, head, adjusted.get(key),
                                                                 self.notes.get(key, ""),
                                                                 self.session_verdicts.get(key, [])))
+
+
+def _allowed_cpus(choice: str | int) -> list[int]:
+    """The CPUs a session may be put on ([] when not pinned, or where the OS cannot pin)."""
+    if choice == "any" or not hasattr(os, "sched_getaffinity"):
+        return []
+    allowed = sorted(os.sched_getaffinity(0))
+    if choice == "idle":
+        return allowed
+    if choice not in allowed:
+        raise JobError(f"--cpu {choice}: this job may run on CPUs {_ranges(allowed)} only; pick one of "
+                       f"them, or idle")
+    return [int(choice)]
+
+
+def _idle_times() -> dict[int, int]:
+    """Idle ticks of every CPU so far (Linux's /proc/stat; {} elsewhere)."""
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+    except OSError:
+        return {}
+    ticks = {}
+    for line in lines:
+        name, *fields = line.split()
+        if name.startswith("cpu") and name[3:].isdigit() and len(fields) >= 5:
+            ticks[int(name[3:])] = int(fields[3]) + int(fields[4])  # idle + iowait
+    return ticks
+
+
+def _idlest(cpus: list[int], turn: int, window: float = 0.2) -> int:
+    """The CPU that was idle most over the last ``window`` seconds; among those as idle
+    (within 10% of it), the next one by ``turn``, so that quiet machines use all of them.
+    Pinned to a CPU that another process keeps busy, a round can stall for a whole time slice."""
+    before = _idle_times()
+    time.sleep(window)
+    after = _idle_times()
+    idle = {cpu: after.get(cpu, 0) - before.get(cpu, 0) for cpu in cpus}
+    best = max(idle.values())
+    quiet = [cpu for cpu in cpus if idle[cpu] >= 0.9 * best]
+    return quiet[turn % len(quiet)]
+
+
+def _ranges(numbers: list[int]) -> str:
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    return ",".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
 
 
 def _name(key: str) -> str:
