@@ -55,14 +55,14 @@ TEST_FILE = textwrap.dedent('''
     def test_changed(dispatch_meter, kernel):
         def dispatches(n):
             for _ in range(n):
-                kernel.sequential(1)
+                kernel.submit_per_dispatch(1)
                 spin(workload_cost.EXTRA_US)
 
         dispatch_meter.measure(dispatches, DISPATCHES, name="add_one")
 
 
     def test_steady(dispatch_meter, kernel):
-        dispatch_meter.measure(kernel.sequential, DISPATCHES, name="add_one")
+        dispatch_meter.measure(kernel.submit_per_dispatch, DISPATCHES, name="add_one")
 ''')
 
 

@@ -17,8 +17,8 @@ def kernel(gpu_device):
 @pytest.mark.dispatch_budget(dispatches=exact(100), submits=exact(100))
 def test_sequential_submits(dispatch_meter, kernel):
     """One encoder, pass and submit per dispatch (as torch-webgpu issues them)."""
-    dispatch_meter.measure(kernel.sequential, 100, rounds=20, per_round=2)
-    dispatch_meter.single_op(kernel.sequential, 1, rounds=20)  # shows the single-op inflation
+    dispatch_meter.measure(kernel.submit_per_dispatch, 100, rounds=20, per_round=2)
+    dispatch_meter.single_op(kernel.submit_per_dispatch, 1, rounds=20)  # shows the single-op inflation
 
 
 @pytest.mark.dispatch_budget(dispatches=exact(100), submits=1, passes=1)

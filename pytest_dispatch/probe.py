@@ -4,11 +4,12 @@ For each implementation x adapter x dtype x N it measures the add-one kernel
 (``workloads.AddOne``) with the plugin's own meter:
 
 * single-op: one dispatch, then a sync (the naive method; the sync stays in);
-* sequential: N dispatches, each with its own encoder, pass and submit, one sync;
+* submit-per-dispatch: N dispatches, each with its own encoder, pass and submit, one sync;
 * pass-per-dispatch: one encoder with N passes, one submit, one sync;
 * single-pass: one pass holding N dispatches, one submit, one sync;
 
-plus the sync alone and the host time of each API call of the sequential path.
+plus the sync alone and the host time of each API call of the submit-per-dispatch path.
+All but single-op are timed by the sequential method (N, one sync, /N).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 from pytest_dispatch import gpu
 from pytest_dispatch.gpu import GpuInfo, NoAdapterError
 from pytest_dispatch.meter import DispatchMeter, Measurement
+from pytest_dispatch.encoding import SUBMIT_PER_DISPATCH
 from pytest_dispatch.workloads import ENCODINGS, AddOne
 
 METHODS = ("single-op",) + ENCODINGS
@@ -33,11 +35,11 @@ class ProbeRow:
     n: int
     us_per_dispatch: dict[str, float]  # method -> median wall µs per dispatch
     sync_us: float
-    breakdown_us: dict[str, float]  # host µs per dispatch of each call kind, sequential path
+    breakdown_us: dict[str, float]  # host µs per dispatch of each call kind, submit-per-dispatch path
 
     @property
     def inflation(self) -> float:
-        return self.us_per_dispatch["single-op"] / self.us_per_dispatch["sequential"]
+        return self.us_per_dispatch["single-op"] / self.us_per_dispatch[SUBMIT_PER_DISPATCH]
 
     def as_dict(self) -> dict[str, Any]:
         return {"gpu": self.gpu.as_dict(), "dtype": self.dtype, "n": self.n,
@@ -91,20 +93,21 @@ def probe_adapter(impl: str, index: int, dtypes: Iterable[str], ns: Iterable[int
             continue
         meter = DispatchMeter(device=device)
         kernel = AddOne(device, dtype=dtype)
-        single = _median_per_dispatch(meter.single_op(kernel.sequential, 1, rounds=rounds))
+        single = _median_per_dispatch(meter.single_op(kernel.submit_per_dispatch, 1, rounds=rounds))
         for n in ns:
             results = {"single-op": single}
-            sequential = None
+            per_dispatch = None
             for encoding in ENCODINGS:
                 m = meter.measure(kernel.encoding(encoding), n, rounds=rounds, per_round=1, name=f"{encoding} N={n}")
                 results[encoding] = _median_per_dispatch(m)
-                if encoding == "sequential":
-                    sequential = m
-            breakdown = {kind: us / n for kind, us in sequential.host_breakdown_us.items() if sequential.calls[kind]}
-            rows.append(ProbeRow(info, dtype, n, results, sequential.sync_median_us, breakdown))
+                if encoding == SUBMIT_PER_DISPATCH:
+                    per_dispatch = m
+            breakdown = {kind: us / n for kind, us in per_dispatch.host_breakdown_us.items()
+                         if per_dispatch.calls[kind]}
+            rows.append(ProbeRow(info, dtype, n, results, per_dispatch.sync_median_us, breakdown))
             if progress:
                 progress(f"{impl} {info.adapter_name} ({info.backend}) {dtype} N={n}: "
-                         f"sequential {results['sequential']:.1f} µs/dispatch")
+                         f"submit per dispatch {results[SUBMIT_PER_DISPATCH]:.1f} µs/dispatch")
         device.destroy()
     return rows
 
@@ -114,9 +117,9 @@ def render(rows: list[ProbeRow]) -> list[str]:
     names = [f"{row.gpu.adapter_name} ({row.gpu.backend})" for row in rows]  # whole: the backend tells rows apart
     width = max([len("adapter"), *map(len, names)])
     header = (f"{'adapter':<{width}} {'impl':<11} {'dtype':<5} {'N':>5} {'sync':>7} "
-              + " ".join(f"{m:>11}" for m in ("single-op", "sequential", "pass/disp", "one pass")) + f" {'infl.':>6}")
-    lines += ["µs per dispatch (median); sync = one empty sync in µs; infl. = single-op / sequential", header,
-              "-" * len(header)]
+              + " ".join(f"{m:>11}" for m in ("single-op", "submit/disp", "pass/disp", "one pass")) + f" {'infl.':>6}")
+    lines += ["µs per dispatch (median; all but single-op by the sequential method: N, one sync, /N); "
+              "sync = one empty sync in µs; infl. = single-op / submit/disp", header, "-" * len(header)]
     for row, name in zip(rows, names):
         cells = " ".join(f"{row.us_per_dispatch[m]:>11.1f}" for m in METHODS)
         lines.append(f"{name:<{width}} {row.gpu.implementation:<11} {row.dtype:<5} {row.n:>5} {row.sync_us:>7.0f} "
@@ -125,7 +128,7 @@ def render(rows: list[ProbeRow]) -> list[str]:
         total = sum(row.breakdown_us.values()) or 1.0
         parts = ", ".join(f"{kind} {us:.1f} ({100 * us / total:.0f}%)"
                           for kind, us in sorted(row.breakdown_us.items(), key=lambda item: -item[1]))
-        lines.append(f"sequential host µs/dispatch, {row.gpu.adapter_name} ({row.gpu.backend}) "
+        lines.append(f"submit-per-dispatch host µs/dispatch, {row.gpu.adapter_name} ({row.gpu.backend}) "
                      f"{row.gpu.implementation} {row.dtype} N={row.n}: {parts}")
     return lines
 

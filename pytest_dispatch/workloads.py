@@ -30,8 +30,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {{
 
 _NUMPY_DTYPES = {"f32": np.float32, "f16": np.float16}
 
-# The paper's methods (without the sync), named as the probe reports them.
-ENCODINGS = ("sequential", "pass-per-dispatch", "single-pass")
+ENCODINGS = encoding.ENCODINGS  # the paper's three ways to encode dispatches, as the probe reports them
 
 
 class AddOne:
@@ -73,7 +72,7 @@ class AddOne:
         """``n`` dispatches of this kernel, for ``encoding.submit``."""
         return [(self.pipeline, self.bind_group, (self.workgroups, 1, 1))] * n
 
-    def sequential(self, n: int) -> None:
+    def submit_per_dispatch(self, n: int) -> None:
         """n dispatches, each with its own encoder, pass and submit (torch-webgpu's way)."""
         encoding.submit(self.device, self.work(n), encoding.SUBMIT_PER_DISPATCH)
 
@@ -87,5 +86,5 @@ class AddOne:
 
     def encoding(self, name: str) -> Callable[[int], None]:
         """The method for one of ``ENCODINGS``."""
-        return {"sequential": self.sequential, "pass-per-dispatch": self.pass_per_dispatch,
-                "single-pass": self.single_pass}[name]
+        return {encoding.SUBMIT_PER_DISPATCH: self.submit_per_dispatch,
+                encoding.PASS_PER_DISPATCH: self.pass_per_dispatch, encoding.SINGLE_PASS: self.single_pass}[name]

@@ -112,7 +112,7 @@ def test_call_phase_counts_are_stashed_for_every_test(pytester, gpu_info):
         """
         from pytest_dispatch.workloads import AddOne
         def test_three(gpu_device):
-            AddOne(gpu_device).sequential(3)
+            AddOne(gpu_device).submit_per_dispatch(3)
         def test_none():
             pass
         """

@@ -11,14 +11,14 @@ def test_probe_measures_every_method_and_writes_json(gpu_info, tmp_path, capsys)
                      "--dtype", "f32", "--rounds", "7", "--json", str(out)])
     assert code == 0
     captured = capsys.readouterr()
-    assert "single-op" in captured.out and "sequential host µs/dispatch" in captured.out
+    assert "single-op" in captured.out and "submit-per-dispatch host µs/dispatch" in captured.out
     progress = [line for line in captured.err.splitlines() if line.startswith("pytest-dispatch probe: [")]
     assert [line.split("]")[0][-3:] for line in progress] == ["1/2", "2/2"]  # one line per finished step
-    assert "f32 N=100: sequential" in progress[0] and "f32 N=200: sequential" in progress[1]
+    assert "f32 N=100: submit per dispatch" in progress[0] and "f32 N=200: submit per dispatch" in progress[1]
     rows = json.loads(out.read_text())["probe"]
     assert [row["n"] for row in rows] == [100, 200]
     row = rows[-1]
-    assert set(row["us_per_dispatch"]) == {"single-op", "sequential", "pass-per-dispatch", "single-pass"}
+    assert set(row["us_per_dispatch"]) == {"single-op", "submit-per-dispatch", "pass-per-dispatch", "single-pass"}
     assert row["inflation"] > 0 and all(us > 0 for us in row["us_per_dispatch"].values())
     assert row["breakdown_us"]["submit"] > 0 and row["gpu"]["fingerprint"] == gpu_info.fingerprint
 
@@ -37,6 +37,6 @@ def test_every_probe_line_names_the_adapter_and_backend():
     for backend in ("Vulkan", "OpenGL"):
         info = GpuInfo("wgpu-native", "0.32.0", backend, "llvmpipe (LLVM 15.0.6, 256 bits)", "mesa", 0, 0, "Mesa", "CPU")
         rows.append(probe.ProbeRow(info, "f32", 100, dict.fromkeys(probe.METHODS, 10.0), 200.0, {"submit": 1.0}))
-    lines = [line for line in probe.render(rows) if line.startswith(("llvmpipe", "sequential host"))]
+    lines = [line for line in probe.render(rows) if line.startswith(("llvmpipe", "submit-per-dispatch host"))]
     assert len(lines) == 4
     assert [("256 bits) (Vulkan)" in line, "256 bits) (OpenGL)" in line) for line in lines] == [(True, False), (False, True)] * 2

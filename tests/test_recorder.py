@@ -19,7 +19,7 @@ def add_one(gpu_device):
 @pytest.mark.parametrize("n", [1, 7])
 def test_sequential_counts_one_encoder_pass_submit_per_dispatch(add_one, n):
     with count_dispatches() as c:
-        add_one.sequential(n)
+        add_one.submit_per_dispatch(n)
     assert (c.dispatches, c.passes, c.encoders, c.finishes, c.submits) == (n, n, n, n, n)
     assert (c.set_pipelines, c.set_bind_groups, c.readbacks, c.writes) == (n, n, 0, 0)
     assert c.by_kernel == {"add_one": n}
@@ -50,7 +50,7 @@ def test_nested_scopes_each_see_their_own_calls(add_one):
     with count_dispatches() as outer:
         add_one.single_pass(2)
         with count_dispatches() as inner:
-            add_one.sequential(3)
+            add_one.submit_per_dispatch(3)
         add_one.single_pass(1)
     assert inner.dispatches == 3 and inner.submits == 3
     assert outer.dispatches == 6 and outer.submits == 5
@@ -58,9 +58,9 @@ def test_nested_scopes_each_see_their_own_calls(add_one):
 
 def test_counts_are_live_inside_the_scope_and_frozen_after(add_one):
     with count_dispatches() as c:
-        add_one.sequential(2)
+        add_one.submit_per_dispatch(2)
         assert c.dispatches == 2
-    add_one.sequential(1)
+    add_one.submit_per_dispatch(1)
     assert c.dispatches == 2 and c.closed
 
 
@@ -72,14 +72,14 @@ def test_scope_sees_only_its_own_thread_unless_all_threads(add_one, gpu_device):
     def worker():
         with count_dispatches() as mine:
             started.wait()
-            other.sequential(5)
+            other.submit_per_dispatch(5)
         results["worker"] = mine
         finished.set()
 
     thread = threading.Thread(target=worker)
     with count_dispatches() as this_thread, count_dispatches(all_threads=True) as every_thread:
         thread.start()
-        add_one.sequential(2)
+        add_one.submit_per_dispatch(2)
         started.set()
         finished.wait()
         thread.join()
@@ -91,7 +91,7 @@ def test_scope_sees_only_its_own_thread_unless_all_threads(add_one, gpu_device):
 
 def test_all_threads_scope_keeps_counts_of_threads_that_ended(add_one):
     with count_dispatches(all_threads=True) as c:
-        threads = [threading.Thread(target=add_one.sequential, args=(2,)) for _ in range(3)]
+        threads = [threading.Thread(target=add_one.submit_per_dispatch, args=(2,)) for _ in range(3)]
         for t in threads:
             t.start()
         for t in threads:
@@ -107,7 +107,7 @@ def test_code_that_creates_its_own_device_is_counted():
     adapter = wgpu.gpu.request_adapter_sync()
     device = adapter.request_device_sync()
     with count_dispatches() as c:
-        AddOne(device).sequential(3)
+        AddOne(device).submit_per_dispatch(3)
     assert c.dispatches == 3 and c.submits == 3
 
 
@@ -147,7 +147,7 @@ def test_indirect_dispatch_counts_as_dispatch(add_one, gpu_device):
 
 def test_host_time_is_recorded_per_call_kind(add_one):
     with count_dispatches() as c:
-        add_one.sequential(3)
+        add_one.submit_per_dispatch(3)
     host = c.host_us
     assert set(host) == set(recorder.KINDS)
     assert host["submit"] > 0 and host["dispatch"] > 0 and host["readback"] == 0

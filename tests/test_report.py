@@ -58,7 +58,7 @@ def test_budget_without_measure_applies_to_the_whole_call(pytester, gpu):
         + """
 @pytest.mark.dispatch_budget(submits=2)
 def test_three_submits(kernel):
-    kernel.sequential(3)
+    kernel.submit_per_dispatch(3)
 """
     )
     result = pytester.runpytest()
@@ -72,7 +72,7 @@ def test_a_failing_test_keeps_its_own_failure(pytester, gpu):
         + """
 @pytest.mark.dispatch_budget(dispatches=0)
 def test_fails_anyway(kernel):
-    kernel.sequential(3)
+    kernel.submit_per_dispatch(3)
     assert False, "own failure"
 """
     )
@@ -101,8 +101,8 @@ def test_report_rows_and_verbose_breakdown(pytester, gpu):
         WORKLOAD
         + """
 def test_sequential(dispatch_meter, kernel):
-    dispatch_meter.measure(kernel.sequential, 20, rounds=5)  # ~10 ms a round: well above the sync's noise
-    dispatch_meter.single_op(kernel.sequential, 1, rounds=3)
+    dispatch_meter.measure(kernel.submit_per_dispatch, 20, rounds=5)  # ~10 ms a round: well above the sync's noise
+    dispatch_meter.single_op(kernel.submit_per_dispatch, 1, rounds=3)
 
 @pytest.mark.dispatch_budget(dispatches=5)
 def test_counted_only(kernel):

@@ -188,7 +188,7 @@ def test_xdist_workers_never_measure_one_device_at_the_same_time(pytester, gpu):
             intervals = []
             def timed():
                 intervals.append(time.time())
-                kernel.sequential(5)
+                kernel.submit_per_dispatch(5)
                 intervals.append(time.time())
             dispatch_meter.measure(timed, rounds=5)
             with open(f"interval-{i}.json", "w") as f:
