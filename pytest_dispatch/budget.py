@@ -130,6 +130,7 @@ class Observation:
     by_kernel: Mapping[str, int]
     per_call: bool = True
     us_per_dispatch_median: float | None = None
+    timing_off: bool = False  # a measurement taken with --dispatch-disable-timing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,4 +199,5 @@ def judge(budget: Budget, observations: Iterable[Observation]) -> BudgetFailure 
 
 
 def ceiling_without_measurement(budget: Budget, observations: list[Observation]) -> bool:
-    return budget.us_per_dispatch is not None and all(o.us_per_dispatch_median is None for o in observations)
+    return (budget.us_per_dispatch is not None and all(o.us_per_dispatch_median is None for o in observations)
+            and not any(o.timing_off for o in observations))

@@ -24,6 +24,7 @@ from pytest_dispatch.results import TestResult
 
 TIMING_METRIC = "us_per_call"
 INCOMPARABLE = "incomparable"
+TIMING_OFF = "off: timing disabled (--dispatch-disable-timing) here or in the baseline; counts compared only"
 DEFAULTS = gate_settings.DEFAULTS
 
 
@@ -174,7 +175,8 @@ class Gate:
                 verdicts.missing.append(key)
                 continue
             verdicts.counts[key] = compare_counts(base, measurement)
-            verdicts.timing[key] = self._judge_timing(key, measurement, overrides)
+            verdicts.timing[key] = (self._judge_timing(key, measurement, overrides) if measurement.timed and base.timed
+                                    else TIMING_OFF)
         return verdicts
 
     def _judge_timing(self, key: str, current: Measurement, overrides):
@@ -237,7 +239,8 @@ def stored_of(documents: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
     series: dict[str, list[float]] = {}
     for document in documents:
         for key, measurement in sequential_measurements(storage.results_of(document)).items():
-            series.setdefault(key, []).append(median_per_call(measurement))
+            if measurement.timed:
+                series.setdefault(key, []).append(median_per_call(measurement))
     return series
 
 

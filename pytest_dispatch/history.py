@@ -156,7 +156,7 @@ def read_run(path: str | os.PathLike, fingerprint: str | None = None) -> StoredR
         dirty=bool(commit_info.get("dirty")),
         measurements={
             key: _summarise(key, m)
-            for key, m in sequential_measurements(storage.results_of(document)).items()
+            for key, m in sequential_measurements(storage.results_of(document)).items() if m.timed
         },
     )
 

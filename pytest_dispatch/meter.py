@@ -23,6 +23,9 @@ from pytest_dispatch import devicelock, paired, recorder, settings, timestamps
 DEFAULT_WARMUP = 3
 DEFAULT_ROUNDS = 30
 DEFAULT_PER_ROUND = 5
+# Counted rounds after the timed ones (which run uninstrumented): they check that the counts
+# agree with the warm-up's and give the host breakdown per call kind and the GPU time.
+CHECK_ROUNDS = 3
 # assert_speedup: the first look after 20 pairs, then every 20, up to 200 pairs or 60 s.
 SPEEDUP_DESIGN = paired.Design(first=20, batch=20, max_pairs=200, max_seconds=60.0, alpha=0.05)
 
@@ -74,6 +77,11 @@ class Measurement:
     gpu_is_indicative: bool = False  # timestamps of a CPU adapter
 
     @property
+    def timed(self) -> bool:
+        """False when timing was off (--dispatch-disable-timing): counts only."""
+        return self.rounds > 0
+
+    @property
     def dispatches(self) -> int:
         """Dispatches per call of the measured function."""
         return self.calls["dispatch"] + self.calls["dispatch_indirect"]
@@ -104,8 +112,8 @@ class Measurement:
         return self.host_us / max(self.dispatches, 1)
 
     @property
-    def sync_median_us(self) -> float:
-        return float(np.median(self.sync_us))
+    def sync_median_us(self) -> float | None:
+        return float(np.median(self.sync_us)) if self.timed else None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (arrays as lists)."""
@@ -179,8 +187,10 @@ class DispatchMeter:
 
     def __init__(self, request=None, *, device=None, timestamps_enabled: bool = False,
                  round_server: RoundServer | None = None, speedup_design: paired.Design | None = None,
-                 lock: bool = True, min_rounds: int = settings.MIN_ROUNDS, max_time: float | None = None) -> None:
+                 lock: bool = True, min_rounds: int = settings.MIN_ROUNDS, max_time: float | None = None,
+                 timing: bool = True) -> None:
         self._request = request
+        self.timing = timing  # False: counts only (--dispatch-disable-timing); no timed rounds
         self.min_rounds = min_rounds  # with max_time: rounds stop at the cap once this many are taken
         self.max_time = max_time  # seconds of timed rounds per measurement (pytest-benchmark's max_time)
         self._device = device
@@ -230,7 +240,9 @@ class DispatchMeter:
         """Measure ``fn(*args, **kwargs)`` by the sequential method: ``per_round``
         calls, one sync, ``rounds`` times, after ``warmup`` calls.  With a time cap
         (``--dispatch-max-time``) the rounds stop at the cap once ``--dispatch-min-rounds``
-        are taken.
+        are taken.  The timed rounds run with the recorder's wrappers out of the way;
+        the counts come from the warm-up and from counted rounds after the timed ones.
+        With timing off (``--dispatch-disable-timing``) only those are taken.
 
         In an A/B job (``pytest-dispatch ab``) the coordinator decides the rounds:
         as many as its paired comparison with the other version needs."""
@@ -266,14 +278,15 @@ class DispatchMeter:
         max_seconds: float | None = None,
         device=None,
         names: tuple[str, str] | None = None,
-    ) -> "Speedup":
+    ) -> "Speedup | None":
         """Assert that ``fast`` is at least ``at_least`` times faster than ``slow`` per call.
 
         Rounds of the two are taken in pairs, in ABBA order, so drift cancels in each
         pair's ratio; pairs are added until the interval of the speedup (Hodges-Lehmann,
         signed-rank, at ``confidence`` over all looks) clears ``at_least`` (pass) or falls
         below it (fail), or the cap is reached (fail, with the interval).  ``names`` label
-        the two in the report (default: their qualified names)."""
+        the two in the report (default: their qualified names).  With timing off
+        (--dispatch-disable-timing) both are only counted, nothing is asserted, and it returns None."""
         __tracebackhide__ = True
         if not at_least > 0:
             raise ValueError(f"at_least must be > 0, not {at_least!r}")
@@ -288,6 +301,9 @@ class DispatchMeter:
         design = dataclasses.replace(self.speedup_design, alpha=1 - confidence,
                                      max_seconds=max_seconds or self.speedup_design.max_seconds)
         question = paired.SpeedupQuestion(at_least)
+        if not self.timing:
+            self._measure(samplers, warmup, 0, device, take_rounds=lambda sync: None)  # counts only
+            return None
         verdict_box: list[paired.PairedVerdict] = []
 
         def take_pairs(sync: Callable[[], None]) -> None:
@@ -321,7 +337,9 @@ class DispatchMeter:
                     sampler.stamper = timestamps.PassTimestamps.for_device(
                         device, sampler.calls["pass"] * sampler.per_round
                     )
-            if take_rounds is not None:
+            if not self.timing:
+                pass  # counts only: the warm-up and the check rounds
+            elif take_rounds is not None:
                 take_rounds(sync)
             elif not (served and self.round_server.serve(self._key(samplers[0].name), samplers[0].calls,
                                                          lambda: samplers[0].take_round(sync))):
@@ -331,6 +349,9 @@ class DispatchMeter:
                         sampler.take_round(sync)
                     if deadline is not None and taken >= self.min_rounds and time.perf_counter() > deadline:
                         break
+            for sampler in samplers:
+                for _ in range(CHECK_ROUNDS):
+                    sampler.check_round(sync)
         measurements = [sampler.measurement(warmup) for sampler in samplers]
         self.measurements.extend(measurements)
         return measurements
@@ -415,29 +436,39 @@ class _Sampler:
                 "measure the call that dispatches, or count it with dispatch_meter.count()")
 
     def take_round(self, sync: Callable[[], None]) -> tuple[int, int, int]:
-        """An empty sync (timed), then per_round calls and one sync (timed).
+        """A timed round: an empty sync (timed), then per_round calls and one sync (timed),
+        with the recorder's wrappers out of the way (they would add to what is timed).
 
         Returns (wall ns, empty-sync ns, calls) of the round."""
         __tracebackhide__ = True
-        start = time.perf_counter_ns()
-        sync()
-        sync_ns = time.perf_counter_ns() - start
-        self.sync.append(sync_ns)
-        with recorder.count() as scope, timestamps.capture(self.stamper):
+        with recorder.quiet():
+            start = time.perf_counter_ns()
+            sync()
+            sync_ns = time.perf_counter_ns() - start
             start = time.perf_counter_ns()
             for _ in range(self.per_round):
                 self.fn(*self.args, **self.kwargs)
             submitted = time.perf_counter_ns()
-        sync()
-        done = time.perf_counter_ns()
+            sync()
+            done = time.perf_counter_ns()
+        self.sync.append(sync_ns)
         self.host.append(submitted - start)
         self.wall.append(done - start)
+        return done - start, sync_ns, self.per_round
+
+    def check_round(self, sync: Callable[[], None]) -> None:
+        """A counted round, not timed: its counts must agree with the warm-up's; it gives
+        the host breakdown per call kind and, with timestamps, the GPU time."""
+        __tracebackhide__ = True
+        with recorder.count() as scope, timestamps.capture(self.stamper):
+            for _ in range(self.per_round):
+                self.fn(*self.args, **self.kwargs)
+        sync()
         self.round_counts.append(_counts_of(scope))
         for kind, us in scope.host_us.items():
             self.host_ns[kind] += us
         if self.stamper is not None:
             self.gpu.append(self.stamper.read_total_us())
-        return done - start, sync_ns, self.per_round
 
     def measurement(self, warmup: int) -> Measurement:
         __tracebackhide__ = True
@@ -446,9 +477,14 @@ class _Sampler:
                     {k: v * self.per_round for k, v in self.by_kernel.items()})
         _check_consistent(self.name, [expected, self.round_counts[0]], "warm-up x per_round and round")
         rounds = len(self.wall)
+        checked = len(self.round_counts) * self.per_round
         # The naive method keeps its sync in: that inflation is what it shows.
-        wall_us = (paired.per_call_us(self.wall, self.sync, self.per_round) if self.method == SEQUENTIAL
-                   else np.asarray(self.wall, dtype=float) / 1000.0 / self.per_round)
+        if not rounds:  # timing off
+            wall_us = np.zeros(0)
+        elif self.method == SEQUENTIAL:
+            wall_us = paired.per_call_us(self.wall, self.sync, self.per_round)
+        else:
+            wall_us = np.asarray(self.wall, dtype=float) / 1000.0 / self.per_round
         return Measurement(
             name=self.name,
             method=self.method,
@@ -460,7 +496,7 @@ class _Sampler:
             host_us=np.asarray(self.host, dtype=float) / 1000.0 / self.per_round,
             wall_us=wall_us,
             sync_us=np.asarray(self.sync, dtype=float) / 1000.0,
-            host_breakdown_us={kind: us / (rounds * self.per_round) for kind, us in self.host_ns.items()},
+            host_breakdown_us={kind: us / checked for kind, us in self.host_ns.items()},
             gpu_us=None if self.stamper is None else np.asarray(self.gpu, dtype=float) / self.per_round,
             gpu_is_indicative=self.stamper is not None and self.stamper.is_cpu_adapter,
         )

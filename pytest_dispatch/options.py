@@ -39,6 +39,9 @@ GPU_OPTIONS = (
 MEASURE_OPTIONS = (
     Option("dispatch_max_time", "Most seconds of timed rounds per measurement (20, 20s, 1m); rounds stop at the "
            "cap once --dispatch-min-rounds are taken (default: no cap).", None, type="seconds"),
+    Option("dispatch_disable_timing", "Counts only: measure() takes no timed rounds and assert_speedup asserts "
+           "nothing; counts, budgets and the count gate still run, timing shows 'off' (for CPU runners).", False,
+           type="bool"),
     Option("dispatch_min_rounds", "Rounds a measurement takes at the least under --dispatch-max-time.",
            settings.MIN_ROUNDS,
            type="rounds"),

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from pytest_dispatch.meter import SEQUENTIAL, Measurement
+from pytest_dispatch.meter import SEQUENTIAL, Measurement, measurement_key
 from pytest_dispatch.results import TestResult
 
 
@@ -62,9 +62,10 @@ def plot_session(folder: str | Path, results: Sequence[TestResult],
     paths = []
     for result in results:
         for measurement in result.measurements:
-            if measurement.method == SEQUENTIAL and measurement.dispatches:
-                base = (baseline or {}).get(f"{result.nodeid}::{measurement.name}")
-                paths.append(plot_measurement(folder, result.nodeid, measurement, base))
+            if measurement.method == SEQUENTIAL and measurement.dispatches and measurement.timed:
+                base = (baseline or {}).get(measurement_key(result.nodeid, measurement.name))
+                paths.append(plot_measurement(folder, result.nodeid, measurement, base
+                                              if base is None or base.timed else None))
     return paths
 
 

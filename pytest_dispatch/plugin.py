@@ -396,6 +396,7 @@ def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeter:
         lock=round_server is None,  # in an A/B job the coordinator takes the turns
         min_rounds=options.get(request.config, "dispatch_min_rounds"),
         max_time=options.get(request.config, "dispatch_max_time"),
+        timing=not options.get(request.config, "dispatch_disable_timing"),
     )
     request.node.stash[METER_KEY] = meter
     return meter

@@ -15,6 +15,7 @@ own encoder, copy, submit and map) are charged to the composite call alone.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import importlib
@@ -22,7 +23,7 @@ import sys
 import threading
 import weakref
 from time import perf_counter_ns
-from typing import Any
+from typing import Any, Iterator
 
 # Call kinds, in report order.  Each wrapped method is charged to exactly one kind.
 KINDS = (
@@ -179,6 +180,7 @@ _live_tallies: set[_Tally] = set()
 _retired = _Tally()  # totals of threads that have ended
 _tallies_lock = threading.Lock()
 _installed: dict[str, dict[tuple[str, str], Any]] = {}  # impl -> originals
+_wrappers: dict[str, dict[tuple[str, str], Any]] = {}  # impl -> our wrappers
 _install_lock = threading.Lock()
 
 
@@ -424,7 +426,7 @@ def install(impl: str = "wgpu-native") -> bool:
             api = importlib.import_module(BACKEND_MODULES[impl])
         except Exception:  # not installed, or its native library failed to load
             return False
-        originals = {}
+        originals, wrappers = {}, {}
         for class_name, method_name, kind in _TARGETS:
             cls = getattr(api, class_name, None)
             original = getattr(cls, method_name, None) if cls is not None else None
@@ -435,7 +437,9 @@ def install(impl: str = "wgpu-native") -> bool:
             functools.update_wrapper(wrapper, original)
             wrapper.__dispatch_original__ = original
             setattr(cls, method_name, wrapper)
+            wrappers[class_name, method_name] = wrapper
         _installed[impl] = originals
+        _wrappers[impl] = wrappers
         return True
 
 
@@ -446,6 +450,34 @@ def install_imported() -> list[str]:
     if "wgpudawn" in sys.modules:
         install("dawn")
     return sorted(_installed)
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """The original wgpu methods while inside, in every thread: nothing is counted or
+    timed, and nothing is added to what runs (the meter's timed rounds run so)."""
+    global _quiet_depth
+    with _install_lock:
+        _quiet_depth += 1
+        if _quiet_depth == 1:
+            _swap(wrapped=False)
+    try:
+        yield
+    finally:
+        with _install_lock:
+            _quiet_depth -= 1
+            if _quiet_depth == 0:
+                _swap(wrapped=True)
+
+
+_quiet_depth = 0
+
+
+def _swap(wrapped: bool) -> None:
+    for impl, wrappers in _wrappers.items():
+        api = sys.modules[BACKEND_MODULES[impl]]
+        for (class_name, method_name), wrapper in wrappers.items():
+            setattr(getattr(api, class_name), method_name, wrapper if wrapped else wrapper.__dispatch_original__)
 
 
 def uninstall() -> None:
@@ -460,6 +492,7 @@ def uninstall() -> None:
                 else:
                     setattr(cls, method_name, original)
         _installed.clear()
+        _wrappers.clear()
 
 
 @dataclasses.dataclass(frozen=True)

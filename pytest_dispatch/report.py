@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 DEFAULT_WIDTH = 100  # when the terminal's width is unknown (not a terminal, no COLUMNS)
 MIN_WIDTH = DEFAULT_WIDTH  # the table needs this much (a 27-character name and the numbers)
 _NAME_MIN = 27  # a narrow terminal still gets this much of a name
+TIMING_OFF = "off"  # a timing cell with --dispatch-disable-timing
 _NUMBER_COLUMNS = (
     ("disp/call", 9),
     ("sub/call", 8),
@@ -96,11 +97,16 @@ def _interval_text(samples: np.ndarray) -> str:
 
 def median_text(measurement: Measurement) -> str:
     """Median wall µs per dispatch, for one-figure listings."""
+    if not measurement.timed:
+        return TIMING_OFF
     return f"{np.median(measurement.wall_us_per_dispatch):.1f}" if measurement.dispatches else "-"
 
 
 def measurement_cells(result: TestResult, measurement: Measurement) -> tuple[str, ...]:
     inflation = result.single_op_inflation(measurement)
+    if not measurement.timed:
+        return (str(measurement.dispatches), str(measurement.submits), TIMING_OFF, TIMING_OFF, TIMING_OFF, "",
+                result.budget_verdict if measurement.method != SINGLE_OP else "")
     return (
             str(measurement.dispatches),
             str(measurement.submits),
@@ -135,7 +141,8 @@ def breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH) -> lis
     if measurement.gpu_us is not None:
         note = " (CPU adapter: indicative only)" if measurement.gpu_is_indicative else ""
         lines.append(f"    GPU µs/call from timestamps: {np.median(measurement.gpu_us):.1f}{note}")
-    lines.append(f"    method: {measurement.method}, {measurement.rounds} rounds x {measurement.per_round} calls, "
+    rounds = f"{measurement.rounds} timed rounds" if measurement.timed else "timing off"
+    lines.append(f"    method: {measurement.method}, {rounds} x {measurement.per_round} calls, "
                  f"{measurement.warmup} warm-up; sync: {measurement.sync_method}")
     return lines
 
@@ -171,7 +178,7 @@ def render(
             lines.append(table.row(label, counts_cells(result)))
         else:
             lines.append(table.row(label, measurement_cells(result, measurement)))
-            if measurement.dispatches and np.median(measurement.wall_us) <= 0:
+            if measurement.timed and measurement.dispatches and np.median(measurement.wall_us) <= 0:
                 lines.append("    the work is below the sync's noise: measure more calls per round (per_round)")
             if verbose:
                 lines.extend(breakdown_lines(measurement, width))

@@ -38,10 +38,10 @@ class TestResult:
 
     def single_op_inflation(self, measurement: Measurement) -> float | None:
         """single-op / sequential median wall per dispatch, for the same function name."""
-        if measurement.method != SEQUENTIAL:
+        if measurement.method != SEQUENTIAL or not measurement.timed:
             return None
         for other in self.measurements:
-            if other.method == SINGLE_OP and other.name == measurement.name:
+            if other.method == SINGLE_OP and other.name == measurement.name and other.timed:
                 sequential = float(np.median(measurement.wall_us_per_dispatch))
                 if sequential > 0:
                     return float(np.median(other.wall_us_per_dispatch)) / sequential
@@ -80,8 +80,9 @@ def observation_of_measurement(measurement: Measurement) -> Observation:
         by_kernel=measurement.by_kernel,
         per_call=True,
         us_per_dispatch_median=float(np.median(measurement.wall_us_per_dispatch))
-        if measurement.method == SEQUENTIAL
+        if measurement.method == SEQUENTIAL and measurement.timed
         else None,
+        timing_off=not measurement.timed,
     )
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from pytest_dispatch import __version__
 from pytest_dispatch.gpu import GpuInfo
+from pytest_dispatch.meter import measurement_key
 from pytest_dispatch.results import TestResult
 
 SCHEMA_VERSION = 1
@@ -41,6 +42,8 @@ def _stats(samples_seconds: list[float]) -> dict[str, Any]:
 def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
     entries = []
     for measurement in result.measurements:
+        if not measurement.timed:
+            continue  # pytest-benchmark's entries are timings; the counts stay in the pytest_dispatch section
         dispatches = max(measurement.dispatches, 1)
         name = result.nodeid.split("::", 1)[-1]
         suffix = measurement.name if measurement.method != "single-op" else f"{measurement.name}:single-op"
@@ -84,7 +87,7 @@ def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
 def _gate_entry(result: TestResult, measurement) -> dict[str, Any] | None:
     if not result.gate:
         return None
-    key = f"{result.nodeid}::{measurement.name}"
+    key = measurement_key(result.nodeid, measurement.name)
     return {
         "counts": result.gate["counts"].get(key),
         "timing": result.gate["timing"].get(key),
@@ -223,8 +226,9 @@ def _check_result(result: TestResult) -> None:
         if "dispatch" not in m.calls or "submit" not in m.calls:
             raise KeyError(f"{m.name}: calls lack 'dispatch'/'submit'")
         for array in (m.wall_us, m.host_us, m.sync_us):
-            if array.ndim != 1 or array.size == 0 or not np.all(np.isfinite(array)) or np.abs(array).max() > 1e12:
-                raise ValueError(f"{m.name}: timing samples must be non-empty lists of finite numbers")
+            if array.ndim != 1 or array.size != m.rounds or (
+                    m.rounds and (not np.all(np.isfinite(array)) or np.abs(array).max() > 1e12)):
+                raise ValueError(f"{m.name}: timing samples must be lists of finite numbers, one per round")
 
 
 def _finite_float(text: str) -> float:

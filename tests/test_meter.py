@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pytest_dispatch.meter import SINGLE_OP, DispatchMeter, InconsistentCountsError, Measurement
+from pytest_dispatch.meter import CHECK_ROUNDS, SINGLE_OP, DispatchMeter, InconsistentCountsError, Measurement
 from pytest_dispatch.workloads import AddOne
 
 
@@ -30,7 +30,43 @@ def test_counts_are_per_call_and_arrays_per_round(meter, kernel):
 def test_the_work_really_ran_every_call(meter, kernel):
     kernel.reset(0.0)
     meter.measure(kernel.single_pass, 5, warmup=2, rounds=3, per_round=2)
-    assert np.all(kernel.read() == 5 * (2 + 3 * 2))
+    assert np.all(kernel.read() == 5 * (2 + 3 * 2 + CHECK_ROUNDS * 2))  # warm-up, timed and counted rounds
+
+
+def test_timed_rounds_run_without_the_recorders_wrappers(meter, kernel):
+    """The observer effect: what is timed runs the original wgpu methods; the warm-up and
+    the counted rounds after the timed ones run the recorder's."""
+    import wgpu.backends.wgpu_native._api as api
+
+    wrapped = []
+
+    def fn():
+        wrapped.append(hasattr(api.GPUComputePassEncoder.dispatch_workgroups, "__dispatch_original__"))
+        kernel.single_pass(3)
+
+    m = meter.measure(fn, warmup=2, rounds=4, per_round=2)
+    assert wrapped == [True] * 2 + [False] * (4 * 2) + [True] * (CHECK_ROUNDS * 2)
+    assert m.dispatches == 3 and m.host_breakdown_us["dispatch"] > 0
+    assert hasattr(api.GPUComputePassEncoder.dispatch_workgroups, "__dispatch_original__")  # put back
+
+
+def test_counts_that_change_after_the_warm_up_are_caught_by_the_counted_rounds(meter, kernel):
+    calls = []
+
+    def drifting():
+        calls.append(1)
+        kernel.single_pass(3 if len(calls) <= 2 + 3 * 2 else 4)  # one more dispatch once the timed rounds end
+
+    with pytest.raises(InconsistentCountsError):
+        meter.measure(drifting, warmup=2, rounds=3, per_round=2)
+
+
+def test_with_timing_off_only_counts_are_taken(gpu_device, kernel):
+    counted = DispatchMeter(device=gpu_device, timing=False)
+    m = counted.measure(kernel.single_pass, 5, warmup=2, rounds=30)
+    assert (m.dispatches, m.rounds, m.timed, m.wall_us.size, m.sync_median_us) == (5, 0, False, 0, None)
+    assert counted.assert_speedup(lambda: kernel.single_pass(5), lambda: kernel.submit_per_dispatch(5)) is None
+    assert [s.name for s in counted.speedups] == []
 
 
 def test_per_dispatch_arrays_divide_by_dispatches(meter, kernel):
@@ -150,3 +186,31 @@ def test_time_cap_flags_and_ini_reach_the_meter(pytester, gpu_info):
     pytester.runpytest().assert_outcomes(passed=1)
     result = pytester.runpytest("--dispatch-min-rounds=0")
     assert result.ret == 4 and "must be at least 1" in result.stderr.str()
+
+
+def test_disable_timing_keeps_counts_budgets_and_the_count_gate(pytester, gpu_info):
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_dispatch.workloads import AddOne
+
+        @pytest.mark.dispatch_budget(dispatches=4, us_per_dispatch=0.001)
+        def test_over_budget(dispatch_meter, gpu_device):
+            kernel = AddOne(gpu_device)
+            measurement = dispatch_meter.measure(kernel.single_pass, 5, name="five")
+            assert measurement.rounds == 0
+            assert dispatch_meter.assert_speedup(lambda: kernel.single_pass(5),
+                                                 lambda: kernel.submit_per_dispatch(5)) is None
+        """
+    )
+    result = pytester.runpytest("--dispatch-disable-timing", "--dispatch-report", "--dispatch-json=out.json")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "dispatch budget exceeded: 5 dispatches per call > 4 allowed" in out  # counts still judged
+    assert "µs per dispatch (median) >" not in out  # the time ceiling is not judged without timing
+    assert "five" in out and " off " in out
+    import json
+
+    document = json.loads((pytester.path / "out.json").read_text())
+    assert document["benchmarks"] == []  # pytest-benchmark's entries are timings
+    assert document["pytest_dispatch"]["tests"][0]["measurements"][0]["rounds"] == 0

@@ -1,0 +1,109 @@
+"""Does measuring disturb what is measured?  A plain timed loop against ``measure()``.
+
+    python benchmarks/observer_effect.py [--pairs 8] [--rounds 30] [--json OUT.json]
+
+Each sample is a fresh process that times one workload either plainly (no recorder
+installed: empty sync, ``per_round`` calls, one sync, as the sequential method does) or
+through ``DispatchMeter.measure`` (the recorder installed, as under the plugin).  The two
+kinds of process alternate, ``--pairs`` times per workload, so drift cancels in each
+pair's ratio.  Workloads: one pass of 100 and of 1000 dispatches, and a submit per
+dispatch (100).  Prints, per workload, the median µs per dispatch of each kind and the
+median of the pairs' ratios (measure / plain).  Target (issue 11): within 2%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+WORKLOADS = {"one pass of 100": ("single_pass", 100), "one pass of 1000": ("single_pass", 1000),
+             "a submit per dispatch (100)": ("submit_per_dispatch", 100)}
+PER_ROUND = 5
+
+CHILD = """
+import json, sys, time
+import numpy as np
+from pytest_dispatch import gpu, paired, recorder
+from pytest_dispatch.meter import DispatchMeter
+from pytest_dispatch.workloads import AddOne
+kind, method, dispatches, rounds, per_round = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+if kind == "measure":
+    recorder.install("wgpu-native")
+import wgpu
+adapter = gpu.select_adapter(gpu.AdapterRequest())
+device = gpu.request_device(adapter)
+kernel = AddOne(device)
+call = lambda: getattr(kernel, method)(dispatches)
+if kind == "measure":
+    measured = DispatchMeter(device=device, lock=False).measure(call, rounds=rounds, per_round=per_round)
+    per_dispatch = float(np.median(measured.wall_us)) / dispatches
+else:
+    sync_buffer = device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
+    sync = lambda: device.queue.read_buffer(sync_buffer, 0, 4)
+    for _ in range(3):
+        call()
+        sync()
+    wall, empty = [], []
+    for _ in range(rounds):
+        start = time.perf_counter_ns(); sync(); empty.append(time.perf_counter_ns() - start)
+        start = time.perf_counter_ns()
+        for _ in range(per_round):
+            call()
+        sync()
+        wall.append(time.perf_counter_ns() - start)
+    per_dispatch = float(np.median(paired.per_call_us(wall, empty, per_round))) / dispatches
+print(json.dumps({"us_per_dispatch": per_dispatch, "adapter": gpu.gpu_info(adapter).describe()}))
+"""
+
+
+def sample(kind: str, method: str, dispatches: int, rounds: int) -> float:
+    done = subprocess.run([sys.executable, "-c", CHILD, kind, method, str(dispatches), str(rounds), str(PER_ROUND)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"observer_effect: a {kind} process failed:\n{done.stderr[-2000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    ADAPTER[:] = [result["adapter"]]
+    return result["us_per_dispatch"]
+
+
+ADAPTER: list[str] = []
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=8, help="process pairs per workload")
+    parser.add_argument("--rounds", type=int, default=30, help="timed rounds per process")
+    parser.add_argument("--json", help="write the figures to this file")
+    args = parser.parse_args()
+    rows = []
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    for label, (method, dispatches) in WORKLOADS.items():
+        plain, measured, ratios = [], [], []
+        for index in range(args.pairs):
+            order = ("plain", "measure") if index % 2 == 0 else ("measure", "plain")
+            got = {kind: sample(kind, method, dispatches, args.rounds) for kind in order}
+            plain.append(got["plain"])
+            measured.append(got["measure"])
+            ratios.append(got["measure"] / got["plain"])
+        row = {"workload": label, "pairs": args.pairs, "plain_us": statistics.median(plain),
+               "measure_us": statistics.median(measured), "ratio_median": statistics.median(ratios),
+               "ratios": ratios}
+        rows.append(row)
+        if len(rows) == 1:
+            print(f"adapter: {ADAPTER[0]}; {started}")
+        print(f"{label:28} plain {row['plain_us']:8.3f} µs/dispatch   measure() {row['measure_us']:8.3f}   "
+              f"ratio (median of {args.pairs} pairs) x{row['ratio_median']:.3f} "
+              f"[{min(ratios):.3f}-{max(ratios):.3f}]", flush=True)
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"command": " ".join(sys.argv), "date": started, "adapter": ADAPTER[0], "rows": rows},
+                      handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
