@@ -273,7 +273,6 @@ class Job:
     def _where(self) -> str:
         return f" on CPU {self.sides[0].placement[CPU_ENV]}" if CPU_ENV in self.sides[0].placement else ""
 
-
     def _start_both(self) -> list[dict]:
         self._place()
         for side in self.sides:
