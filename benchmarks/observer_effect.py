@@ -6,7 +6,8 @@ Each sample is a fresh process that times one workload either plainly (no record
 installed: empty sync, ``per_round`` calls, one sync, as the sequential method does) or
 through ``DispatchMeter.measure`` (the recorder installed, as under the plugin).  The two
 kinds of process alternate, ``--pairs`` times per workload, so drift cancels in each
-pair's ratio.  Workloads: one pass of 100 and of 1000 dispatches, and a submit per
+pair's ratio; both processes of a pair run on one CPU, the idlest (two processes left to the
+scheduler differ by more than the effect sought: docs/RESULTS.md, section 4).  Workloads: one pass of 100 and of 1000 dispatches, and a submit per
 dispatch (100).  Prints, per workload, the median µs per dispatch of each kind and the
 median of the pairs' ratios (measure / plain).  Target (issue 11): within 2%.
 """
@@ -15,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import time
+
+from pytest_dispatch.ab.coordinator import idlest_cpu
 
 WORKLOADS = {"one pass of 100": ("single_pass", 100), "one pass of 1000": ("single_pass", 1000),
              "a submit per dispatch (100)": ("submit_per_dispatch", 100)}
@@ -60,9 +64,10 @@ print(json.dumps({"us_per_dispatch": per_dispatch, "adapter": gpu.gpu_info(adapt
 """
 
 
-def sample(kind: str, method: str, dispatches: int, rounds: int) -> float:
+def sample(kind: str, method: str, dispatches: int, rounds: int, cpu: int | None) -> float:
     done = subprocess.run([sys.executable, "-c", CHILD, kind, method, str(dispatches), str(rounds), str(PER_ROUND)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True,
+                          preexec_fn=None if cpu is None else lambda: os.sched_setaffinity(0, {cpu}))
     if done.returncode != 0:
         raise SystemExit(f"observer_effect: a {kind} process failed:\n{done.stderr[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -79,13 +84,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=30, help="timed rounds per process")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     rows = []
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     for label, (method, dispatches) in WORKLOADS.items():
         plain, measured, ratios = [], [], []
         for index in range(args.pairs):
             order = ("plain", "measure") if index % 2 == 0 else ("measure", "plain")
-            got = {kind: sample(kind, method, dispatches, args.rounds) for kind in order}
+            cpu = idlest_cpu(cpus, index) if cpus else None
+            got = {kind: sample(kind, method, dispatches, args.rounds, cpu) for kind in order}
             plain.append(got["plain"])
             measured.append(got["measure"])
             ratios.append(got["measure"] / got["plain"])

@@ -215,7 +215,7 @@ def test_both_workers_of_a_session_share_one_cpu_and_one_hash_seed(project, tmp_
 def test_a_session_goes_to_an_idle_cpu_and_quiet_ones_take_turns(monkeypatch):
     samples = iter([{0: 100, 1: 100, 2: 100, 3: 100}, {0: 120, 1: 101, 2: 119, 3: 119}] * 2)
     monkeypatch.setattr(coordinator, "_idle_times", lambda: next(samples))
-    assert [coordinator._idlest([0, 1, 2, 3], turn, window=0) for turn in (0, 1)] == [0, 2]  # CPU 1 was busy
+    assert [coordinator.idlest_cpu([0, 1, 2, 3], turn, window=0) for turn in (0, 1)] == [0, 2]  # CPU 1 was busy
 
 
 def test_a_cpu_the_job_may_not_use_is_one_line(project):

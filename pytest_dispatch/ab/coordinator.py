@@ -260,7 +260,7 @@ class Job:
         differs between two processes of the same code then differs between sessions, not sides."""
         placement = {}
         if self._cpus:
-            cpu = _idlest(self._cpus, self._cpu_offset + self.session)
+            cpu = idlest_cpu(self._cpus, self._cpu_offset + self.session)
             placement[CPU_ENV] = str(cpu)
             # The coordinator too: its messages start every turn (on the H200, sessions with all
             # three on one CPU differed by 2-3%, with the coordinator elsewhere by 5%).
@@ -481,7 +481,7 @@ def _idle_times() -> dict[int, int]:
     return ticks
 
 
-def _idlest(cpus: list[int], turn: int, window: float = 0.2) -> int:
+def idlest_cpu(cpus: list[int], turn: int, window: float = 0.2) -> int:
     """The CPU that was idle most over the last ``window`` seconds; among those as idle
     (within 10% of it), the next one by ``turn``, so that quiet machines use all of them.
     Pinned to a CPU that another process keeps busy, a round can stall for a whole time slice."""
