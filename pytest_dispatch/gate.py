@@ -15,8 +15,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, Mapping, Sequence
 
-import numpy as np
-
 from pytest_dispatch import settings as gate_settings, stats, storage
 from pytest_dispatch.budget import COUNT_KINDS
 from pytest_dispatch.meter import SEQUENTIAL, Measurement, measurement_key
@@ -74,11 +72,6 @@ def compare_counts(baseline: Measurement, current: Measurement) -> list[CountVer
             delta = dict(sorted(((n, d) for n, d in changes.items() if d), key=lambda item: (-abs(item[1]), item[0])))
         verdicts.append(CountVerdict(kind, status, before, now, delta))
     return verdicts
-
-
-def median_per_call(measurement: Measurement) -> float:
-    """The run's figure: median wall µs per call of the measured function."""
-    return float(np.median(measurement.wall_us))
 
 
 @dataclasses.dataclass
@@ -182,7 +175,7 @@ class Gate:
     def _judge_timing(self, key: str, current: Measurement, overrides):
         if not self.comparable:
             return f"{INCOMPARABLE}: baseline from another GPU (fingerprint differs); counts compared only"
-        now = median_per_call(current)
+        now = current.median_us_per_call
         runs = [value for value in self.stored.get(key, []) if value > 0]
         if now <= 0 or not runs:
             return "inconclusive: non-positive times (the sync's noise exceeds the work; raise per_round)"
@@ -229,8 +222,8 @@ def stored_medians(storage_root, fingerprint: str, name: str) -> dict[str, list[
             if name == "latest" or run.name == storage.BaselineStore.safe_name(name)]
     series: dict[str, list[float]] = {}
     for run in runs:
-        for key, median in run.medians.items():
-            series.setdefault(key, []).append(median * max(run.dispatches.get(key, 1), 1))
+        for key, measurement in run.measurements.items():
+            series.setdefault(key, []).append(measurement.median_us_per_call)
     return series
 
 
@@ -240,7 +233,7 @@ def stored_of(documents: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
     for document in documents:
         for key, measurement in sequential_measurements(storage.results_of(document)).items():
             if measurement.timed:
-                series.setdefault(key, []).append(median_per_call(measurement))
+                series.setdefault(key, []).append(measurement.median_us_per_call)
     return series
 
 

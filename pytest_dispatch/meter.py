@@ -104,6 +104,11 @@ class Measurement:
                 "passes": self.passes, "encoders": self.encoders}[kind]
 
     @property
+    def median_us_per_call(self) -> float:
+        """The figure a run is judged by: median wall µs per call of the measured function."""
+        return float(np.median(self.wall_us))
+
+    @property
     def wall_us_per_dispatch(self) -> np.ndarray:
         return self.wall_us / max(self.dispatches, 1)
 
@@ -116,13 +121,8 @@ class Measurement:
         return float(np.median(self.sync_us)) if self.timed else None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form (arrays as lists)."""
-        data = {
-            "name": self.name,
-            "method": self.method,
-            "warmup": self.warmup,
-            "rounds": self.rounds,
-            "per_round": self.per_round,
+        """JSON-ready form (arrays as lists), keyed as JSON_KEYS says (docs/schema.md)."""
+        values = {
             "dispatches": self.dispatches,
             "calls": dict(self.calls),
             "by_kernel": dict(self.by_kernel),
@@ -130,21 +130,38 @@ class Measurement:
             "wall_us": self.wall_us.tolist(),
             "sync_us": self.sync_us.tolist(),
             "host_breakdown_us": dict(self.host_breakdown_us),
-            "sync_method": self.sync_method,
             "gpu_us": None if self.gpu_us is None else self.gpu_us.tolist(),
-            "gpu_is_indicative": self.gpu_is_indicative,
         }
+        data = {"name": self.name, "method": self.method, "warmup": self.warmup, "rounds": self.rounds,
+                "per_round": self.per_round}
+        data.update({JSON_KEYS.get(field, field): value for field, value in values.items()})
+        data.update(sync_method=self.sync_method, gpu_is_indicative=self.gpu_is_indicative)
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Measurement":
+        """From ``as_dict``'s form, or schema 1's (its keys had no unit suffix)."""
+        by_key = {key: field for field, key in JSON_KEYS.items()}
         fields = {f.name for f in dataclasses.fields(cls)}
-        values = {key: value for key, value in data.items() if key in fields}
+        values = {}
+        for key, value in data.items():
+            field = by_key.get(key, key)
+            if field in fields:
+                values[field] = value
         for key in ("host_us", "wall_us", "sync_us"):
             values[key] = np.asarray(values[key], dtype=float)
         if values.get("gpu_us") is not None:
             values["gpu_us"] = np.asarray(values["gpu_us"], dtype=float)
         return cls(**values)
+
+
+# A measurement's JSON keys (results files, A/B messages), where they differ from its
+# fields: a figure of one call of the measured function ends in _per_call, so the same key
+# means the same thing in the pytest_dispatch section and in pytest-benchmark's extra_info.
+# Schema 1 used the field names.
+JSON_KEYS = {"dispatches": "dispatches_per_call", "calls": "calls_per_call", "by_kernel": "by_kernel_per_call",
+             "host_us": "host_us_per_call", "wall_us": "wall_us_per_call",
+             "host_breakdown_us": "host_breakdown_us_per_call", "gpu_us": "gpu_us_per_call"}
 
 
 def measurement_key(nodeid: str, name: str) -> str:

@@ -24,7 +24,8 @@ from pytest_dispatch.gpu import GpuInfo
 from pytest_dispatch.meter import measurement_key
 from pytest_dispatch.results import TestResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # docs/schema.md; 2 gave every per-call figure its _per_call suffix
+READABLE_SCHEMAS = (1, 2)
 
 
 def _stats(samples_seconds: list[float]) -> dict[str, Any]:
@@ -37,6 +38,11 @@ def _stats(samples_seconds: list[float]) -> dict[str, Any]:
     data["data"] = list(samples_seconds)
     data["iterations"] = 1
     return data
+
+
+# The measurement's keys that pytest-benchmark's extra_info repeats (the same key, the same meaning).
+_EXTRA_INFO_KEYS = ("dispatches_per_call", "calls_per_call", "by_kernel_per_call", "host_breakdown_us_per_call",
+                    "sync_us", "sync_method", "gpu_us_per_call")
 
 
 def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
@@ -59,14 +65,8 @@ def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
                     "measurement": measurement.name,
                     "method": measurement.method,
                     "unit": "seconds per dispatch (wall, sync subtracted)",
-                    "dispatches_per_call": measurement.dispatches,
-                    "calls_per_call": measurement.calls,
-                    "by_kernel": measurement.by_kernel,
-                    "host_breakdown_us": measurement.host_breakdown_us,
+                    **{key: value for key, value in measurement.as_dict().items() if key in _EXTRA_INFO_KEYS},
                     "host_us_per_dispatch": [v / dispatches for v in measurement.host_us.tolist()],
-                    "sync_us": measurement.sync_us.tolist(),
-                    "sync_method": measurement.sync_method,
-                    "gpu_us_per_call": None if measurement.gpu_us is None else measurement.gpu_us.tolist(),
                     "budget": result.budget_verdict,
                     "budget_lines": result.budget_lines,
                     "inflation": result.single_op_inflation(measurement),
@@ -193,9 +193,10 @@ def load_document_object(document: Any, path: str | os.PathLike) -> dict[str, An
     if not isinstance(document, dict) or not isinstance(document.get("pytest_dispatch"), dict):
         raise BaselineError(f"{path}: not a pytest-dispatch results file (no 'pytest_dispatch' section)")
     schema = document["pytest_dispatch"].get("schema")
-    if schema != SCHEMA_VERSION:
+    if schema not in READABLE_SCHEMAS:
         raise BaselineError(
-            f"{path}: schema version {schema!r}, this pytest-dispatch reads {SCHEMA_VERSION}; save a new baseline"
+            f"{path}: schema version {schema!r}, this pytest-dispatch reads "
+            f"{', '.join(map(str, READABLE_SCHEMAS))}; save a new baseline"
         )
     try:
         for test in document["pytest_dispatch"]["tests"]:

@@ -82,8 +82,8 @@ def test_a_a_job_on_one_folder_finds_no_regression(project):
     for measurement in measured.values():
         assert measurement["status"] in ("unchanged", "inconclusive")
         assert measurement["timing"]["sessions"] == 4 and len(measurement["sessions"]) == 4
-    assert measured["work"]["dispatches"] == {"base": 20, "head": 20}
-    assert outcome["schema"] == "pytest-dispatch-ab/1" and "A/B passed" in done.stdout
+    assert measured["work"]["dispatches_per_call"] == {"base": 20, "head": 20}
+    assert outcome["schema"] == "pytest-dispatch-ab/2" and "A/B passed" in done.stdout
 
 
 def test_head_with_an_injected_cost_regresses_and_the_base_worktree_is_removed(project):
@@ -136,7 +136,7 @@ def test_tests_and_measurements_only_one_side_has_are_new_and_the_rest_is_compar
     assert done.returncode == 0, done.stdout + done.stderr
     measured = by_name(outcome)
     assert measured["new"]["status"] == "new" and measured["extra"]["status"] == "new"
-    assert measured["new"]["dispatches"] == {"base": None, "head": 5}
+    assert measured["new"]["dispatches_per_call"] == {"base": None, "head": 5}
     assert measured["steady"]["timing"] is not None and measured["work"]["timing"] is not None
     assert "test_work.py::test_new_in_head (head only)" in done.stdout
 

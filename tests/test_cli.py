@@ -79,9 +79,9 @@ def test_merge_groups_runs_by_gpu(tmp_path, capsys):
 @pytest.mark.parametrize(
     "mutate",
     [
-        lambda d: d["pytest_dispatch"]["tests"][0]["measurements"][0]["wall_us"].__setitem__(0, "fast"),
-        lambda d: d["pytest_dispatch"]["tests"][0]["measurements"][0]["calls"].__setitem__("dispatch", 10**400),
-        lambda d: d["pytest_dispatch"]["tests"][0]["measurements"][0].__setitem__("wall_us", []),
+        lambda d: d["pytest_dispatch"]["tests"][0]["measurements"][0]["wall_us_per_call"].__setitem__(0, "fast"),
+        lambda d: d["pytest_dispatch"]["tests"][0]["measurements"][0]["calls_per_call"].__setitem__("dispatch", 10**400),
+        lambda d: d["pytest_dispatch"]["tests"][0]["measurements"][0].__setitem__("wall_us_per_call", []),
         lambda d: d["pytest_dispatch"]["tests"][0].__setitem__("measurements", {"a": 1}),
         lambda d: d["pytest_dispatch"]["tests"][0].__setitem__("nodeid", ["x"]),
         lambda d: d["pytest_dispatch"].__setitem__("tests", None),
@@ -148,8 +148,8 @@ def test_accept_hint_only_when_nothing_regressed_and_with_the_cli_command(tmp_pa
     assert "--dispatch-accept" not in out
     mixed = two_measurement_file(tmp_path, "mixed.json", 12)
     mixed_doc = json.loads(open(mixed).read())
-    mixed_doc["pytest_dispatch"]["tests"][0]["measurements"][1]["calls"]["dispatch"] = 8
-    mixed_doc["pytest_dispatch"]["tests"][0]["measurements"][1]["by_kernel"] = {"matvec": 8}
+    mixed_doc["pytest_dispatch"]["tests"][0]["measurements"][1]["calls_per_call"]["dispatch"] = 8
+    mixed_doc["pytest_dispatch"]["tests"][0]["measurements"][1]["by_kernel_per_call"] = {"matvec": 8}
     open(mixed, "w").write(json.dumps(mixed_doc))
     assert cli.main(["compare", two_measurement_file(tmp_path, "b2.json", 10), mixed]) == 1
     out = capsys.readouterr().out

@@ -48,7 +48,7 @@ def test_save_writes_one_file_per_fingerprint_folder(gate_project, gpu_info):
     (path,) = saved_files(gate_project)
     assert path.parent.name == gpu_info.fingerprint and path.name.endswith("_main.json")
     document = json.loads(path.read_text())
-    assert document["pytest_dispatch"]["tests"][0]["measurements"][0]["dispatches"] == 50
+    assert document["pytest_dispatch"]["tests"][0]["measurements"][0]["dispatches_per_call"] == 50
 
 
 def test_unchanged_run_passes(gate_project):

@@ -67,7 +67,7 @@ def test_xdist_counts_equal_serial_and_the_baseline_is_written_once(pytester, gp
 
     def counts(path):
         tests = json.loads(path.read_text())["pytest_dispatch"]["tests"]
-        return {t["nodeid"]: t["measurements"][0]["calls"] for t in tests}
+        return {t["nodeid"]: t["measurements"][0]["calls_per_call"] for t in tests}
 
     pytester.runpytest_subprocess("--dispatch-json=serial.json").assert_outcomes(passed=6)
     parallel = pytester.runpytest_subprocess("-n", "2", "--dispatch-json=parallel.json",

@@ -18,7 +18,7 @@ from pytest_dispatch.stats import format_us
 
 NEW, REMOVED = "new", "removed"
 STATUSES = (paired.REGRESSED, paired.IMPROVED, paired.UNCHANGED, paired.INCONCLUSIVE, NEW, REMOVED)
-SCHEMA = "pytest-dispatch-ab/1"
+SCHEMA = "pytest-dispatch-ab/2"  # docs/schema.md
 EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -93,8 +93,8 @@ class Comparison:
             "timing": None if self.timing is None else self.timing.as_dict(),
             "base_us_per_dispatch": self._median(self.base, 0),
             "head_us_per_dispatch": self._median(self.head, 1),
-            "dispatches": {"base": self.base.dispatches if self.base else None,
-                           "head": self.head.dispatches if self.head else None},
+            "dispatches_per_call": {"base": self.base.dispatches if self.base else None,
+                                    "head": self.head.dispatches if self.head else None},
             "sessions": [{key: v.as_dict()[key] for key in ("ratio", "low", "high", "pairs")} for v in self.sessions],
             "note": self.note, "line": self.line(),
         }
@@ -150,7 +150,7 @@ class Outcome:
                  "pairs | verdict |", "|---|---|---:|---:|---:|---:|---|"]
         for c in self.comparisons:
             d = c.as_dict()
-            dispatches = f"{d['dispatches']['base'] or '–'} → {d['dispatches']['head'] or '–'}"
+            dispatches = f"{d['dispatches_per_call']['base'] or '–'} → {d['dispatches_per_call']['head'] or '–'}"
             us = "–"
             if d["base_us_per_dispatch"] is not None:
                 us = f"{format_us(d['base_us_per_dispatch'])} → {format_us(d['head_us_per_dispatch'])}"
