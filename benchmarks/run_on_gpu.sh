@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Every figure of docs/RESULTS.md in one go, on a machine with a GPU:
 #   bash benchmarks/run_on_gpu.sh OUT_DIR [STEP...]
-# Steps: overhead probe examples reference gate aa dawn tests (default: all).
+# Steps: overhead observer probe examples reference gate aa dawn tests (default: all).
 # Writes the logs and raw JSON to OUT_DIR (the device tool's $OUT).
 set -uo pipefail
 out=${1:?usage: run_on_gpu.sh OUT_DIR [STEP...]}
 shift
-steps=${*:-overhead probe examples reference gate aa dawn tests}
+steps=${*:-overhead observer probe examples reference gate aa dawn tests}
 wants() { [[ " $steps " == *" $1 "* ]]; }
 mkdir -p "$out/plots"
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp} PYTHONUNBUFFERED=1
@@ -21,6 +21,7 @@ step() { echo; echo "=== $* ($(date -u +%FT%TZ))"; }
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
     git rev-parse --short HEAD 2>/dev/null
     wants overhead && step "recorder overhead" && timeout 60 $py benchmarks/recorder_overhead.py --rounds 50
+    wants observer && step "observer effect" && timeout 240 $py benchmarks/observer_effect.py --pairs 8 --json "$out/observer.json"
     wants probe && step "probe" && timeout 120 $py -m pytest_dispatch.cli probe --impl all --backend vulkan --n 100,1000 --dtype f32,f16 \
         --rounds 20 --json "$out/probe.json"
     wants examples && step "examples with the report (wgpu-native)" && timeout 120 $py -m pytest examples $plugin -p no:cacheprovider -v --dispatch-report \
@@ -29,7 +30,7 @@ step() { echo; echo "=== $* ($(date -u +%FT%TZ))"; }
         --json "$out/reference_f32.json"
     wants reference && step "reference model, qwen2.5-0.5b, f16" && timeout 120 $py benchmarks/reference_model.py --config qwen2.5-0.5b --runs 3 --tokens 50 --dtype f16 \
         --encodings submit-per-dispatch,single-pass --json "$out/reference_f16.json"
-    wants gate && step "the A/B gate on real measurements" && timeout 540 $py benchmarks/gate_proof.py "$out/gate" --noise-sessions 8 --noise-workload 100:2 --noise-workload 100:20 --aa-trials 3 --regression-trials 3 --pytest-arg=-p --pytest-arg=pytest_dispatch.plugin
+    wants gate && step "the A/B gate on real measurements" && timeout 540 $py benchmarks/gate_proof.py "$out/gate" --noise-sessions 8 --aa-trials 25 --regression-trials 10 --calibration-pairs 40 --calibrated "$out/gate_calibration.json" --pytest-arg=-p --pytest-arg=pytest_dispatch.plugin
     wants aa && step "A/A mode on the examples" && timeout 60 $py -m pytest examples/test_measure_your_own_code.py $plugin -p no:cacheprovider -q --dispatch-aa
     wants dawn && step "examples on Dawn" && timeout 90 $py -m pytest examples $plugin -p no:cacheprovider -q --gpu-impl dawn --dispatch-report
     wants tests && step "test suite" && timeout 150 $py -m pytest tests $plugin -p no:cacheprovider -q -n 8 -x
