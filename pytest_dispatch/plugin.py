@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_dispatch import budget, gpu, options, recorder
+from pytest_dispatch import budget, gpu, options, recorder, settings
 from pytest_dispatch.gpu import AdapterRequest, GpuInfo, NoAdapterError
 from pytest_dispatch.session import GPU_FIXTURES, GpuSession, worker_index
 
@@ -26,6 +26,7 @@ GPU_SESSION_KEY = pytest.StashKey[GpuSession]()
 CALL_COUNTS_KEY = pytest.StashKey[recorder.Counts]()
 METER_KEY = pytest.StashKey["DispatchMeter"]()
 BUDGET_KEY = pytest.StashKey[budget.Budget]()
+TIMING_KEY = pytest.StashKey[dict]()  # the dispatch_timing marker's overrides of the meter's settings
 BASELINE_KEY = pytest.StashKey["gate.Baseline | None"]()
 GATE_KEY = pytest.StashKey["gate.Gate"]()
 ROUND_SERVER_KEY = pytest.StashKey["RoundServer"]()  # set by an A/B worker (pytest_dispatch.ab.worker)
@@ -67,6 +68,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", budget.MARKER_HELP)
+    config.addinivalue_line("markers", settings.TIMING_MARKER_HELP)
     gpu.ensure_runtime_dir()  # before any wgpu instance, ours or the tests'; xdist workers inherit it
     request = AdapterRequest(
         impl=options.get(config, "gpu_impl"),
@@ -154,15 +156,22 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Parse every dispatch_budget marker now, so a bad one stops the run before any test."""
+    """Parse every dispatch_budget and dispatch_timing marker now, so a bad one stops the
+    run before any test."""
     for item in items:
         marker = item.get_closest_marker(budget.MARKER)
-        if marker is None:
-            continue
-        try:
-            item.stash[BUDGET_KEY] = budget.parse_budget(marker.args, marker.kwargs)
-        except budget.BudgetUsageError as error:
-            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{budget.MARKER}: {error}") from None
+        if marker is not None:
+            try:
+                item.stash[BUDGET_KEY] = budget.parse_budget(marker.args, marker.kwargs)
+            except budget.BudgetUsageError as error:
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{budget.MARKER}: {error}") from None
+        marker = item.get_closest_marker(settings.TIMING_MARKER)
+        if marker is not None:
+            try:
+                item.stash[TIMING_KEY] = settings.parse_timing_marker(marker.args, marker.kwargs)
+            except settings.SettingError as error:
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{settings.TIMING_MARKER}: "
+                                        f"{error}") from None
     baseline = config.stash.get(BASELINE_KEY, None)
     if baseline is not None:
         from pytest_dispatch import gate
@@ -394,9 +403,10 @@ def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeter:
         timestamps_enabled=options.get(request.config, "dispatch_timestamps"),
         round_server=round_server,
         lock=round_server is None,  # in an A/B job the coordinator takes the turns
-        min_rounds=options.get(request.config, "dispatch_min_rounds"),
-        max_time=options.get(request.config, "dispatch_max_time"),
-        timing=not options.get(request.config, "dispatch_disable_timing"),
+        **{"min_rounds": options.get(request.config, "dispatch_min_rounds"),
+           "max_time": options.get(request.config, "dispatch_max_time"),
+           "timing": not options.get(request.config, "dispatch_disable_timing"),
+           **request.node.stash.get(TIMING_KEY, {})},
     )
     request.node.stash[METER_KEY] = meter
     return meter

@@ -116,6 +116,30 @@ def flag_type(parse, name: str):
 
 PARSERS = {"alpha": alpha, "threshold": fraction}
 
+TIMING_MARKER = "dispatch_timing"
+TIMING_MARKER_HELP = (
+    f"{TIMING_MARKER}(max_time=None, min_rounds=None, disable=False): this test's overrides of "
+    "--dispatch-max-time, --dispatch-min-rounds and --dispatch-disable-timing."
+)
+
+
+def parse_timing_marker(args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The ``dispatch_timing`` marker's overrides, as DispatchMeter's keyword arguments."""
+    known = {"max_time", "min_rounds", "disable"}
+    if args or set(kwargs) - known:
+        unknown = ", ".join(sorted(set(kwargs) - known)) or "positional arguments"
+        raise SettingError(f"takes max_time, min_rounds and disable as keywords, not {unknown}")
+    overrides: dict[str, Any] = {}
+    if kwargs.get("max_time") is not None:
+        overrides["max_time"] = seconds("max_time", kwargs["max_time"])
+    if kwargs.get("min_rounds") is not None:
+        overrides["min_rounds"] = count("min_rounds", kwargs["min_rounds"])
+    if kwargs.get("disable") is not None:
+        if not isinstance(kwargs["disable"], bool):
+            raise SettingError(f"disable={kwargs['disable']!r} must be True or False")
+        overrides["timing"] = not kwargs["disable"]
+    return overrides
+
 
 def parse(name: str, value: Any) -> Any:
     """One gate setting (alpha, threshold) from any surface."""

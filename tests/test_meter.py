@@ -214,3 +214,42 @@ def test_disable_timing_keeps_counts_budgets_and_the_count_gate(pytester, gpu_in
     document = json.loads((pytester.path / "out.json").read_text())
     assert document["benchmarks"] == []  # pytest-benchmark's entries are timings
     assert document["pytest_dispatch"]["tests"][0]["measurements"][0]["rounds"] == 0
+
+
+def test_the_dispatch_timing_marker_overrides_the_flags_for_its_test(pytester, gpu_info):
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_dispatch.workloads import AddOne
+
+        @pytest.mark.dispatch_timing(max_time="1ms", min_rounds=3, disable=False)
+        def test_capped(dispatch_meter, gpu_device):
+            assert dispatch_meter.measure(AddOne(gpu_device).single_pass, 5, rounds=200).rounds == 3
+
+        @pytest.mark.dispatch_timing(disable=True)
+        def test_counts_only(dispatch_meter, gpu_device):
+            assert dispatch_meter.measure(AddOne(gpu_device).single_pass, 5).rounds == 0
+
+        @pytest.mark.dispatch_timing(disable=False)
+        def test_timed_anyway(dispatch_meter, gpu_device):
+            assert dispatch_meter.measure(AddOne(gpu_device).single_pass, 5, rounds=4).rounds == 4
+
+        def test_flags_apply(dispatch_meter, gpu_device):
+            assert dispatch_meter.measure(AddOne(gpu_device).single_pass, 5, rounds=4).rounds == 0
+        """
+    )
+    pytester.runpytest("--dispatch-disable-timing").assert_outcomes(passed=4)
+
+
+@pytest.mark.parametrize(("marker", "message"), [
+    ('max_time="soon"', "max_time='soon' is not a duration"),
+    ("min_rounds=0", "min_rounds=0 must be at least 1"),
+    ("rounds=3", "takes max_time, min_rounds and disable as keywords, not rounds"),
+    ('disable="yes"', "disable='yes' must be True or False"),
+])
+def test_a_bad_dispatch_timing_marker_is_one_usage_error(pytester, marker, message):
+    pytester.makepyfile(f"import pytest\n\n@pytest.mark.dispatch_timing({marker})\ndef test_x():\n    pass\n")
+    result = pytester.runpytest()
+    assert result.ret == 4
+    assert f"test_a_bad_dispatch_timing_marker_is_one_usage_error.py::test_x: @pytest.mark.dispatch_timing: {message}" \
+        in result.stderr.str()
