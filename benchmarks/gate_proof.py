@@ -200,7 +200,8 @@ def main() -> int:
     parser.add_argument("--calibrated", help="a calibration file: read when it exists (no calibration), "
                                              "else written after calibrating")
     parser.add_argument("--parallel", type=int, default=1, help="jobs at once, each on its own share of the "
-                                                                "CPUs (they share the GPU)")
+                                                                "CPUs; they share the GPU, which on one H200 made "
+                                                                "every session noisy (docs/RESULTS.md, section 4)")
     parser.add_argument("--pytest-arg", action="append", default=[], help="passed to the workers' pytest")
     parser.add_argument("--noise-sessions", type=int, default=0,
                         help="first measure the process-pair effect: one A/A job of this many sessions, and as "
