@@ -239,17 +239,3 @@ def test_the_dispatch_timing_marker_overrides_the_flags_for_its_test(pytester, g
         """
     )
     pytester.runpytest("--dispatch-disable-timing").assert_outcomes(passed=4)
-
-
-@pytest.mark.parametrize(("marker", "message"), [
-    ('max_time="soon"', "max_time='soon' is not a duration"),
-    ("min_rounds=0", "min_rounds=0 must be at least 1"),
-    ("rounds=3", "takes max_time, min_rounds and disable as keywords, not rounds"),
-    ('disable="yes"', "disable='yes' must be True or False"),
-])
-def test_a_bad_dispatch_timing_marker_is_one_usage_error(pytester, marker, message):
-    pytester.makepyfile(f"import pytest\n\n@pytest.mark.dispatch_timing({marker})\ndef test_x():\n    pass\n")
-    result = pytester.runpytest()
-    assert result.ret == 4
-    assert f"test_a_bad_dispatch_timing_marker_is_one_usage_error.py::test_x: @pytest.mark.dispatch_timing: {message}" \
-        in result.stderr.str()
