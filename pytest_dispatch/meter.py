@@ -319,7 +319,8 @@ class DispatchMeter:
                                      max_seconds=max_seconds or self.speedup_design.max_seconds)
         question = paired.SpeedupQuestion(at_least)
         if not self.timing:
-            self._measure(samplers, warmup, 0, device, take_rounds=lambda sync: None)  # counts only
+            # counts only; take_rounds stands for the pairs, which _measure skips with timing off
+            self._measure(samplers, warmup, 0, device, take_rounds=lambda sync: None)
             return None
         verdict_box: list[paired.PairedVerdict] = []
 
