@@ -31,10 +31,15 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-# One job measures every size it selects, in the same sessions: 12 unchanged measurements
-# per A/A job, 4 of each regression size per regression job.
-SIZES = {**{f"aa{i:02d}": 0.0 for i in range(1, 13)},
-         **{f"reg{size:02d}{copy}": size / 100 for size in (5, 10, 20) for copy in "abcd"}}
+# One job measures every size it selects, in the same sessions: --aa-per-job unchanged
+# measurements per A/A job, 4 of each regression size per regression job.
+REGRESSIONS = {f"reg{size:02d}{copy}": size / 100 for size in (5, 10, 20) for copy in "abcd"}
+SIZES = {**{f"aa{i:02d}": 0.0 for i in range(1, 13)}, **REGRESSIONS}
+
+
+def set_aa_per_job(count: int) -> None:
+    SIZES.clear()
+    SIZES.update({**{f"aa{i:02d}": 0.0 for i in range(1, count + 1)}, **REGRESSIONS})
 TEST_FILE = '''
 import time
 import pytest
@@ -100,15 +105,19 @@ def by_size(outcome: dict) -> dict[str, dict]:
     return {m["nodeid"].split("[", 1)[1].rstrip("]"): m for m in outcome["measurements"]}
 
 
-def calibrate(trees: Path, out: Path, base_us: float, pairs: int) -> tuple[dict[str, float], dict[str, float]]:
+def calibrate(trees: Path, out: Path, base_us: float, pairs: int,
+              reach: bool = True) -> tuple[dict[str, float], dict[str, float]]:
     """Host work per size from the time per call of a long A/A job (host work adds to it
-    serially), and the head/base ratio that work then reaches, measured by a long A/B job."""
+    serially), and the head/base ratio that work then reaches, measured by a long A/B job
+    (with ``reach``; else the trials' own ratios tell it)."""
     write_tree(trees / "head", {name: 0.0 for name in SIZES}, base_us)
     long_job = ("--pairs", str(pairs), "--sessions", "6", "--max-sessions", "6", "--threshold", "0.5")
     outcome, _ = ab_job(trees, out, "aa01", *long_job)
     per_call = by_size(outcome)["aa01"]["timing"]["a_median"]
     extra = {name: per_call * target for name, target in SIZES.items()}
     write_tree(trees / "head", extra, base_us)
+    if not reach:
+        return extra, {}
     outcome, _ = ab_job(trees, out, "reg05a or reg10a or reg20a", *long_job)
     reached = {name[:-1]: by_size(outcome)[name]["timing"]["ratio"] for name in by_size(outcome)}
     return extra, reached
@@ -185,6 +194,7 @@ def upper_bound(failures: int, trials: int, confidence: float = 0.95) -> float:
 
 
 PYTEST_EXTRA: list[str] = []
+STARTED = time.monotonic()
 
 
 def main() -> int:
@@ -192,16 +202,26 @@ def main() -> int:
     parser.add_argument("out")
     parser.add_argument("--aa-trials", type=int, default=25, help="A/A jobs (12 comparisons each)")
     parser.add_argument("--regression-trials", type=int, default=10, help="jobs of +5/10/20%% (4 of each)")
+    parser.add_argument("--mixed-trials", type=int, default=0, help="jobs of the A/A measurements and 4 of +10%% "
+                                                                   "together (fewer worker starts per comparison)")
+    parser.add_argument("--aa-per-job", type=int, default=12, help="unchanged measurements in a job")
     parser.add_argument("--base-us", type=float, default=0.0, help="host work per call on both sides")
     parser.add_argument("--workload", default="100:2", help="DISPATCHES:PER_ROUND of the trials' measurements")
     parser.add_argument("--calibration-pairs", type=int, default=100, help="per session of the six-session "
                                                                           "calibration jobs")
+    parser.add_argument("--no-reach-job", action="store_true", help="calibrate from the time per call only; "
+                        "the ratios reached are then the trials' own (their median, in the table)")
+    parser.add_argument("--from-trials", nargs="+", metavar="TRIALS_JSONL",
+                        help="only summarise the trials.jsonl of earlier runs (a proof run in parts)")
     parser.add_argument("--neighbour", action="store_true", help="keep one core busy with a second process")
     parser.add_argument("--calibrated", help="a calibration file: read when it exists (no calibration), "
                                              "else written after calibrating")
     parser.add_argument("--parallel", type=int, default=1, help="jobs at once, each on its own share of the "
                                                                 "CPUs; they share the GPU, which on one H200 made "
                                                                 "every session noisy (docs/RESULTS.md, section 4)")
+    parser.add_argument("--stop-after", type=float, default=math.inf, metavar="SECONDS",
+                        help="start no job that the longest so far would carry past this many seconds "
+                             "(a proof run in parts, under a time limit, loses no job half done)")
     parser.add_argument("--pytest-arg", action="append", default=[], help="passed to the workers' pytest")
     parser.add_argument("--noise-sessions", type=int, default=0,
                         help="first measure the process-pair effect: one A/A job of this many sessions, and as "
@@ -210,7 +230,15 @@ def main() -> int:
                         help="DISPATCHES:PER_ROUND of a noise measurement (default 100:2)")
     args = parser.parse_args()
     PYTEST_EXTRA.extend(args.pytest_arg)
+    set_aa_per_job(args.aa_per_job)
     out_dir = Path(args.out)
+    if args.from_trials:
+        trials = [json.loads(line) for name in args.from_trials for line in Path(name).read_text().splitlines()
+                  if line.strip()]
+        out_dir.mkdir(parents=True, exist_ok=True)
+        document = {"command": " ".join(sys.argv), "summary": summarise(trials), "trials": trials}
+        (out_dir / "gate_proof.json").write_text(json.dumps(document, indent=1))
+        return 0
     trees = out_dir / "trees"
     WORKLOAD[:] = [int(x) for x in args.workload.split(":")]
     write_tree(trees / "base", {name: 0.0 for name in SIZES}, args.base_us)
@@ -225,7 +253,7 @@ def main() -> int:
             noise.append(process_noise(trees, scratch, args.noise_sessions, dispatches, per_round))
             noise.append(in_process_noise(args.noise_sessions, dispatches, per_round))
             (out_dir / "noise.json").write_text(json.dumps(noise, indent=1))
-        if not (args.aa_trials or args.regression_trials):
+        if not (args.aa_trials or args.regression_trials or args.mixed_trials):
             (out_dir / "gate_proof.json").write_text(json.dumps({"command": " ".join(sys.argv), "noise": noise},
                                                                 indent=1))
             return 0
@@ -234,17 +262,19 @@ def main() -> int:
             extra, reached = calibration["extra_us"], calibration["ratio"]
             write_tree(trees / "head", extra, args.base_us)
         else:
-            extra, reached = calibrate(trees, scratch, args.base_us, args.calibration_pairs)
+            extra, reached = calibrate(trees, scratch, args.base_us, args.calibration_pairs,
+                                       reach=not args.no_reach_job)
             if args.calibrated:
                 Path(args.calibrated).write_text(json.dumps({"extra_us": extra, "ratio": reached}, indent=1))
         print("calibrated host work per call (µs): " + ", ".join(f"{k} {v:.1f}" for k, v in extra.items()
                                                                      if k.startswith("reg")), flush=True)
-        print("head/base ratio reached (long job): " + ", ".join(f"{k} x{v:.3f}" for k, v in reached.items()),
-              flush=True)
-        jobs = [("aa", "aa")] * args.aa_trials
+        if reached:
+            print("head/base ratio reached (long job): " + ", ".join(f"{k} x{v:.3f}" for k, v in reached.items()),
+                  flush=True)
+        jobs = [("aa", "aa")] * args.aa_trials + [("mixed", "aa or reg10")] * args.mixed_trials
         for index in range(args.regression_trials):  # spread among the A/A jobs: a proof cut short has both
             jobs.insert(round(index * len(jobs) / args.regression_trials) + index, ("regression", "reg"))
-        trials = run_trials(trees, out_dir, jobs, args.parallel)
+        trials = run_trials(trees, out_dir, jobs, args.parallel, STARTED + args.stop_after)
     finally:
         if neighbour is not None:
             neighbour.kill()
@@ -256,9 +286,11 @@ def main() -> int:
     return 0
 
 
-def run_trials(trees: Path, out_dir: Path, jobs: list[tuple[str, str]], parallel: int) -> list[dict]:
-    """Every job, ``parallel`` at a time on disjoint shares of this process's CPUs; each
-    trial is appended to OUT/trials.jsonl as it ends (kept when the proof is cut short)."""
+def run_trials(trees: Path, out_dir: Path, jobs: list[tuple[str, str]], parallel: int,
+               deadline: float = math.inf) -> list[dict]:
+    """Every job, ``parallel`` at a time on disjoint shares of this process's CPUs, none
+    started that would end after ``deadline`` (monotonic) at the pace of the longest so far;
+    each trial is appended to OUT/trials.jsonl as it ends (kept when the proof is cut short)."""
     cpus = sorted(os.sched_getaffinity(0))
     shares = [set(cpus[index::parallel]) for index in range(parallel)] if parallel > 1 else [None]
     free: queue.Queue = queue.Queue()
@@ -268,6 +300,10 @@ def run_trials(trees: Path, out_dir: Path, jobs: list[tuple[str, str]], parallel
 
     def one(number: int, kind: str, select: str) -> None:
         index, share = free.get()
+        longest = max((t["seconds"] for t in trials), default=0.0)
+        if time.monotonic() + longest > deadline:
+            free.put((index, share))
+            return
         try:
             outcome, seconds = ab_job(trees, out_dir / f"job{index}.json", select, cpus=share)
         finally:
@@ -296,13 +332,16 @@ def summarise(trials: list[dict]) -> dict:
         statuses = [m["status"] for m in outcomes]
         pairs = sorted(m["timing"]["pairs"] for m in outcomes if m["timing"])
         seconds = sorted(m["timing"]["seconds"] for m in outcomes if m["timing"])
+        ratios = [m["timing"]["ratio"] for m in outcomes if m["timing"] and m["timing"].get("ratio")]
         rows[size] = {"comparisons": len(statuses), **{s: statuses.count(s) for s in set(statuses)},
                       "median_pairs": pairs[len(pairs) // 2] if pairs else None,
-                      "median_seconds_of_pairs": seconds[len(seconds) // 2] if seconds else None}
-    aa = [m for t in trials if t["kind"] == "aa" for m in t["measurements"]]
+                      "median_seconds_of_pairs": seconds[len(seconds) // 2] if seconds else None,
+                      "median_ratio": float(np.median(ratios)) if ratios else None}
+    is_aa = lambda m: "[aa" in m["nodeid"]  # noqa: E731
+    aa = [m for t in trials for m in t["measurements"] if is_aa(m)]
     false_alarms = sum(m["status"] == "regressed" for m in aa)
-    aa_jobs = [t for t in trials if t["kind"] == "aa"]
-    jobs_with_alarm = sum(any(m["status"] == "regressed" for m in t["measurements"]) for t in aa_jobs)
+    aa_jobs = [t for t in trials if any(is_aa(m) for m in t["measurements"])]
+    jobs_with_alarm = sum(any(is_aa(m) and m["status"] == "regressed" for m in t["measurements"]) for t in aa_jobs)
     job_seconds = sorted(t["seconds"] / max(len(t["measurements"]), 1) for t in trials)
     summary = {"sizes": rows, "aa_comparisons": len(aa), "aa_false_alarms": false_alarms,
                "aa_false_alarm_upper_95": upper_bound(false_alarms, len(aa)) if aa else None,
@@ -310,11 +349,11 @@ def summarise(trials: list[dict]) -> dict:
                "aa_job_false_alarm_upper_95": upper_bound(jobs_with_alarm, len(aa_jobs)) if aa_jobs else None,
                "median_job_seconds_per_gated_test": job_seconds[len(job_seconds) // 2] if job_seconds else None}
     print(f"{'measurement':12} {'jobs':>5} {'regressed':>9} {'improved':>8} {'unchanged':>9} {'inconcl.':>8} "
-          f"{'pairs (median)':>14} {'s of pairs':>10}")
+          f"{'pairs (median)':>14} {'s of pairs':>10} {'ratio (median)':>14}")
     for size, row in rows.items():
         print(f"{size:12} {row['comparisons']:5d} {row.get('regressed', 0):9d} {row.get('improved', 0):8d} "
               f"{row.get('unchanged', 0):9d} {row.get('inconclusive', 0):8d} {row['median_pairs'] or 0:14d} "
-              f"{row['median_seconds_of_pairs'] or 0:10.1f}")
+              f"{row['median_seconds_of_pairs'] or 0:10.1f} {row['median_ratio'] or float('nan'):14.3f}")
     if aa:
         print(f"A/A false alarms: {false_alarms} of {len(aa)} comparisons (95% upper bound "
               f"{100 * summary['aa_false_alarm_upper_95']:.2f}%, as if independent); jobs with one: "
