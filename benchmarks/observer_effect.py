@@ -6,7 +6,7 @@ Each sample is a fresh process that times one workload either plainly (no record
 installed: empty sync, ``per_round`` calls, one sync, as the sequential method does) or
 through ``DispatchMeter.measure`` (the recorder installed, as under the plugin).  The two
 kinds of process alternate, ``--pairs`` times per workload, so drift cancels in each
-pair's ratio; both processes of a pair run on one CPU, the idlest (two processes left to the
+pair's ratio; both processes of a pair run on the same CPUs, the idlest two as an A/B session's (two processes left to the
 scheduler differ by more than the effect sought: docs/RESULTS.md, section 4).  Workloads: one pass of 100 and of 1000 dispatches, and a submit per
 dispatch (100).  Prints, per workload, the median µs per dispatch of each kind and the
 median of the pairs' ratios (measure / plain).  Target (issue 11): within 2%.
@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from pytest_dispatch.ab.coordinator import idlest_cpu
+from pytest_dispatch.ab.coordinator import idlest_cpus
 
 WORKLOADS = {"one pass of 100": ("single_pass", 100), "one pass of 1000": ("single_pass", 1000),
              "a submit per dispatch (100)": ("submit_per_dispatch", 100)}
@@ -64,10 +64,10 @@ print(json.dumps({"us_per_dispatch": per_dispatch, "adapter": gpu.gpu_info(adapt
 """
 
 
-def sample(kind: str, method: str, dispatches: int, rounds: int, cpu: int | None) -> float:
+def sample(kind: str, method: str, dispatches: int, rounds: int, cpus: list[int] | None) -> float:
     done = subprocess.run([sys.executable, "-c", CHILD, kind, method, str(dispatches), str(rounds), str(PER_ROUND)],
                           capture_output=True, text=True,
-                          preexec_fn=None if cpu is None else lambda: os.sched_setaffinity(0, {cpu}))
+                          preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, set(cpus)))
     if done.returncode != 0:
         raise SystemExit(f"observer_effect: a {kind} process failed:\n{done.stderr[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -91,8 +91,8 @@ def main() -> int:
         plain, measured, ratios = [], [], []
         for index in range(args.pairs):
             order = ("plain", "measure") if index % 2 == 0 else ("measure", "plain")
-            cpu = idlest_cpu(cpus, index) if cpus else None
-            got = {kind: sample(kind, method, dispatches, args.rounds, cpu) for kind in order}
+            placed = idlest_cpus(cpus, index) if cpus else None
+            got = {kind: sample(kind, method, dispatches, args.rounds, placed) for kind in order}
             plain.append(got["plain"])
             measured.append(got["measure"])
             ratios.append(got["measure"] / got["plain"])

@@ -372,8 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--order", choices=settings.PAIR_ORDERS, default=ab_defaults["order"],
                     help="order of a pair's two rounds")
     ab.add_argument("--cpu", type=settings.flag_type(settings.cpu, "cpu"), default=ab_defaults["cpu"],
-                    help="CPU both workers of a session run on: idle (default: the least busy allowed CPU at "
-                         "the session's start), a CPU's number, or any (not pinned)")
+                    help="CPUs both workers of a session run on: idle (default: the two least busy allowed "
+                         "CPUs at the session's start, or the one quiet CPU), CPU numbers (3 or 3,4), or any "
+                         "(not pinned)")
     ab.add_argument("--test-timeout", type=settings.flag_type(settings.seconds, "test-timeout"), default=900.0,
                     help="a worker silent this long in a test is hung: killed, restarted, the test failed "
                          "(default 900 s)")

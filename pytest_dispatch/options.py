@@ -90,8 +90,9 @@ AB_OPTIONS = (
            settings.AB_DEFAULTS["max_time"], type="seconds"),
     Option("dispatch_ab_order", "Order of the two rounds of a pair: abba (AB, BA, ...) or random.",
            settings.AB_DEFAULTS["order"], choices=settings.PAIR_ORDERS),
-    Option("dispatch_ab_cpu", "CPU both workers of an A/B session run on: idle (the least busy allowed CPU at the "
-           "session's start), a CPU's number, or any (not pinned).", settings.AB_DEFAULTS["cpu"], type="cpu"),
+    Option("dispatch_ab_cpu", "CPUs both workers of an A/B session run on: idle (the two least busy allowed CPUs "
+           "at the session's start, or the one quiet CPU), CPU numbers (3 or 3,4), or any (not pinned).",
+           settings.AB_DEFAULTS["cpu"], type="cpu"),
     Option("dispatch_markdown", "Append the A/B (or gate) outcome as Markdown to this file, e.g. "
            "$GITHUB_STEP_SUMMARY.", None, type="path"),
 )

@@ -90,15 +90,15 @@ def count(name: str, value: Any, minimum: int = 1) -> int:
     return number
 
 
-def cpu(name: str, value: Any) -> str | int:
-    """Where an A/B job's workers run: 'idle', 'any' or a CPU's number."""
+def cpu(name: str, value: Any) -> str | tuple[int, ...]:
+    """Where an A/B job's workers run: 'idle', 'any' or CPU numbers ('3' or '3,4')."""
     text = str(value).strip().lower()
     if text in CPU_CHOICES:
         return text
     try:
-        return count(name, text, minimum=0)
+        return tuple(sorted({count(name, part, minimum=0) for part in text.split(",")}))
     except SettingError:
-        raise SettingError(f"{name}={value!r}: use idle, any or a CPU's number") from None
+        raise SettingError(f"{name}={value!r}: use idle, any or CPU numbers (3 or 3,4)") from None
 
 
 def flag_type(parse, name: str):

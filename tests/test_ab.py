@@ -187,7 +187,7 @@ def test_where(dispatch_meter, gpu_device):
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="the OS cannot pin a process to a CPU")
-def test_both_workers_of_a_session_share_one_cpu_and_one_hash_seed(project, tmp_path, monkeypatch):
+def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, tmp_path, monkeypatch):
     (project / "test_where.py").write_text(PLACEMENT_TEST)
     logs = tmp_path / "placements"
     logs.mkdir()
@@ -206,16 +206,36 @@ def test_both_workers_of_a_session_share_one_cpu_and_one_hash_seed(project, tmp_
     allowed = sorted(os.sched_getaffinity(0))
     for first, second in sessions:
         assert {first["side"], second["side"]} == {"base", "head"}
-        assert len(first["cpus"]) == 1 and first["cpus"] == second["cpus"] and first["cpus"][0] in allowed
-    if len(allowed) > 1:
+        assert first["cpus"] == second["cpus"] and set(first["cpus"]) <= set(allowed)
+        assert 1 <= len(first["cpus"]) <= coordinator.SESSION_CPUS
+    if len(allowed) > coordinator.SESSION_CPUS:
         assert sessions[0][0]["cpus"] != sessions[1][0]["cpus"]  # quiet CPUs are taken in turn
-    assert any(f"on CPU {sessions[0][0]['cpus'][0]}" in line for line in lines), lines
+    where = ",".join(map(str, sessions[0][0]["cpus"]))
+    assert any(line.endswith(f" on CPU{'s' if ',' in where else ''} {where})") for line in lines), lines
 
 
-def test_a_session_goes_to_an_idle_cpu_and_quiet_ones_take_turns(monkeypatch):
+def test_cpus_chosen_by_number_are_the_sessions_cpus(project, tmp_path, monkeypatch):
+    (project / "test_where.py").write_text(PLACEMENT_TEST)
+    logs = tmp_path / "placements"
+    logs.mkdir()
+    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
+    chosen = (min(os.sched_getaffinity(0)),)
+    command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py"],
+                coordinator.Settings(seed=3, cpu=chosen, **FAST), out=lambda line: None)
+    placements = [json.loads(path.read_text()) for path in logs.iterdir()]
+    assert placements and all(placement["cpus"] == list(chosen) for placement in placements)
+
+
+def test_a_session_goes_to_idle_cpus_and_quiet_ones_take_turns(monkeypatch):
     samples = iter([{0: 100, 1: 100, 2: 100, 3: 100}, {0: 120, 1: 101, 2: 119, 3: 119}] * 2)
     monkeypatch.setattr(coordinator, "_idle_times", lambda: next(samples))
-    assert [coordinator.idlest_cpu([0, 1, 2, 3], turn, window=0) for turn in (0, 1)] == [0, 2]  # CPU 1 was busy
+    assert [coordinator.idlest_cpus([0, 1, 2, 3], turn, window=0) for turn in (0, 1)] == [[0, 2], [0, 3]]
+
+
+def test_with_one_quiet_cpu_a_session_gets_that_one_alone(monkeypatch):
+    samples = iter([{0: 100, 1: 100}, {0: 120, 1: 102}])  # CPU 1 kept busy by a neighbour
+    monkeypatch.setattr(coordinator, "_idle_times", lambda: next(samples))
+    assert coordinator.idlest_cpus([0, 1], turn=1, window=0) == [0]
 
 
 def test_a_cpu_the_job_may_not_use_is_one_line(project):

@@ -9,7 +9,7 @@ from pytest_dispatch import settings
     (settings.fraction, "5%", 0.05), (settings.fraction, "0.02", 0.02), (settings.alpha, "0.01", 0.01),
     (settings.seconds, "60", 60.0), (settings.seconds, "60s", 60.0), (settings.seconds, "500ms", 0.5),
     (settings.seconds, "2m", 120.0), (settings.seconds, 1.5, 1.5),
-    (settings.cpu, "3", 3), (settings.cpu, "Idle", "idle"), (settings.cpu, "any", "any"),
+    (settings.cpu, "3", (3,)), (settings.cpu, "4, 3", (3, 4)), (settings.cpu, "Idle", "idle"), (settings.cpu, "any", "any"),
 ])
 def test_accepted_forms(parse, text, value):
     assert parse("x", text) == pytest.approx(value)
@@ -19,8 +19,8 @@ def test_accepted_forms(parse, text, value):
     (settings.fraction, "5", "between 0 and 1"), (settings.fraction, "-1%", "between 0 and 1"),
     (settings.fraction, "five", "not a number"), (settings.alpha, "2", "between 0 and 0.5"),
     (settings.alpha, "nan", "finite"), (settings.seconds, "0", "positive duration"),
-    (settings.seconds, "soon", "not a duration"), (settings.cpu, "-1", "idle, any or a CPU's number"),
-    (settings.cpu, "fast", "idle, any or a CPU's number"),
+    (settings.seconds, "soon", "not a duration"), (settings.cpu, "-1", "idle, any or CPU numbers"),
+    (settings.cpu, "fast", "idle, any or CPU numbers"), (settings.cpu, "3,x", "idle, any or CPU numbers"),
 ])
 def test_rejected_values_are_one_line_naming_the_setting(parse, text, message):
     with pytest.raises(settings.SettingError, match=message) as error:

@@ -47,7 +47,7 @@ class Settings:
     order: str = gate_settings.AB_DEFAULTS["order"]
     block: int = gate_settings.AB_DEFAULTS["block"]  # rounds a side takes per turn (their median is the value)
     settle: int = gate_settings.AB_DEFAULTS["settle"]  # rounds dropped at the start of a turn
-    cpu: str | int = gate_settings.AB_DEFAULTS["cpu"]  # where both workers of a session run
+    cpu: str | tuple[int, ...] = gate_settings.AB_DEFAULTS["cpu"]  # where both workers of a session run
     test_timeout: float = 900.0  # a test that sends nothing for this long is hung
     round_timeout: float = 120.0
     seed: int | None = None
@@ -176,6 +176,7 @@ class Job:
         self.results: tuple[dict[str, TestResult], dict[str, TestResult]] = ({}, {})
         self._cpus = _allowed_cpus(settings.cpu)
         self._cpu_offset = self.rng.randrange(len(self._cpus)) if self._cpus else 0
+        self._cpus_chosen = settings.cpu if isinstance(settings.cpu, tuple) else None
 
     # -- messages
 
@@ -256,22 +257,23 @@ class Job:
                               f"{verdict.sessions} sessions): {verdict.status}")
 
     def _place(self) -> None:
-        """Both workers of a session on one idle CPU (when pinned) and with one hash seed: what
-        differs between two processes of the same code then differs between sessions, not sides."""
+        """Both workers of a session on the same idle CPUs (when pinned) and with one hash seed:
+        what differs between two processes of the same code then differs between sessions, not sides."""
         placement = {}
         if self._cpus:
-            cpu = idlest_cpu(self._cpus, self._cpu_offset + self.session)
-            placement[CPU_ENV] = str(cpu)
+            cpus = self._cpus_chosen or idlest_cpus(self._cpus, self._cpu_offset + self.session)
+            placement[CPU_ENV] = ",".join(map(str, cpus))
             # The coordinator too: its messages start every turn (on the H200, sessions with all
             # three on one CPU differed by 2-3%, with the coordinator elsewhere by 5%).
-            os.sched_setaffinity(0, {cpu})
+            os.sched_setaffinity(0, set(cpus))
         if "PYTHONHASHSEED" not in os.environ:
             placement["PYTHONHASHSEED"] = str(self.rng.randrange(2 ** 32))
         for side in self.sides:
             side.placement = placement
 
     def _where(self) -> str:
-        return f" on CPU {self.sides[0].placement[CPU_ENV]}" if CPU_ENV in self.sides[0].placement else ""
+        cpus = self.sides[0].placement.get(CPU_ENV)
+        return f" on CPU{'s' if ',' in cpus else ''} {cpus}" if cpus else ""
 
     def _start_both(self) -> list[dict]:
         self._place()
@@ -461,10 +463,10 @@ def _allowed_cpus(choice: str | int) -> list[int]:
     allowed = sorted(os.sched_getaffinity(0))
     if choice == "idle":
         return allowed
-    if choice not in allowed:
-        raise JobError(f"--cpu {choice}: this job may run on CPUs {_ranges(allowed)} only; pick one of "
-                       f"them, or idle")
-    return [int(choice)]
+    if not set(choice) <= set(allowed):
+        raise JobError(f"--cpu {','.join(map(str, choice))}: this job may run on CPUs {_ranges(allowed)} only; "
+                       f"pick among them, or idle")
+    return list(choice)
 
 
 def _idle_times() -> dict[int, int]:
@@ -481,17 +483,28 @@ def _idle_times() -> dict[int, int]:
     return ticks
 
 
-def idlest_cpu(cpus: list[int], turn: int, window: float = 0.2) -> int:
-    """The CPU that was idle most over the last ``window`` seconds; among those as idle
-    (within 10% of it), the next one by ``turn``, so that quiet machines use all of them.
-    Pinned to a CPU that another process keeps busy, a round can stall for a whole time slice."""
+# A session's CPUs: one for the test's thread and one for the GPU driver's threads.  On the
+# H200 the NVIDIA driver's submission thread works as much as the test's own; sharing one CPU
+# with it, a process's time per call doubled at random moments and stayed so (docs/RESULTS.md,
+# section 4), while on two CPUs the sessions agreed within 3%.
+SESSION_CPUS = 2
+
+
+def idlest_cpus(cpus: list[int], turn: int, count: int = SESSION_CPUS, window: float = 0.2) -> list[int]:
+    """``count`` CPUs among those idle most over the last ``window`` seconds (within 10% of
+    the idlest), fewer when fewer are that quiet; ``turn`` moves the choice along, so that
+    quiet machines use all of them.  Pinned to a CPU that another process keeps busy, a round
+    can stall for a whole time slice."""
     before = _idle_times()
     time.sleep(window)
     after = _idle_times()
     idle = {cpu: after.get(cpu, 0) - before.get(cpu, 0) for cpu in cpus}
     best = max(idle.values())
     quiet = [cpu for cpu in cpus if idle[cpu] >= 0.9 * best]
-    return quiet[turn % len(quiet)]
+    if len(quiet) <= count:
+        return quiet
+    start = turn * count
+    return sorted(quiet[(start + index) % len(quiet)] for index in range(count))
 
 
 def _ranges(numbers: list[int]) -> str:

@@ -19,7 +19,7 @@ import pytest
 from pytest_dispatch.ab.channel import Channel
 
 PLUGIN_NAME = "dispatch-ab-worker"
-CPU_ENV = "PYTEST_DISPATCH_AB_CPU"  # the CPU this worker (and every thread it starts) runs on
+CPU_ENV = "PYTEST_DISPATCH_AB_CPU"  # the CPUs ("3,4") this worker, and every thread it starts, run on
 HARNESS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BOOT = ("import sys; sys.path.insert(0, {harness!r}); "
         "from pytest_dispatch.ab.worker import main; sys.exit(main(sys.argv[1:]))")
@@ -148,7 +148,7 @@ class Worker:
 def main(argv: list[str]) -> int:
     side, read_fd, write_fd, roots = argv[0], int(argv[1]), int(argv[2]), argv[3]
     if os.environ.get(CPU_ENV):  # before any thread starts: threads inherit the main thread's CPUs
-        os.sched_setaffinity(0, {int(os.environ.pop(CPU_ENV))})
+        os.sched_setaffinity(0, {int(cpu) for cpu in os.environ.pop(CPU_ENV).split(",")})
     pytest_args = argv[argv.index("--") + 1:]
     import pytest_dispatch.plugin  # noqa: F401  the instrument: the coordinator's version, imported first
 
