@@ -105,6 +105,11 @@ def by_size(outcome: dict) -> dict[str, dict]:
     return {m["nodeid"].split("[", 1)[1].rstrip("]"): m for m in outcome["measurements"]}
 
 
+def extra_us(per_call_us: float) -> dict[str, float]:
+    """Host work per call of every size: its fraction of the time per call."""
+    return {name: per_call_us * target for name, target in SIZES.items()}
+
+
 def calibrate(trees: Path, out: Path, base_us: float, pairs: int,
               reach: bool = True) -> tuple[dict[str, float], dict[str, float]]:
     """Host work per size from the time per call of a long A/A job (host work adds to it
@@ -113,8 +118,7 @@ def calibrate(trees: Path, out: Path, base_us: float, pairs: int,
     write_tree(trees / "head", {name: 0.0 for name in SIZES}, base_us)
     long_job = ("--pairs", str(pairs), "--sessions", "6", "--max-sessions", "6", "--threshold", "0.5")
     outcome, _ = ab_job(trees, out, "aa01", *long_job)
-    per_call = by_size(outcome)["aa01"]["timing"]["a_median"]
-    extra = {name: per_call * target for name, target in SIZES.items()}
+    extra = extra_us(by_size(outcome)["aa01"]["timing"]["a_median"])
     write_tree(trees / "head", extra, base_us)
     if not reach:
         return extra, {}
@@ -259,13 +263,15 @@ def main() -> int:
             return 0
         if args.calibrated and Path(args.calibrated).exists():
             calibration = json.loads(Path(args.calibrated).read_text())
-            extra, reached = calibration["extra_us"], calibration["ratio"]
+            per_call = calibration.get("per_call_us") or calibration["extra_us"]["reg10a"] / SIZES["reg10a"]
+            extra, reached = extra_us(per_call), calibration["ratio"]
             write_tree(trees / "head", extra, args.base_us)
         else:
             extra, reached = calibrate(trees, scratch, args.base_us, args.calibration_pairs,
                                        reach=not args.no_reach_job)
             if args.calibrated:
-                Path(args.calibrated).write_text(json.dumps({"extra_us": extra, "ratio": reached}, indent=1))
+                Path(args.calibrated).write_text(json.dumps({"per_call_us": extra["reg10a"] / SIZES["reg10a"],
+                                                             "extra_us": extra, "ratio": reached}, indent=1))
         print("calibrated host work per call (µs): " + ", ".join(f"{k} {v:.1f}" for k, v in extra.items()
                                                                      if k.startswith("reg")), flush=True)
         if reached:

@@ -6,8 +6,9 @@ Each sample is a fresh process that times one workload either plainly (no record
 installed: empty sync, ``per_round`` calls, one sync, as the sequential method does) or
 through ``DispatchMeter.measure`` (the recorder installed, as under the plugin).  The two
 kinds of process alternate, ``--pairs`` times per workload, so drift cancels in each
-pair's ratio; both processes of a pair run on the same CPUs, the idlest two as an A/B session's (two processes left to the
-scheduler differ by more than the effect sought: docs/RESULTS.md, section 4).  Workloads: one pass of 100 and of 1000 dispatches, and a submit per
+pair's ratio; both processes of a pair run on the same idle CPUs, as an A/B session's two
+workers do (two processes left to the scheduler differ by more than the effect sought:
+docs/RESULTS.md, section 4).  Workloads: one pass of 100 and of 1000 dispatches, and a submit per
 dispatch (100).  Prints, per workload, the median µs per dispatch of each kind and the
 median of the pairs' ratios (measure / plain).  Target (issue 11): within 2%.
 """
@@ -22,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from pytest_dispatch.ab.coordinator import idlest_cpus
+from pytest_dispatch.ab.coordinator import cpus_per_session, idlest_cpus
 
 WORKLOADS = {"one pass of 100": ("single_pass", 100), "one pass of 1000": ("single_pass", 1000),
              "a submit per dispatch (100)": ("submit_per_dispatch", 100)}
@@ -64,6 +65,14 @@ print(json.dumps({"us_per_dispatch": per_dispatch, "adapter": gpu.gpu_info(adapt
 """
 
 
+def cpu_adapter_here() -> bool:
+    """Whether the adapter the samples will get is a CPU one (lavapipe): it decides their CPUs."""
+    probe = ("import wgpu; from pytest_dispatch import gpu; "
+             "print(gpu.gpu_info(wgpu.gpu.request_adapter_sync(power_preference='high-performance')).is_cpu)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    return done.stdout.strip().splitlines()[-1:] == ["True"]
+
+
 def sample(kind: str, method: str, dispatches: int, rounds: int, cpus: list[int] | None) -> float:
     done = subprocess.run([sys.executable, "-c", CHILD, kind, method, str(dispatches), str(rounds), str(PER_ROUND)],
                           capture_output=True, text=True,
@@ -85,13 +94,14 @@ def main() -> int:
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    per_pair = cpus_per_session(cpu_adapter_here()) if cpus else 0
     rows = []
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     for label, (method, dispatches) in WORKLOADS.items():
         plain, measured, ratios = [], [], []
         for index in range(args.pairs):
             order = ("plain", "measure") if index % 2 == 0 else ("measure", "plain")
-            placed = idlest_cpus(cpus, index) if cpus else None
+            placed = idlest_cpus(cpus, index, per_pair) if cpus else None
             got = {kind: sample(kind, method, dispatches, args.rounds, placed) for kind in order}
             plain.append(got["plain"])
             measured.append(got["measure"])

@@ -4,13 +4,16 @@ own tree's code, paired rounds, and one clear line for every kind of bad input."
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from pytest_dispatch import paired
 from pytest_dispatch.ab import command, coordinator
 
 TEST_FILE = """
@@ -204,11 +207,12 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
     assert len(sessions) == 2 and None not in sessions
     sessions = list(sessions.values())
     allowed = sorted(os.sched_getaffinity(0))
+    per_session = coordinator.cpus_per_session(any("(CPU) via" in line for line in lines))  # one on lavapipe
     for first, second in sessions:
         assert {first["side"], second["side"]} == {"base", "head"}
         assert first["cpus"] == second["cpus"] and set(first["cpus"]) <= set(allowed)
-        assert 1 <= len(first["cpus"]) <= coordinator.SESSION_CPUS
-    if len(allowed) > coordinator.SESSION_CPUS:
+        assert 1 <= len(first["cpus"]) <= per_session  # fewer when fewer CPUs are quiet
+    if len(allowed) > per_session:
         assert sessions[0][0]["cpus"] != sessions[1][0]["cpus"]  # quiet CPUs are taken in turn
     where = ",".join(map(str, sessions[0][0]["cpus"]))
     assert any(line.endswith(f" on CPU{'s' if ',' in where else ''} {where})") for line in lines), lines
@@ -242,6 +246,33 @@ def test_a_cpu_the_job_may_not_use_is_one_line(project):
     done = ab(project, "--base", ".", "--cpu", "100000")
     assert done.returncode == 2
     assert done.stdout.strip().startswith("pytest-dispatch ab: --cpu 100000: this job may run on CPUs ")
+
+
+def _job_with_sessions(log_ratios: dict[str, list[float]]) -> coordinator.Job:
+    """A job that has measured these per-session log-ratios (nothing run)."""
+    job = coordinator.Job.__new__(coordinator.Job)
+    job.settings, job.overrides, job.timing, job.progress = coordinator.Settings(), {}, {}, lambda line: None
+    job.session_verdicts = {key: [paired.PairedVerdict(paired.INCONCLUSIVE, math.exp(x), 0.0, math.inf, 0.99, 10, 0.1,
+                                                       10.0, 10.0 * math.exp(x), 1.0) for x in logs]
+                            for key, logs in log_ratios.items()}
+    return job
+
+
+def test_a_change_keeps_its_sessions_until_it_holds_across_the_jobs_measurements():
+    # 20 unchanged measurements and one +6%: at the first look (4 sessions) it is regressed
+    # alone but not across the job (Benjamini-Hochberg), so it goes on; at the next it holds.
+    rng = np.random.default_rng(5)
+    logs = {f"t::{i}": list(rng.normal(0.0, 0.03, 12)) for i in range(20)}
+    logs["t::slow"] = list(np.log(1.06) + np.array([0.006, -0.006, 0.004, -0.004] * 3))
+    job = _job_with_sessions({key: values[:4] for key, values in logs.items()})
+    job._look(final=False)
+    alone = paired.judge_sessions(job.session_verdicts["t::slow"], job.settings.question(), job.settings.design())
+    assert alone.status == paired.REGRESSED and "t::slow" not in job.timing
+    for key, verdicts in _job_with_sessions(logs).session_verdicts.items():
+        job.session_verdicts[key] = verdicts[:8]
+    job._look(final=False)
+    assert job.timing["t::slow"].status == paired.REGRESSED
+    assert paired.adjust_family(job.timing, job.settings.alpha)["t::slow"].status == paired.REGRESSED
 
 
 def test_sides_on_different_adapters_are_refused():

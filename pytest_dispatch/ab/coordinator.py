@@ -177,6 +177,7 @@ class Job:
         self._cpus = _allowed_cpus(settings.cpu)
         self._cpu_offset = self.rng.randrange(len(self._cpus)) if self._cpus else 0
         self._cpus_chosen = settings.cpu if isinstance(settings.cpu, tuple) else None
+        self._cpus_per_session = cpus_per_session(cpu_adapter=False)  # until the workers name their adapter
 
     # -- messages
 
@@ -217,6 +218,12 @@ class Job:
         try:
             collected = self._start_both()
             self._check_adapters(collected)
+            wanted = cpus_per_session(collected[HEAD]["adapter"].get("is_cpu", False))
+            if self._cpus and not self._cpus_chosen and wanted != self._cpus_per_session:
+                self._cpus_per_session = wanted  # placed for a GPU, found a CPU adapter: start again
+                for side in self.sides:
+                    side.stop()
+                collected = self._start_both()
             plan = self._plan(collected)
             while plan:
                 self.session += 1
@@ -242,16 +249,28 @@ class Job:
         return self.outcome
 
     def _look(self, final: bool) -> None:
-        """Decide every open measurement at a look (or at the cap, whatever it shows)."""
+        """Decide every open measurement at a look (or at the cap, whatever it shows).
+
+        A change stops a measurement only when it also holds across the job's measurements
+        (Benjamini-Hochberg, as at the end): among many unchanged tests, a real regression
+        that stopped at its own first look would be demoted to inconclusive at the end,
+        having stopped gathering the sessions that would have carried it."""
+        current, due = {}, set()
         for key, sessions in self.session_verdicts.items():
             if key in self.timing:
                 continue
             overrides = self.overrides.get(key, {})
             design = self.settings.design(overrides)
-            if len(sessions) not in design.look_points and not final:
-                continue
-            verdict = paired.judge_sessions(sessions, self.settings.question(overrides), design)
-            if verdict.status != paired.INCONCLUSIVE or final or len(sessions) >= design.max_sessions:
+            current[key] = paired.judge_sessions(sessions, self.settings.question(overrides), design)
+            if len(sessions) in design.look_points or final or len(sessions) >= design.max_sessions:
+                due.add(key)
+        if not due:
+            return
+        adjusted = paired.adjust_family({**self.timing, **current}, self.settings.alpha)
+        for key in due:
+            verdict, capped = current[key], final or len(self.session_verdicts[key]) >= self.settings.design(
+                self.overrides.get(key, {})).max_sessions
+            if adjusted[key].status != paired.INCONCLUSIVE or capped:
                 self.timing[key] = verdict
                 self.progress(f"    {_name(key)}: x{verdict.ratio:.3f} ({verdict.interval_text} over "
                               f"{verdict.sessions} sessions): {verdict.status}")
@@ -261,7 +280,8 @@ class Job:
         what differs between two processes of the same code then differs between sessions, not sides."""
         placement = {}
         if self._cpus:
-            cpus = self._cpus_chosen or idlest_cpus(self._cpus, self._cpu_offset + self.session)
+            cpus = self._cpus_chosen or idlest_cpus(self._cpus, self._cpu_offset + self.session,
+                                                    self._cpus_per_session)
             placement[CPU_ENV] = ",".join(map(str, cpus))
             # The coordinator too: its messages start every turn (on the H200, sessions with all
             # three on one CPU differed by 2-3%, with the coordinator elsewhere by 5%).
@@ -483,14 +503,18 @@ def _idle_times() -> dict[int, int]:
     return ticks
 
 
-# A session's CPUs: one for the test's thread and one for the GPU driver's threads.  On the
-# H200 the NVIDIA driver's submission thread works as much as the test's own; sharing one CPU
-# with it, a process's time per call doubled at random moments and stayed so (docs/RESULTS.md,
-# section 4), while on two CPUs the sessions agreed within 3%.
-SESSION_CPUS = 2
+def cpus_per_session(cpu_adapter: bool) -> int:
+    """How many CPUs the two workers of a session share (docs/RESULTS.md, section 4).
+
+    On a GPU, two: one for the test's thread, one for the driver's.  The NVIDIA driver's
+    submission thread works as much as the test's own; sharing one CPU with it, a process's
+    time per call doubled at random moments and stayed so (H200: sessions' log-ratios sd 0.3-0.7
+    against 0.03 on two CPUs).  On a CPU adapter (lavapipe), one: its threads are the GPU, and
+    on two CPUs each dispatch crossed between them (8x slower per call, sessions sd 0.23)."""
+    return 1 if cpu_adapter else 2
 
 
-def idlest_cpus(cpus: list[int], turn: int, count: int = SESSION_CPUS, window: float = 0.2) -> list[int]:
+def idlest_cpus(cpus: list[int], turn: int, count: int = 2, window: float = 0.2) -> list[int]:
     """``count`` CPUs among those idle most over the last ``window`` seconds (within 10% of
     the idlest), fewer when fewer are that quiet; ``turn`` moves the choice along, so that
     quiet machines use all of them.  Pinned to a CPU that another process keeps busy, a round

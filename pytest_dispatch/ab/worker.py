@@ -70,7 +70,8 @@ class Worker:
             "nodeids": [item.nodeid for item in session.items],
             "errors": self.collect_errors,
             "adapter": None if reason else {"fingerprint": gpu_session.info.fingerprint,
-                                            "description": gpu_session.info.describe()},
+                                            "description": gpu_session.info.describe(),
+                                            "is_cpu": gpu_session.info.is_cpu},
             "no_adapter": reason,
             "pid": os.getpid(),
         })
