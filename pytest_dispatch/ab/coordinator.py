@@ -218,9 +218,8 @@ class Job:
         try:
             collected = self._start_both()
             self._check_adapters(collected)
-            wanted = cpus_per_session(collected[HEAD]["adapter"].get("is_cpu", False))
-            if self._cpus and not self._cpus_chosen and wanted != self._cpus_per_session:
-                self._cpus_per_session = wanted  # placed for a GPU, found a CPU adapter: start again
+            self._cpus_per_session = cpus_per_session(collected[HEAD]["adapter"].get("is_cpu", False))
+            if not self._cpus_chosen and len(self._session_cpus()) > self._cpus_per_session:  # a CPU adapter
                 for side in self.sides:
                     side.stop()
                 collected = self._start_both()
@@ -291,9 +290,12 @@ class Job:
         for side in self.sides:
             side.placement = placement
 
+    def _session_cpus(self) -> list[str]:
+        return [cpu for cpu in self.sides[0].placement.get(CPU_ENV, "").split(",") if cpu]
+
     def _where(self) -> str:
-        cpus = self.sides[0].placement.get(CPU_ENV)
-        return f" on CPU{'s' if ',' in cpus else ''} {cpus}" if cpus else ""
+        cpus = self._session_cpus()
+        return f" on CPU{'s' if len(cpus) > 1 else ''} {','.join(cpus)}" if cpus else ""
 
     def _start_both(self) -> list[dict]:
         self._place()
