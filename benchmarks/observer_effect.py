@@ -1,6 +1,6 @@
 """Does measuring disturb what is measured?  A plain timed loop against ``measure()``.
 
-    python benchmarks/observer_effect.py [--pairs 8] [--rounds 30] [--json OUT.json]
+    python benchmarks/observer_effect.py [--pairs 8] [--rounds 30] [--warmup 1] [--json OUT.json]
 
 Each sample is a fresh process that times one workload either plainly (no recorder
 installed: empty sync, ``per_round`` calls, one sync, as the sequential method does) or
@@ -36,6 +36,7 @@ from pytest_dispatch import gpu, paired, recorder
 from pytest_dispatch.meter import DispatchMeter
 from pytest_dispatch.workloads import AddOne
 kind, method, dispatches, rounds, per_round = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+warmup_seconds = float(sys.argv[6])
 if kind == "measure":
     recorder.install("wgpu-native")
 import wgpu
@@ -43,12 +44,17 @@ adapter = gpu.select_adapter(gpu.AdapterRequest())
 device = gpu.request_device(adapter)
 kernel = AddOne(device)
 call = lambda: getattr(kernel, method)(dispatches)
+sync_buffer = device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
+sync = lambda: device.queue.read_buffer(sync_buffer, 0, 4)
+end = time.perf_counter() + warmup_seconds  # the same for both kinds: a GPU's clocks rise under load
+while time.perf_counter() < end:
+    for _ in range(per_round):
+        call()
+    sync()
 if kind == "measure":
     measured = DispatchMeter(device=device, lock=False).measure(call, rounds=rounds, per_round=per_round)
     per_dispatch = float(np.median(measured.wall_us)) / dispatches
 else:
-    sync_buffer = device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
-    sync = lambda: device.queue.read_buffer(sync_buffer, 0, 4)
     for _ in range(3):
         call()
         sync()
@@ -73,8 +79,10 @@ def cpu_adapter_here() -> bool:
     return done.stdout.strip().splitlines()[-1:] == ["True"]
 
 
-def sample(kind: str, method: str, dispatches: int, rounds: int, cpus: list[int] | None) -> float:
-    done = subprocess.run([sys.executable, "-c", CHILD, kind, method, str(dispatches), str(rounds), str(PER_ROUND)],
+def sample(kind: str, method: str, dispatches: int, rounds: int, cpus: list[int] | None,
+           warmup_seconds: float) -> float:
+    done = subprocess.run([sys.executable, "-c", CHILD, kind, method, str(dispatches), str(rounds), str(PER_ROUND),
+                           str(warmup_seconds)],
                           capture_output=True, text=True,
                           preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, set(cpus)))
     if done.returncode != 0:
@@ -91,6 +99,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=8, help="process pairs per workload")
     parser.add_argument("--rounds", type=int, default=30, help="timed rounds per process")
+    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of calls before timing, in both kinds "
+                        "(on the H200, pairs of processes timed right after start differed by up to 40%%)")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -102,7 +112,7 @@ def main() -> int:
         for index in range(args.pairs):
             order = ("plain", "measure") if index % 2 == 0 else ("measure", "plain")
             placed = idlest_cpus(cpus, index, per_pair) if cpus else None
-            got = {kind: sample(kind, method, dispatches, args.rounds, placed) for kind in order}
+            got = {kind: sample(kind, method, dispatches, args.rounds, placed, args.warmup) for kind in order}
             plain.append(got["plain"])
             measured.append(got["measure"])
             ratios.append(got["measure"] / got["plain"])

@@ -15,9 +15,9 @@ import math
 from typing import Any, Iterable, Mapping
 
 from pytest_dispatch import settings
+from pytest_dispatch.recorder import COUNT_KINDS
 
 MARKER = "dispatch_budget"
-COUNT_KINDS = ("dispatches", "submits", "passes", "encoders")
 GATE_KEYS = tuple(settings.PARSERS)  # per-test overrides of the gate: alpha, threshold
 MARKER_HELP = (
     f"{MARKER}(dispatches=None, submits=None, passes=None, encoders=None, us_per_dispatch=None, "

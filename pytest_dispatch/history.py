@@ -20,8 +20,7 @@ import numpy as np
 
 from pytest_dispatch import stats, storage
 from pytest_dispatch.gate import DEFAULTS, sequential_measurements
-
-COUNT_KINDS = ("dispatches", "submits", "passes", "encoders")
+from pytest_dispatch.recorder import COUNT_KINDS
 
 
 class SkippedRunWarning(UserWarning):

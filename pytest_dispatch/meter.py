@@ -84,24 +84,23 @@ class Measurement:
     @property
     def dispatches(self) -> int:
         """Dispatches per call of the measured function."""
-        return self.calls["dispatch"] + self.calls["dispatch_indirect"]
+        return self.count("dispatches")
 
     @property
     def submits(self) -> int:
-        return self.calls["submit"]
+        return self.count("submits")
 
     @property
     def passes(self) -> int:
-        return self.calls["pass"]
+        return self.count("passes")
 
     @property
     def encoders(self) -> int:
-        return self.calls["encoder"]
+        return self.count("encoders")
 
     def count(self, kind: str) -> int:
-        """Calls per call of one budgeted kind: dispatches, submits, passes or encoders."""
-        return {"dispatches": self.dispatches, "submits": self.submits,
-                "passes": self.passes, "encoders": self.encoders}[kind]
+        """Per call of the measured function, one count kind (recorder.COUNT_KINDS)."""
+        return recorder.total(self.calls, kind)
 
     @property
     def median_us_per_call(self) -> float:
@@ -448,7 +447,7 @@ class _Sampler:
             sync()
         _check_consistent(self.name, warm_counts[1:], "warm-up calls")
         self.calls, self.by_kernel = warm_counts[-1]
-        if not (self.calls["dispatch"] or self.calls["dispatch_indirect"]):
+        if not recorder.total(self.calls, "dispatches"):
             raise MeasurementUsageError(
                 f"{self.name}: the measured function made no compute dispatch (through wgpu-py, in this thread); "
                 "measure the call that dispatches, or count it with dispatch_meter.count()")

@@ -42,6 +42,17 @@ KINDS = (
 )
 _KIND_INDEX = {kind: i for i, kind in enumerate(KINDS)}
 
+# Count kinds: what a budget, the gate and history count per call (plural, as in
+# dispatch_budget(dispatches=...)), and the call kinds each one sums.
+COUNTED_CALLS = {"dispatches": ("dispatch", "dispatch_indirect"), "submits": ("submit",),
+                 "passes": ("pass",), "encoders": ("encoder",)}
+COUNT_KINDS = tuple(COUNTED_CALLS)
+
+
+def total(calls: Any, count_kind: str) -> int:
+    """One count kind from calls by call kind (a mapping of KINDS to counts)."""
+    return sum(calls[kind] for kind in COUNTED_CALLS[count_kind])
+
 # (class name in the backend's _api module, method name, call kind).
 # set_bind_group lives on a mixin shared with render passes; it is wrapped on the
 # compute pass class only, so render code is untouched.
@@ -562,7 +573,7 @@ class Counts:
     @property
     def dispatches(self) -> int:
         counts = self._delta()[0]
-        return counts[_KIND_INDEX["dispatch"]] + counts[_KIND_INDEX["dispatch_indirect"]]
+        return total({kind: counts[index] for kind, index in _KIND_INDEX.items()}, "dispatches")
 
     @property
     def indirect_dispatches(self) -> int:

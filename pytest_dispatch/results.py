@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_dispatch import recorder
 from pytest_dispatch.budget import COUNT_KINDS, Observation
 from pytest_dispatch.meter import SEQUENTIAL, SINGLE_OP, Measurement
 
@@ -87,15 +88,9 @@ def observation_of_measurement(measurement: Measurement) -> Observation:
 
 
 def observation_of_call(call: dict[str, Any]) -> Observation:
-    calls = call["calls"]
     return Observation(
         name="test",
-        counts={
-            "dispatches": call["dispatches"],
-            "submits": calls["submit"],
-            "passes": calls["pass"],
-            "encoders": calls["encoder"],
-        },
+        counts={kind: recorder.total(call["calls"], kind) for kind in COUNT_KINDS},
         by_kernel=call["by_kernel"],
         per_call=False,
     )
