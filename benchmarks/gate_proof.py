@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import gzip
 import json
 import math
 import os
@@ -219,7 +220,7 @@ def main() -> int:
     parser.add_argument("--no-reach-job", action="store_true", help="calibrate from the time per call only; "
                         "the ratios reached are then the trials' own (their median, in the table)")
     parser.add_argument("--from-trials", nargs="+", metavar="TRIALS_JSONL",
-                        help="only summarise the trials.jsonl of earlier runs (a proof run in parts)")
+                        help="only summarise the trials.jsonl (or .jsonl.gz) of earlier runs (a proof run in parts)")
     parser.add_argument("--neighbour", action="store_true", help="keep one core busy with a second process")
     parser.add_argument("--calibrated", help="a calibration file: read when it exists (no calibration), "
                                              "else written after calibrating")
@@ -240,8 +241,9 @@ def main() -> int:
     set_aa_per_job(args.aa_per_job)
     out_dir = Path(args.out)
     if args.from_trials:
-        trials = [json.loads(line) for name in args.from_trials for line in Path(name).read_text().splitlines()
-                  if line.strip()]
+        texts = [gzip.open(name, "rt").read() if name.endswith(".gz") else Path(name).read_text()
+                 for name in args.from_trials]
+        trials = [json.loads(line) for text in texts for line in text.splitlines() if line.strip()]
         out_dir.mkdir(parents=True, exist_ok=True)
         document = {"command": " ".join(sys.argv), "summary": summarise(trials), "trials": trials}
         (out_dir / "gate_proof.json").write_text(json.dumps(document, indent=1))

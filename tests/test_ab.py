@@ -165,6 +165,16 @@ def test_a_worker_that_crashes_fails_that_test_and_the_job_goes_on(project):
     assert by_name(outcome)["work"]["timing"] is not None  # compared after the head worker restarted
 
 
+def test_a_side_that_cannot_start_is_one_line_that_cuts_long_output_and_names_the_log(project):
+    plugin = "no_such_plugin_" + "m" * 300  # pytest names it in one long line
+    done = ab(project, "--base", ".", "--", "-p", plugin)
+    assert done.returncode == 2
+    line = done.stdout.strip()
+    assert line.startswith("pytest-dispatch ab: ") and "\n" not in line and plugin not in line
+    log = Path(line.rsplit("(all of it: ", 1)[1].split(")", 1)[0])
+    assert plugin in log.read_text()  # the whole output is kept for the user
+
+
 def test_a_worker_that_hangs_is_killed_and_named(project, capsys):
     hanging = TEST_FILE.replace("def test_model(", "def test_aaa_hang(gpu_device):\n    import time\n"
                                                    "    time.sleep(600)\n\ndef test_model(")

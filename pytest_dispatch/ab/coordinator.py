@@ -6,6 +6,7 @@ import dataclasses
 import os
 import queue
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -28,6 +29,7 @@ CPU_ENV = worker.CPU_ENV
 BASE, HEAD = 0, 1
 SIDE_NAMES = ("base", "head")
 _LOG_TAIL_LINES = 6
+_LOG_LINE_CHARS = 200  # a pytest error can print a whole plugin registry on one line
 
 
 class JobError(Exception):
@@ -75,6 +77,7 @@ class _Side:
         self.index, self.name = index, SIDE_NAMES[index]
         self.tree, self.pytest_args, self.events = tree, pytest_args, events
         self.log_path = logs / f"{self.name}.log"
+        self.log_shown = False  # a message named the log: it is kept after the job
         self.process: subprocess.Popen | None = None
         self.channel: Channel | None = None
         self.starts = 0
@@ -136,7 +139,10 @@ class _Side:
             lines = [line for line in self.log_path.read_text(errors="replace").splitlines() if line.strip()]
         except OSError:
             return ""
-        return "; last output: " + " | ".join(lines[-_LOG_TAIL_LINES:]) if lines else ""
+        shown = [line if len(line) <= _LOG_LINE_CHARS else line[:_LOG_LINE_CHARS] + "..."
+                 for line in lines[-_LOG_TAIL_LINES:]]
+        self.log_shown = bool(lines)
+        return f"; last output: {' | '.join(shown)} (all of it: {self.log_path})" if lines else ""
 
     def kill(self) -> None:
         if self.process and self.process.poll() is None:
@@ -243,6 +249,8 @@ class Job:
                 side.stop()
             if own_cpus:
                 os.sched_setaffinity(0, own_cpus)
+            if not any(side.log_shown for side in self.sides):
+                shutil.rmtree(self._logs, ignore_errors=True)
         self._judge()
         self.outcome.seconds = time.monotonic() - start
         return self.outcome
