@@ -30,7 +30,9 @@ step() { echo; echo "=== $* ($(date -u +%FT%TZ))"; }
         --json "$out/reference_f32.json"
     wants reference && step "reference model, qwen2.5-0.5b, f16" && timeout 120 $py benchmarks/reference_model.py --config qwen2.5-0.5b --runs 3 --tokens 50 --dtype f16 \
         --encodings submit-per-dispatch,single-pass --json "$out/reference_f16.json"
-    wants gate && step "the A/B gate on real measurements" && timeout 540 $py benchmarks/gate_proof.py "$out/gate" --noise-sessions 8 --aa-trials 25 --regression-trials 10 --calibration-pairs 40 --calibrated "$out/gate_calibration.json" --pytest-arg=-p --pytest-arg=pytest_dispatch.plugin
+    # 12 mixed jobs (26 unchanged tests and 4 at +10% each, ~125 s a job on the H200): 312 A/A comparisons.
+    # Under a per-call limit, run it in parts: keep OUT/gate_calibration.json, --stop-after, then --from-trials.
+    wants gate && step "the A/B gate on real measurements" && timeout 540 $py benchmarks/gate_proof.py "$out/gate" --aa-per-job 26 --mixed-trials 12 --aa-trials 0 --regression-trials 0 --calibration-pairs 40 --calibrated "$out/gate_calibration.json" --stop-after 480 --pytest-arg=-p --pytest-arg=pytest_dispatch.plugin
     wants aa && step "A/A mode on the examples" && timeout 60 $py -m pytest examples/test_measure_your_own_code.py $plugin -p no:cacheprovider -q --dispatch-aa
     wants dawn && step "examples on Dawn" && timeout 90 $py -m pytest examples $plugin -p no:cacheprovider -q --gpu-impl dawn --dispatch-report
     wants tests && step "test suite" && timeout 150 $py -m pytest tests $plugin -p no:cacheprovider -q -n 8 -x
