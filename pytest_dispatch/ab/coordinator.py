@@ -262,22 +262,23 @@ class Job:
         (Benjamini-Hochberg, as at the end): among many unchanged tests, a real regression
         that stopped at its own first look would be demoted to inconclusive at the end,
         having stopped gathering the sessions that would have carried it."""
-        current, due = {}, set()
+        current: dict[str, paired.PairedVerdict] = {}
+        due: dict[str, bool] = {}  # measurements at a look: whether it is their last
         for key, sessions in self.session_verdicts.items():
             if key in self.timing:
                 continue
             overrides = self.overrides.get(key, {})
             design = self.settings.design(overrides)
             current[key] = paired.judge_sessions(sessions, self.settings.question(overrides), design)
-            if len(sessions) in design.look_points or final or len(sessions) >= design.max_sessions:
-                due.add(key)
+            last = final or len(sessions) >= design.max_sessions
+            if last or len(sessions) in design.look_points:
+                due[key] = last
         if not due:
             return
         adjusted = paired.adjust_family({**self.timing, **current}, self.settings.alpha)
-        for key in due:
-            verdict, capped = current[key], final or len(self.session_verdicts[key]) >= self.settings.design(
-                self.overrides.get(key, {})).max_sessions
-            if adjusted[key].status != paired.INCONCLUSIVE or capped:
+        for key, last in due.items():
+            verdict = current[key]
+            if adjusted[key].status != paired.INCONCLUSIVE or last:
                 self.timing[key] = verdict
                 self.progress(f"    {_name(key)}: x{verdict.ratio:.3f} ({verdict.interval_text} over "
                               f"{verdict.sessions} sessions): {verdict.status}")
@@ -486,7 +487,7 @@ class Job:
                                                                 self.session_verdicts.get(key, [])))
 
 
-def _allowed_cpus(choice: str | int) -> list[int]:
+def _allowed_cpus(choice: str | tuple[int, ...]) -> list[int]:
     """The CPUs a session may be put on ([] when not pinned, or where the OS cannot pin)."""
     if choice == "any" or not hasattr(os, "sched_getaffinity"):
         return []
