@@ -285,6 +285,32 @@ def test_a_change_keeps_its_sessions_until_it_holds_across_the_jobs_measurements
     assert paired.adjust_family(job.timing, job.settings.alpha)["t::slow"].status == paired.REGRESSED
 
 
+def test_among_many_unchanged_measurements_a_job_catches_ten_percent_and_raises_no_false_alarm():
+    # Jobs as on a real machine: each session's pair of processes adds its own effect to a
+    # measurement (sd 0.03), and one shared by all of the session's measurements (sd 0.01).
+    rng = np.random.default_rng(11)
+    settings = coordinator.Settings()
+    caught = false_alarms = 0
+    jobs, nulls, changes = 60, 20, 4
+    for _ in range(jobs):
+        effects = [0.0] * nulls + [math.log(1.10)] * changes
+        shared = rng.normal(0, 0.01, settings.max_sessions)
+        logs = {f"t::{i}": list(effect + shared + rng.normal(0, 0.03, settings.max_sessions))
+                for i, effect in enumerate(effects)}
+        full = _job_with_sessions(logs).session_verdicts
+        job = _job_with_sessions({})
+        for session in range(1, settings.max_sessions + 1):
+            for key in full:
+                if key not in job.timing:
+                    job.session_verdicts[key] = full[key][:session]
+            job._look(final=session == settings.max_sessions)
+        final = paired.adjust_family(job.timing, settings.alpha)
+        false_alarms += sum(final[f"t::{i}"].status == paired.REGRESSED for i in range(nulls))
+        caught += sum(final[f"t::{i}"].status == paired.REGRESSED for i in range(nulls, nulls + changes))
+    assert false_alarms <= 2, false_alarms  # of 1,200 unchanged measurements (alpha 0.01: 12 allowed)
+    assert caught >= 0.9 * jobs * changes, caught  # stopping at its own look and BH at the end: 129 of 240
+
+
 def test_sides_on_different_adapters_are_refused():
     job = coordinator.Job.__new__(coordinator.Job)
     collected = [{"adapter": {"fingerprint": f, "description": f}, "no_adapter": None} for f in ("gpu-a", "gpu-b")]
