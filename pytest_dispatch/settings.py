@@ -24,10 +24,10 @@ MIN_ROUNDS = 5  # rounds a measurement takes at the least under a time cap (--di
 # to `max_sessions`; `max_time` caps one measurement's pairs in one session.
 # A side's turn is `settle` rounds (dropped: the GPU has just switched from the other
 # process) and then `block` rounds whose median is the turn's value.
-# `cpu`: both workers of a session run on one CPU, the least busy one at its start
-# ("idle"), a given one, or wherever the OS puts them ("any"). On the H200, two workers
-# left to the scheduler differed by 15-20% for their whole life; on one CPU, by 3%
-# (docs/RESULTS.md, section 4).
+# `cpu`: both workers of a session share the same CPUs, the least busy at its start
+# ("idle": two on a GPU, one on a CPU adapter; coordinator.cpus_per_session), given ones
+# ("3,4"), or wherever the OS puts them ("any"). On the H200, two workers left to the
+# scheduler differed by 15-20% for their whole life; on two CPUs, by 3% (docs/RESULTS.md, section 4).
 AB_DEFAULTS: dict[str, Any] = {"pairs": 10, "sessions": 4, "max_sessions": 12, "max_time": 20.0, "order": "abba",
                                "block": 5, "settle": 1, "cpu": "idle"}
 CPU_CHOICES = ("idle", "any")  # or a CPU's number
