@@ -572,8 +572,7 @@ class Counts:
 
     @property
     def dispatches(self) -> int:
-        counts = self._delta()[0]
-        return total({kind: counts[index] for kind, index in _KIND_INDEX.items()}, "dispatches")
+        return total(self.calls, "dispatches")
 
     @property
     def indirect_dispatches(self) -> int:
@@ -632,9 +631,10 @@ class Counts:
 
     def as_dict(self) -> dict[str, Any]:
         counts, ns, by_kernel = self._delta()
+        calls = {kind: counts[i] for i, kind in enumerate(KINDS)}
         return {
-            "dispatches": counts[_KIND_INDEX["dispatch"]] + counts[_KIND_INDEX["dispatch_indirect"]],
-            "calls": {kind: counts[i] for i, kind in enumerate(KINDS)},
+            "dispatches": total(calls, "dispatches"),
+            "calls": calls,
             "host_us": {kind: ns[i] / 1000.0 for i, kind in enumerate(KINDS)},
             "by_kernel": dict(sorted(by_kernel.items(), key=lambda item: (-item[1], item[0]))),
         }

@@ -30,7 +30,7 @@ MIN_ROUNDS = 5  # rounds a measurement takes at the least under a time cap (--di
 # scheduler differed by 15-20% for their whole life; on two CPUs, by 3% (docs/RESULTS.md, section 4).
 AB_DEFAULTS: dict[str, Any] = {"pairs": 10, "sessions": 4, "max_sessions": 12, "max_time": 20.0, "order": "abba",
                                "block": 5, "settle": 1, "cpu": "idle"}
-CPU_CHOICES = ("idle", "any")  # or a CPU's number
+CPU_CHOICES = ("idle", "any")  # or CPU numbers, "3,4"
 
 
 class SettingError(ValueError):

@@ -243,13 +243,13 @@ def test_cpus_chosen_by_number_are_the_sessions_cpus(project, tmp_path, monkeypa
 def test_a_session_goes_to_idle_cpus_and_quiet_ones_take_turns(monkeypatch):
     samples = iter([{0: 100, 1: 100, 2: 100, 3: 100}, {0: 120, 1: 101, 2: 119, 3: 119}] * 2)
     monkeypatch.setattr(coordinator, "_idle_times", lambda: next(samples))
-    assert [coordinator.idlest_cpus([0, 1, 2, 3], turn, window=0) for turn in (0, 1)] == [[0, 2], [0, 3]]
+    assert [coordinator.idlest_cpus([0, 1, 2, 3], turn, 2, window=0) for turn in (0, 1)] == [[0, 2], [0, 3]]
 
 
 def test_with_one_quiet_cpu_a_session_gets_that_one_alone(monkeypatch):
     samples = iter([{0: 100, 1: 100}, {0: 120, 1: 102}])  # CPU 1 kept busy by a neighbour
     monkeypatch.setattr(coordinator, "_idle_times", lambda: next(samples))
-    assert coordinator.idlest_cpus([0, 1], turn=1, window=0) == [0]
+    assert coordinator.idlest_cpus([0, 1], turn=1, count=2, window=0) == [0]
 
 
 def test_a_cpu_the_job_may_not_use_is_one_line(project):

@@ -299,12 +299,13 @@ class Job:
         for side in self.sides:
             side.placement = placement
 
-    def _session_cpus(self) -> list[str]:
-        return [cpu for cpu in self.sides[0].placement.get(CPU_ENV, "").split(",") if cpu]
+    def _session_cpus(self) -> tuple[int, ...]:
+        placed = self.sides[0].placement.get(CPU_ENV)
+        return gate_settings.cpu(CPU_ENV, placed) if placed else ()
 
     def _where(self) -> str:
         cpus = self._session_cpus()
-        return f" on CPU{'s' if len(cpus) > 1 else ''} {','.join(cpus)}" if cpus else ""
+        return f" on CPU{'s' if len(cpus) > 1 else ''} {','.join(map(str, cpus))}" if cpus else ""
 
     def _start_both(self) -> list[dict]:
         self._place()
@@ -525,7 +526,7 @@ def cpus_per_session(cpu_adapter: bool) -> int:
     return 1 if cpu_adapter else 2
 
 
-def idlest_cpus(cpus: list[int], turn: int, count: int = 2, window: float = 0.2) -> list[int]:
+def idlest_cpus(cpus: list[int], turn: int, count: int, window: float = 0.2) -> list[int]:
     """``count`` CPUs among those idle most over the last ``window`` seconds (within 10% of
     the idlest), fewer when fewer are that quiet; ``turn`` moves the choice along, so that
     quiet machines use all of them.  Pinned to a CPU that another process keeps busy, a round

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import pytest
 
+from pytest_dispatch import settings
 from pytest_dispatch.ab.channel import Channel
 
 PLUGIN_NAME = "dispatch-ab-worker"
@@ -149,7 +150,7 @@ class Worker:
 def main(argv: list[str]) -> int:
     side, read_fd, write_fd, roots = argv[0], int(argv[1]), int(argv[2]), argv[3]
     if os.environ.get(CPU_ENV):  # before any thread starts: threads inherit the main thread's CPUs
-        os.sched_setaffinity(0, {int(cpu) for cpu in os.environ.pop(CPU_ENV).split(",")})
+        os.sched_setaffinity(0, settings.cpu(CPU_ENV, os.environ.pop(CPU_ENV)))
     pytest_args = argv[argv.index("--") + 1:]
     import pytest_dispatch.plugin  # noqa: F401  the instrument: the coordinator's version, imported first
 
