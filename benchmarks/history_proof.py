@@ -28,7 +28,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from pytest_dispatch import cli
+from pytest_dispatch import cli, history
 
 TEST_FILE = textwrap.dedent('''
     import time
@@ -96,6 +96,10 @@ def main() -> int:
     parser.add_argument("--out", help="folder for history.json, history.md and history.html")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, e.g. --gpu-impl dawn")
     args = parser.parse_args()
+    try:
+        history.require_ruptures()
+    except history.ChangePointsUnavailable as error:
+        raise SystemExit(f"history_proof: {error}") from None
 
     work = Path(tempfile.mkdtemp(prefix="history-proof-"))
     repo, storage = work / "repo", work / "storage"

@@ -294,7 +294,8 @@ class Settings:
     penalty: float | None = None  # ruptures' penalty on the robust-scaled log medians; None: BIC, 2 ln(n)
 
 
-def _ruptures():
+def require_ruptures():
+    """The ruptures module; ChangePointsUnavailable (saying how to install it) when it is missing."""
     try:
         import ruptures
     except ImportError:
@@ -341,7 +342,7 @@ def change_points_of(medians: Iterable[float], settings: Settings = Settings(),
     transformed = np.log(levels) if np.all(levels > 0) else levels
     scaled = (transformed / _robust_scale(transformed)).reshape(-1, 1)
     penalty = settings.penalty if settings.penalty is not None else 2 * np.log(levels.size)
-    found = _ruptures().Pelt(model="l2", min_size=1, jump=1).fit(scaled).predict(pen=penalty)[:-1]
+    found = require_ruptures().Pelt(model="l2", min_size=1, jump=1).fit(scaled).predict(pen=penalty)[:-1]
     candidates = [starts[group] for group in found]
     while candidates:
         bounds = [0, *candidates, values.size]
