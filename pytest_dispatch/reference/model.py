@@ -23,6 +23,7 @@ import numpy as np
 import wgpu
 
 from pytest_dispatch import encoding
+from pytest_dispatch.gpu import gpu_info
 
 from .config import ModelConfig, get_config
 from .graph import ACT, ACTIVATION, CACHE, F32, LEVELS, NEXT_TOKEN, OUTPUT, Kernel, build_graph, schedule
@@ -82,7 +83,8 @@ class ReferenceModel:
         self.graph = build_graph(self.config)
         self.kernels: tuple[Kernel, ...] = schedule(self.graph, level)
         limit = min(device.limits["max-storage-buffer-binding-size"], device.limits["max-buffer-size"])
-        self._ctx = BuildContext(self.config, dtype, max_seq_len, min(limit, max_binding_size or limit))
+        self._ctx = BuildContext(self.config, dtype, max_seq_len, min(limit, max_binding_size or limit),
+                                 cpu=gpu_info(device.adapter).is_cpu)
         self.programs: tuple[Program, ...] = tuple(build_program(k, self.graph, self._ctx) for k in self.kernels)
 
         # One uniform slice per cache position: a forward's slice is the one of its start_pos.

@@ -1,14 +1,17 @@
 """Each WGSL kernel alone against the numpy reference of the primitive ops it groups,
 and every kernel of the full-size models within WebGPU's default limits."""
 
+import dataclasses
 import re
 
 import numpy as np
 import pytest
 
+from pytest_dispatch.gpu import gpu_info
 from pytest_dispatch.reference import LEVELS, ReferenceModel, build_graph, get_config, schedule
+from pytest_dispatch.reference import model as model_module
 from pytest_dispatch.reference.graph import ACTIVATION, CACHE, OUTPUT
-from pytest_dispatch.reference.kernels import WORKGROUP, BuildContext, build_program
+from pytest_dispatch.reference.kernels import WORKGROUP, BuildContext, build_program, matvec_spec
 from pytest_dispatch.reference.numpy_model import evaluate
 
 from ._helpers import ODD, relative_error
@@ -74,10 +77,22 @@ def tolerance(kernel, max_position: int) -> float:
     return 1e-5
 
 
+@pytest.fixture(scope="module", params=["cpu", "gpu"])
+def geometry(request):
+    return request.param
+
+
 @pytest.fixture(scope="module", params=LEVELS)
-def odd_model(request, gpu_device):
-    return ReferenceModel(gpu_device, ODD, level=request.param, max_seq_len=MAX_SEQ,
-                          max_binding_size=SHARDED_BINDING)
+def odd_model(request, gpu_device, geometry):
+    """Built with the kernel geometry of a CPU or of a GPU adapter, whichever this one is."""
+    info = gpu_info(gpu_device.adapter)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(model_module, "gpu_info", lambda adapter: dataclasses.replace(
+            info, adapter_type="CPU" if geometry == "cpu" else "DiscreteGPU"))
+        model = ReferenceModel(gpu_device, ODD, level=request.param, max_seq_len=MAX_SEQ,
+                               max_binding_size=SHARDED_BINDING)
+    assert model._ctx.cpu == (geometry == "cpu")
+    return model
 
 
 def test_every_kernel_alone_matches_its_primitive_ops(odd_model):
@@ -106,17 +121,54 @@ def workgroup_bytes(source: str) -> int:
     )
 
 
-def build_all(name, dtype, level, max_binding_size=WEBGPU_DEFAULT_BINDING):
+def build_all(name, dtype, level, max_binding_size=WEBGPU_DEFAULT_BINDING, cpu=False):
     config = get_config(name)
     graph = build_graph(config)
-    ctx = BuildContext(config, dtype, max_seq_len=4096, max_binding_size=max_binding_size)
+    ctx = BuildContext(config, dtype, max_seq_len=4096, max_binding_size=max_binding_size, cpu=cpu)
     return ctx, [(kernel, build_program(kernel, graph, ctx)) for kernel in schedule(graph, level)]
+
+
+def matvec_geometries(cpu):
+    """The (lanes, rows per thread, decode grid) of Qwen2.5-0.5B's f32 matrix-vector kernels, by name."""
+    graph = build_graph(get_config("qwen2.5-0.5b"))
+    geometries = {}
+    for level in LEVELS:
+        ctx, programs = build_all("qwen2.5-0.5b", "f32", level, cpu=cpu)
+        for kernel, program in programs:
+            if any(op.kind == "matmul" for op in kernel.ops):
+                g = matvec_spec(kernel, graph, ctx).geometry
+                geometries.setdefault(kernel.name, set()).add((g.lanes, g.rows_per_thread, program.grid(1)))
+    return geometries
+
+
+# What the H200 figures were measured with: a GPU's geometry must not move.
+GPU_GEOMETRIES = {
+    "linear": {(32, 4, (1, 4748, 1)), (64, 1, (1, 1216, 1)), (128, 1, (1, 64, 1)), (128, 1, (1, 448, 1)),
+               (256, 1, (1, 896, 1))},
+    "qkv_proj": {(128, 1, (1, 576, 1))},
+    "gate_up_silu": {(32, 1, (1, 1216, 1))},
+    "norm_qkv_rope_append": {(128, 1, (1, 576, 1))},
+    "attention_o_proj_residual": {(32, 2, (1, 56, 1))},
+    "norm_gate_up_silu": {(32, 1, (1, 1216, 1))},
+    "down_proj_residual": {(256, 1, (1, 896, 1))},
+    "norm_lm_head": {(32, 4, (1, 4748, 1))},
+}
+
+
+def test_a_gpu_keeps_its_geometry_and_a_cpu_gets_few_tall_workgroups():
+    assert matvec_geometries(cpu=False) == GPU_GEOMETRIES
+    cpu = matvec_geometries(cpu=True)
+    assert cpu.keys() == GPU_GEOMETRIES.keys()
+    for name, geometries in cpu.items():
+        assert max(lanes for lanes, _, _ in geometries) < min(lanes for lanes, _, _ in GPU_GEOMETRIES[name]), name
+        assert sum(grid[1] for _, _, grid in geometries) < sum(grid[1] for _, _, grid in GPU_GEOMETRIES[name]), name
 
 
 @pytest.mark.parametrize("name, dtype", [("qwen2.5-0.5b", "f32"), ("qwen2.5-0.5b", "f16"), ("qwen2.5-1.5b", "f16")])
 @pytest.mark.parametrize("level", LEVELS)
-def test_full_size_kernels_keep_to_webgpu_default_limits(name, dtype, level):
-    ctx, programs = build_all(name, dtype, level)
+@pytest.mark.parametrize("cpu", [False, True], ids=["gpu", "cpu"])
+def test_full_size_kernels_keep_to_webgpu_default_limits(name, dtype, level, cpu):
+    ctx, programs = build_all(name, dtype, level, cpu=cpu)
     for kernel, program in programs:
         assert len(program.bindings) <= 8, kernel.name
         assert "@workgroup_size(256)" in program.source and WORKGROUP == 256
