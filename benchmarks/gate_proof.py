@@ -154,7 +154,7 @@ def process_noise(trees: Path, out: Path, sessions: int, dispatches: int = 100, 
 IN_PROCESS = """
 import json, math, sys, time
 import wgpu
-from pytest_dispatch import paired
+from pytest_dispatch.judgement import paired
 from pytest_dispatch.workloads import AddOne
 dispatches, per_round = int(sys.argv[1]), int(sys.argv[2])
 device = wgpu.gpu.request_adapter_sync(power_preference="high-performance").request_device_sync()

@@ -28,7 +28,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from pytest_dispatch import cli, history
+from pytest_dispatch import cli
+from pytest_dispatch.judgement import history
 
 TEST_FILE = textwrap.dedent('''
     import time

@@ -6,7 +6,7 @@ Each trial is a fresh process: a device, the paper's kernel (a pass of DISPATCHE
 PER_ROUND calls a round), and two sides made of the same code; in shifted trials side B adds
 host work before each call, sized from side A's own per-call time in that process so that B
 costs (1 + shift) times A. Rounds are paired in turns of blocks (as an A/B job takes them) and
-judged by pytest_dispatch.paired's sequential signed-rank engine at the gate's defaults (2%
+judged by pytest_dispatch.judgement.paired's sequential signed-rank engine at the gate's defaults (2%
 tolerance, alpha 0.01 over all looks). The A/B job cannot do this today (its two versions run
 in two processes, which differ by far more; docs/RESULTS.md §4): this measures the target.
 """
@@ -23,7 +23,7 @@ import time
 TRIAL = """
 import json, math, statistics, sys, time
 import wgpu
-from pytest_dispatch import paired
+from pytest_dispatch.judgement import paired
 from pytest_dispatch.workloads import AddOne
 
 shift, dispatches, per_round = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])

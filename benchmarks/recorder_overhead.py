@@ -13,8 +13,8 @@ import argparse
 import statistics
 import time
 
-from pytest_dispatch import encoding, gpu, recorder
-from pytest_dispatch.gpu import AdapterRequest
+from pytest_dispatch.measurement import encoding, gpu, recorder
+from pytest_dispatch.measurement.gpu import AdapterRequest
 from pytest_dispatch.workloads import AddOne
 
 

@@ -32,7 +32,8 @@ import time
 import numpy as np
 import wgpu
 
-from pytest_dispatch import count_dispatches, gpu, recorder
+from pytest_dispatch import count_dispatches
+from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.reference import (
     CONFIGS,
     DTYPES,
@@ -381,7 +382,7 @@ def main(argv=None) -> None:
     if best and torch_eager:
         print(f"# fastest: {best['tokens_per_s'] / torch_eager['tokens_per_s']:.2f}x torch eager (same run)")
     if args.plot:
-        from pytest_dispatch import plot
+        from pytest_dispatch.plugin import plot
 
         title = f"{config.name} {args.dtype}, {adapter.info['device']} ({adapter.info['backend_type']})"
         plot.plot_levels(args.plot, [{**r, "encoding": f"{r['encoding']} {r['loop']}",

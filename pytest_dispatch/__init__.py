@@ -1,14 +1,14 @@
 """pytest-dispatch: count and time WebGPU compute dispatches in pytest."""
 
-from pytest_dispatch.budget import exact
-from pytest_dispatch.gpu import GpuInfo
-from pytest_dispatch.recorder import Counts
-from pytest_dispatch.recorder import count as count_dispatches
+from pytest_dispatch.judgement.budget import exact
+from pytest_dispatch.measurement.gpu import GpuInfo
+from pytest_dispatch.measurement.recorder import Counts
+from pytest_dispatch.measurement.recorder import count as count_dispatches
 
 __all__ = ["Counts", "DispatchMeter", "GpuInfo", "Measurement", "count_dispatches", "exact"]
 __version__ = "0.1.0"  # the one place of the version: pyproject.toml reads it
 
-_LAZY = {"DispatchMeter": "pytest_dispatch.meter", "Measurement": "pytest_dispatch.meter"}
+_LAZY = {"DispatchMeter": "pytest_dispatch.measurement.meter", "Measurement": "pytest_dispatch.measurement.meter"}
 
 
 def __getattr__(name: str):

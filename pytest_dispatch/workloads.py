@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from pytest_dispatch import encoding
+from pytest_dispatch.measurement import encoding
 
 ELEMENTS = 256
 WORKGROUP_SIZE = 64

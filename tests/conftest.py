@@ -10,5 +10,5 @@ import numpy  # noqa: E402,F401
 import scipy.stats  # noqa: E402,F401
 import wgpu.backends.auto  # noqa: E402,F401
 
-import pytest_dispatch.gate  # noqa: E402,F401
-import pytest_dispatch.reporter  # noqa: E402,F401
+import pytest_dispatch.judgement.gate  # noqa: E402,F401
+import pytest_dispatch.plugin.reporter  # noqa: E402,F401

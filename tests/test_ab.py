@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_dispatch import paired
+from pytest_dispatch.judgement import paired
 from pytest_dispatch.ab import command, coordinator
 
 TEST_FILE = """

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_dispatch.budget import (
+from pytest_dispatch.judgement.budget import (
     BudgetUsageError,
     CountLimit,
     Observation,

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from pytest_dispatch import devicelock, gpu
-from pytest_dispatch.gpu import AdapterRequest
-from pytest_dispatch.session import GpuSession, worker_index
+from pytest_dispatch.measurement import devicelock, gpu
+from pytest_dispatch.measurement.gpu import AdapterRequest
+from pytest_dispatch.plugin.session import GpuSession, worker_index
 
 filelock = pytest.importorskip("filelock")
 

@@ -183,9 +183,9 @@ def test_assert_speedup_passes_a_clear_speedup_and_fails_an_impossible_one(pytes
 def test_a_marker_override_changes_the_one_verdict_the_report_and_the_exit_status_show():
     import numpy as np
 
-    from pytest_dispatch import gate
-    from pytest_dispatch.meter import Measurement
-    from pytest_dispatch.results import TestResult
+    from pytest_dispatch.judgement import gate
+    from pytest_dispatch.measurement.meter import Measurement
+    from pytest_dispatch.judgement.results import TestResult
 
     def result(us: float, overrides=None) -> TestResult:
         calls = {"dispatch": 10, "dispatch_indirect": 0, "submit": 1, "pass": 1, "encoder": 1}

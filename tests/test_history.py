@@ -7,10 +7,12 @@ import warnings
 import numpy as np
 import pytest
 
-from pytest_dispatch import cli, history, recorder, storage
-from pytest_dispatch.gpu import GpuInfo
-from pytest_dispatch.meter import Measurement
-from pytest_dispatch.results import TestResult
+from pytest_dispatch import cli
+from pytest_dispatch.judgement import history, storage
+from pytest_dispatch.measurement import recorder
+from pytest_dispatch.measurement.gpu import GpuInfo
+from pytest_dispatch.measurement.meter import Measurement
+from pytest_dispatch.judgement.results import TestResult
 
 GPU = GpuInfo("wgpu-native", "0.32.0", "Vulkan", "Test GPU", "acme", 1, 2, "driver 1", "DiscreteGPU")
 OTHER_GPU = GpuInfo("wgpu-native", "0.32.0", "Vulkan", "Other GPU", "acme", 1, 3, "driver 1", "DiscreteGPU")
@@ -286,7 +288,7 @@ def test_names_with_several_gpus_need_a_fingerprint(tmp_path, capsys):
 def test_progress_lines_for_slow_steps_only():
     import io
 
-    from pytest_dispatch.progress import Progress
+    from pytest_dispatch.cli.progress import Progress
 
     slow = io.StringIO()
     progress = Progress("probe", total=2, stream=slow)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pytest_dispatch.meter import CHECK_ROUNDS, SINGLE_OP, DispatchMeter, InconsistentCountsError, Measurement
+from pytest_dispatch.measurement.meter import CHECK_ROUNDS, SINGLE_OP, DispatchMeter, InconsistentCountsError, Measurement
 from pytest_dispatch.workloads import AddOne
 
 
@@ -77,7 +77,7 @@ def test_per_dispatch_arrays_divide_by_dispatches(meter, kernel):
 
 def test_single_op_keeps_its_sync_and_sequential_subtracts_it():
     """The arithmetic on known raw timings: no GPU, no timing noise."""
-    from pytest_dispatch.meter import SEQUENTIAL, _Sampler
+    from pytest_dispatch.measurement.meter import SEQUENTIAL, _Sampler
 
     def sampler(method, per_round):
         s = _Sampler(lambda: None, (), {}, "fn", method, per_round)
@@ -148,7 +148,7 @@ def test_timestamps_give_gpu_time_per_call(gpu_device, gpu_info, kernel):
 
 
 def test_a_name_used_twice_in_a_test_is_an_error_naming_both_call_sites(meter, kernel):
-    from pytest_dispatch.meter import MeasurementUsageError
+    from pytest_dispatch.measurement.meter import MeasurementUsageError
 
     meter.measure(kernel.single_pass, 2, warmup=2, rounds=2, name="step")
     with pytest.raises(MeasurementUsageError, match=r"'step' was already taken in this test \(at "
@@ -158,7 +158,7 @@ def test_a_name_used_twice_in_a_test_is_an_error_naming_both_call_sites(meter, k
 
 
 def test_a_measured_function_without_a_dispatch_is_an_error(meter, kernel):
-    from pytest_dispatch.meter import MeasurementUsageError
+    from pytest_dispatch.measurement.meter import MeasurementUsageError
 
     with pytest.raises(MeasurementUsageError, match="made no compute dispatch"):
         meter.measure(kernel.reset, warmup=2, rounds=2)

@@ -1,4 +1,4 @@
-"""The paired, sequential engine (pytest_dispatch.paired) on synthetic rounds whose noise
+"""The paired, sequential engine (pytest_dispatch.judgement.paired) on synthetic rounds whose noise
 has what real machines have: a per-process random effect, drift shared by both sides,
 autocorrelated rounds and a heavy tail (``simulate_pairs``)."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pytest_dispatch import paired
+from pytest_dispatch.judgement import paired
 
 
 def feed(a: np.ndarray, b: np.ndarray, per_round: int = 5, sync_ns: int = 200_000):

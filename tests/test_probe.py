@@ -30,8 +30,8 @@ def test_probe_rejects_bad_arguments(capsys):
 
 
 def test_every_probe_line_names_the_adapter_and_backend():
-    from pytest_dispatch import probe
-    from pytest_dispatch.gpu import GpuInfo
+    from pytest_dispatch.cli import probe
+    from pytest_dispatch.measurement.gpu import GpuInfo
 
     rows = []
     for backend in ("Vulkan", "OpenGL"):

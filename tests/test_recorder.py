@@ -7,7 +7,8 @@ import pytest
 import wgpu
 from wgpu.utils.compute import compute_with_buffers
 
-from pytest_dispatch import count_dispatches, recorder
+from pytest_dispatch import count_dispatches
+from pytest_dispatch.measurement import recorder
 from pytest_dispatch.workloads import AddOne
 
 

@@ -241,9 +241,10 @@ def test_one(dispatch_meter, kernel, n):
 def test_a_measurement_below_the_sync_noise_says_what_to_do():
     import numpy as np
 
-    from pytest_dispatch import recorder, report
-    from pytest_dispatch.meter import Measurement
-    from pytest_dispatch.results import TestResult
+    from pytest_dispatch.measurement import recorder
+    from pytest_dispatch.plugin import report
+    from pytest_dispatch.measurement.meter import Measurement
+    from pytest_dispatch.judgement.results import TestResult
 
     calls = dict.fromkeys(recorder.KINDS, 0) | {"dispatch": 2, "submit": 1, "pass": 1, "encoder": 1}
     noisy = Measurement("tiny", "sequential", 3, 3, 1, calls, {"k": 2}, np.full(3, 5.0),
@@ -255,9 +256,9 @@ def test_a_measurement_below_the_sync_noise_says_what_to_do():
 def _result(nodeid, names, dispatches=10):
     import numpy as np
 
-    from pytest_dispatch import recorder
-    from pytest_dispatch.meter import Measurement
-    from pytest_dispatch.results import TestResult
+    from pytest_dispatch.measurement import recorder
+    from pytest_dispatch.measurement.meter import Measurement
+    from pytest_dispatch.judgement.results import TestResult
 
     calls = dict.fromkeys(recorder.KINDS, 0) | {"dispatch": dispatches, "submit": 1, "pass": 1, "encoder": 1}
     measurements = [Measurement(name, "sequential", 3, 3, 1, calls, {"k": dispatches}, np.full(3, 50.0),
@@ -267,7 +268,7 @@ def _result(nodeid, names, dispatches=10):
 
 
 def test_the_test_column_takes_the_terminal_width_it_needs(monkeypatch):
-    from pytest_dispatch import report
+    from pytest_dispatch.plugin import report
 
     results = [_result("t.py::test_fused_plus_is_faster_than_eager", ["Ops.pipeline_submit_each", "Ops.fused"])]
     monkeypatch.setenv("COLUMNS", "200")
@@ -285,7 +286,7 @@ def test_the_test_column_takes_the_terminal_width_it_needs(monkeypatch):
 
 
 def test_cut_keeping_end():
-    from pytest_dispatch.report import cut_keeping_end
+    from pytest_dispatch.plugin.report import cut_keeping_end
 
     assert cut_keeping_end("test_fused_plus_budget", 30) == "test_fused_plus_budget"
     assert cut_keeping_end("test_fused_plus_budget", 10) == "…us_budget"

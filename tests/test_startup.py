@@ -46,7 +46,7 @@ def test_gpu_tests_collected_print_the_adapter_line_without_mesa_noise(pytester,
 
 
 def test_the_private_runtime_dir_is_made_only_when_none_is_usable(monkeypatch, tmp_path):
-    from pytest_dispatch import gpu
+    from pytest_dispatch.measurement import gpu
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     gpu.ensure_runtime_dir()

@@ -1,4 +1,4 @@
-"""Statistical properties of pytest_dispatch.stats on seeded synthetic samples.
+"""Statistical properties of pytest_dispatch.judgement.stats on seeded synthetic samples.
 
 Noise models: ``simulate_lavapipe_rounds`` (rounds of one run: 40 µs x LogNormal(0,
 0.07), 5% of rounds 1.3-2.5x slower; lavapipe, 2026-11-30) and
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pytest_dispatch.meter import DEFAULT_ROUNDS
-from pytest_dispatch.paired import simulate_run_medians
-from pytest_dispatch.stats import (
+from pytest_dispatch.measurement.meter import DEFAULT_ROUNDS
+from pytest_dispatch.judgement.paired import simulate_run_medians
+from pytest_dispatch.judgement.stats import (
     MIN_STORED_RUNS,
     Interval,
     judge_against_runs,

@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pytest_dispatch import paired, settings as gate_settings
+from pytest_dispatch.judgement import paired, settings as gate_settings
 from pytest_dispatch.ab import verdicts, worker
 from pytest_dispatch.ab.channel import Channel, ChannelClosed
 from pytest_dispatch.ab.trees import source_roots
-from pytest_dispatch.meter import SEQUENTIAL, Measurement, measurement_key
-from pytest_dispatch.results import TestResult
+from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement, measurement_key
+from pytest_dispatch.judgement.results import TestResult
 
 SIDE_ENV = "PYTEST_DISPATCH_AB_SIDE"  # set in workers: the pytest twin must not start a job there
 CPU_ENV = worker.CPU_ENV
@@ -38,7 +38,7 @@ class JobError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """How an A/B job decides; every value is validated by pytest_dispatch.settings."""
+    """How an A/B job decides; every value is validated by pytest_dispatch.judgement.settings."""
 
     threshold: float = gate_settings.DEFAULTS["threshold"]
     alpha: float = gate_settings.DEFAULTS["alpha"]

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_dispatch import settings
+from pytest_dispatch.judgement import settings
 from pytest_dispatch.ab.channel import Channel
 
 PLUGIN_NAME = "dispatch-ab-worker"
@@ -107,7 +107,7 @@ class Worker:
         return {"outcome": "passed", "message": "", "result": self._result}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from pytest_dispatch.results import USER_PROPERTY
+        from pytest_dispatch.judgement.results import USER_PROPERTY
 
         text = ""
         if report.failed:

@@ -22,8 +22,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import wgpu
 
-from pytest_dispatch import encoding
-from pytest_dispatch.gpu import gpu_info
+from pytest_dispatch.measurement import encoding
+from pytest_dispatch.measurement.gpu import gpu_info
 
 from .config import ModelConfig, get_config
 from .graph import ACT, ACTIVATION, CACHE, F32, LEVELS, NEXT_TOKEN, OUTPUT, Kernel, build_graph, schedule

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from pytest_dispatch.gpu import gpu_info
+from pytest_dispatch.measurement.gpu import gpu_info
 from pytest_dispatch.reference import LEVELS, ReferenceModel, build_graph, get_config, schedule
 from pytest_dispatch.reference import model as model_module
 from pytest_dispatch.reference.graph import ACTIVATION, CACHE, OUTPUT

@@ -22,9 +22,10 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_dispatch import gate, history, report, settings, storage
-from pytest_dispatch.progress import Progress
-from pytest_dispatch.results import TestResult
+from pytest_dispatch.judgement import gate, history, settings, storage
+from pytest_dispatch.plugin import report
+from pytest_dispatch.cli.progress import Progress
+from pytest_dispatch.judgement.results import TestResult
 
 EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -222,7 +223,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.k and not any(h.series for h in histories):
         raise InputError(f"-k {args.k!r} selects no measurement of the saved runs")
     if args.html:
-        from pytest_dispatch import history_html
+        from pytest_dispatch.cli import history_html
 
         storage.write_text_atomically(args.html, history_html.page(histories, change_settings, note,
                                                                    lambda text: progress.step(text)))
@@ -239,7 +240,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from pytest_dispatch import probe
+    from pytest_dispatch.cli import probe
 
     impls = ["wgpu", "dawn"] if args.impl == "all" else [args.impl]
     try:
@@ -409,6 +410,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import numpy as np
 
-from pytest_dispatch import recorder
+from pytest_dispatch.measurement import recorder
 
 FEATURE = "timestamp-query"
 

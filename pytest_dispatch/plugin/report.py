@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 
 import numpy as np
 
-from pytest_dispatch import recorder, stats
-from pytest_dispatch.gpu import GpuInfo
-from pytest_dispatch.meter import SINGLE_OP, Measurement
-from pytest_dispatch.results import TestResult
+from pytest_dispatch.measurement import recorder
+from pytest_dispatch.judgement import stats
+from pytest_dispatch.measurement.gpu import GpuInfo
+from pytest_dispatch.measurement.meter import SINGLE_OP, Measurement
+from pytest_dispatch.judgement.results import TestResult
 
 if TYPE_CHECKING:
-    from pytest_dispatch.gate import TestVerdicts
+    from pytest_dispatch.judgement.gate import TestVerdicts
 
 DEFAULT_WIDTH = 100  # when the terminal's width is unknown (not a terminal, no COLUMNS)
 MIN_WIDTH = DEFAULT_WIDTH  # the table needs this much (a 27-character name and the numbers)

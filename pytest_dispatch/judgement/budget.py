@@ -14,8 +14,8 @@ import dataclasses
 import math
 from typing import Any, Iterable, Mapping
 
-from pytest_dispatch import settings
-from pytest_dispatch.recorder import COUNT_KINDS
+from pytest_dispatch.judgement import settings
+from pytest_dispatch.measurement.recorder import COUNT_KINDS
 
 MARKER = "dispatch_budget"
 GATE_KEYS = tuple(settings.PARSERS)  # per-test overrides of the gate: alpha, threshold

@@ -15,8 +15,8 @@ from typing import Callable
 
 import numpy as np
 
-from pytest_dispatch import history
-from pytest_dispatch.history import GpuHistory, Series, Settings
+from pytest_dispatch.judgement import history
+from pytest_dispatch.judgement.history import GpuHistory, Series, Settings
 
 WIDTH, HEIGHT = 960, 320
 LEFT, RIGHT, TOP, BOTTOM = 70, 60, 20, 70

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from pytest_dispatch import recorder
-from pytest_dispatch.budget import COUNT_KINDS, Observation
-from pytest_dispatch.meter import SEQUENTIAL, SINGLE_OP, Measurement
+from pytest_dispatch.measurement import recorder
+from pytest_dispatch.judgement.budget import COUNT_KINDS, Observation
+from pytest_dispatch.measurement.meter import SEQUENTIAL, SINGLE_OP, Measurement
 
 USER_PROPERTY = "pytest_dispatch"
 

@@ -2,7 +2,7 @@
 
 Pure functions over 1-D arrays of costs in µs.  scipy.stats does the inference
 (bootstrap intervals, t prediction intervals, Benjamini-Hochberg).  Comparisons of
-two versions measured together are in pytest_dispatch.paired.
+two versions measured together are in pytest_dispatch.judgement.paired.
 """
 
 from __future__ import annotations

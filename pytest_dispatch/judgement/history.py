@@ -18,9 +18,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from pytest_dispatch import stats, storage
-from pytest_dispatch.gate import DEFAULTS, sequential_measurements
-from pytest_dispatch.recorder import COUNT_KINDS
+from pytest_dispatch.judgement import stats, storage
+from pytest_dispatch.judgement.gate import DEFAULTS, sequential_measurements
+from pytest_dispatch.measurement.recorder import COUNT_KINDS
 
 
 class SkippedRunWarning(UserWarning):

@@ -8,8 +8,8 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_dispatch import settings
-from pytest_dispatch.gpu import BACKENDS, IMPLEMENTATIONS
+from pytest_dispatch.judgement import settings
+from pytest_dispatch.measurement.gpu import BACKENDS, IMPLEMENTATIONS
 
 
 @dataclasses.dataclass(frozen=True)

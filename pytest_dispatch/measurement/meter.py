@@ -18,7 +18,8 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from pytest_dispatch import devicelock, paired, recorder, settings, timestamps
+from pytest_dispatch.measurement import devicelock, recorder, timestamps
+from pytest_dispatch.judgement import paired, settings
 
 DEFAULT_WARMUP = 3
 DEFAULT_ROUNDS = 30

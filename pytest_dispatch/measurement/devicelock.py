@@ -70,7 +70,7 @@ def for_device(device):
     of its kind, the one ``request_adapter`` returns."""
     key = _KEYS.get(id(device))
     if key is None:
-        from pytest_dispatch import gpu
+        from pytest_dispatch.measurement import gpu
 
         key = lock_key(gpu.gpu_info(device.adapter).fingerprint)
     return exclusive(key)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dispatch import gate, options, report, storage
-from pytest_dispatch.results import USER_PROPERTY, TestResult
-from pytest_dispatch.session import GpuSession
+from pytest_dispatch.judgement import gate, storage
+from pytest_dispatch.plugin import options, report
+from pytest_dispatch.judgement.results import USER_PROPERTY, TestResult
+from pytest_dispatch.plugin.session import GpuSession
 
 
 class DispatchReporter:
@@ -79,7 +80,7 @@ class DispatchReporter:
         document = storage.session_json(self.results, self._gpu_info())
         plot_folder = options.get(self.config, "dispatch_plot")
         if plot_folder:
-            from pytest_dispatch import plot
+            from pytest_dispatch.plugin import plot
 
             baseline = gate.sequential_measurements(self.baseline.results) if self.baseline else None
             try:

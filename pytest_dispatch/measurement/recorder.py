@@ -365,7 +365,7 @@ def _describe_submit(queue, args, kwargs) -> str:
 
 def set_pass_timestamp_writer(writer) -> None:
     """While set (in this thread), compute passes begun without ``timestamp_writes``
-    get ``writer()``'s (see ``pytest_dispatch.timestamps``)."""
+    get ``writer()``'s (see ``pytest_dispatch.measurement.timestamps``)."""
     _local.timestamp_writer = writer
 
 

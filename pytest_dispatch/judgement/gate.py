@@ -15,10 +15,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, Mapping, Sequence
 
-from pytest_dispatch import settings as gate_settings, stats, storage
-from pytest_dispatch.budget import COUNT_KINDS
-from pytest_dispatch.meter import SEQUENTIAL, Measurement, measurement_key
-from pytest_dispatch.results import TestResult
+from pytest_dispatch.judgement import settings as gate_settings, stats, storage
+from pytest_dispatch.judgement.budget import COUNT_KINDS
+from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement, measurement_key
+from pytest_dispatch.judgement.results import TestResult
 
 TIMING_METRIC = "us_per_call"
 INCOMPARABLE = "incomparable"
@@ -216,7 +216,7 @@ class Baseline:
 
 def stored_medians(storage_root, fingerprint: str, name: str) -> dict[str, list[float]]:
     """Per-call medians of every stored run of this GPU named ``name`` ('latest': any), by key."""
-    from pytest_dispatch import history
+    from pytest_dispatch.judgement import history
 
     runs = [run for run in history.load_runs(storage_root, fingerprint)
             if name == "latest" or run.name == storage.BaselineStore.safe_name(name)]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import functools
 
-from pytest_dispatch import devicelock, gpu, recorder
-from pytest_dispatch.gpu import AdapterRequest, GpuInfo, NoAdapterError
+from pytest_dispatch.measurement import devicelock, gpu, recorder
+from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
 
 # A test that uses one of these fixtures is a GPU test.
 GPU_FIXTURES = frozenset({"gpu_adapter", "gpu_device", "gpu_info", "dispatch_meter"})

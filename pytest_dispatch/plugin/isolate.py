@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dispatch import storage
-from pytest_dispatch.results import TestResult
-from pytest_dispatch.session import GPU_FIXTURES
+from pytest_dispatch.judgement import storage
+from pytest_dispatch.judgement.results import TestResult
+from pytest_dispatch.plugin.session import GPU_FIXTURES
 
 CHILD_ENV = "PYTEST_DISPATCH_ISOLATED"
 # Options the child inherits; the gate and the report stay with the parent.
@@ -37,7 +37,7 @@ def wants_isolation(item: pytest.Item) -> bool:
 
 
 def _child_command(item: pytest.Item, folder: Path) -> list[str]:
-    from pytest_dispatch import options
+    from pytest_dispatch.plugin import options
 
     config = item.config
     command = [sys.executable, "-m", "pytest", item.nodeid, "-p", "no:cacheprovider", "-q",

@@ -13,14 +13,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_dispatch import budget, gpu, options, recorder, settings
-from pytest_dispatch.gpu import AdapterRequest, GpuInfo, NoAdapterError
-from pytest_dispatch.session import GPU_FIXTURES, GpuSession, worker_index
+from pytest_dispatch.judgement import budget, settings
+from pytest_dispatch.measurement import gpu, recorder
+from pytest_dispatch.plugin import options
+from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
+from pytest_dispatch.plugin.session import GPU_FIXTURES, GpuSession, worker_index
 
 if TYPE_CHECKING:
-    from pytest_dispatch import gate
-    from pytest_dispatch.meter import DispatchMeter
-    from pytest_dispatch.results import TestResult
+    from pytest_dispatch.judgement import gate
+    from pytest_dispatch.measurement.meter import DispatchMeter
+    from pytest_dispatch.judgement.results import TestResult
 
 GPU_SESSION_KEY = pytest.StashKey[GpuSession]()
 CALL_COUNTS_KEY = pytest.StashKey[recorder.Counts]()
@@ -87,7 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
                      "dispatch_accept", "dispatch_plot")
     )
     if wants_reporter and not hasattr(config, "workerinput"):  # xdist workers send their results up
-        from pytest_dispatch.reporter import DispatchReporter
+        from pytest_dispatch.plugin.reporter import DispatchReporter
 
         config.pluginmanager.register(
             DispatchReporter(config, config.stash[GPU_SESSION_KEY], config.stash.get(BASELINE_KEY, None)),
@@ -96,7 +98,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
-    from pytest_dispatch import gate, storage
+    from pytest_dispatch.judgement import gate, storage
 
     gpu_session = config.stash[GPU_SESSION_KEY]
     if gpu_session.unavailable_reason:
@@ -174,7 +176,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                         f"{error}") from None
     baseline = config.stash.get(BASELINE_KEY, None)
     if baseline is not None:
-        from pytest_dispatch import gate
+        from pytest_dispatch.judgement import gate
 
         collected = {item.nodeid for item in items}
         family = sum(1 for key in gate.sequential_measurements(baseline.results)
@@ -215,7 +217,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     item_budget = item.stash.get(BUDGET_KEY, None)
     if meter is None and item_budget is None:
         return report  # nothing measured or budgeted: nothing to report
-    from pytest_dispatch.results import TestResult, observations
+    from pytest_dispatch.judgement.results import TestResult, observations
 
     result = TestResult(
         nodeid=item.nodeid,
@@ -256,7 +258,7 @@ def _shorten_plugin_failure(item: pytest.Item, report: pytest.TestReport, excinf
 
 def _judge_against_baseline(item: pytest.Item, result: "TestResult", report: pytest.TestReport) -> None:
     """Fail the test on a gate regression; attach its result for the reporter."""
-    from pytest_dispatch.results import USER_PROPERTY
+    from pytest_dispatch.judgement.results import USER_PROPERTY
 
     test_gate = item.config.stash.get(GATE_KEY, None)
     if test_gate is not None and result.measurements:
@@ -293,7 +295,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
     """With --dispatch-isolate, run each GPU test in a child process."""
     if not options.get(item.config, "dispatch_isolate"):
         return None
-    from pytest_dispatch import isolate
+    from pytest_dispatch.plugin import isolate
 
     if not isolate.wants_isolation(item):
         return None
@@ -393,7 +395,7 @@ def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeter:
     ``with dispatch_meter.count() as c: ...`` counts; ``dispatch_meter.measure(fn)``
     times by the sequential method; ``dispatch_meter.single_op(fn)`` the naive way.
     """
-    from pytest_dispatch.meter import DispatchMeter
+    from pytest_dispatch.measurement.meter import DispatchMeter
 
     recorder.install("wgpu-native")
     recorder.install_imported()
