@@ -3,6 +3,7 @@ own tree's code, paired rounds, and one clear line for every kind of bad input."
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -206,6 +207,9 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
     logs.mkdir()
     monkeypatch.setenv("PLACEMENT_LOG", str(logs))
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    allowed = sorted(os.sched_getaffinity(0))
+    ticks = itertools.count(step=100)  # every CPU equally idle, whatever else loads this machine
+    monkeypatch.setattr(coordinator, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
     lines = []
     command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py", "test_work.py"],
                 coordinator.Settings(seed=3, **{**FAST, "sessions": 2, "max_sessions": 2}), out=lines.append)
@@ -216,7 +220,6 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
         sessions.setdefault(placement["hash_seed"], []).append(placement)
     assert len(sessions) == 2 and None not in sessions
     sessions = list(sessions.values())
-    allowed = sorted(os.sched_getaffinity(0))
     per_session = coordinator.cpus_per_session(any("(CPU) via" in line for line in lines))  # one on lavapipe
     for first, second in sessions:
         assert {first["side"], second["side"]} == {"base", "head"}

@@ -381,8 +381,8 @@ class DispatchMeter:
     def _claim_name(self, name: str, method: str) -> None:
         """A name (with its method) identifies a measurement within its test (reports,
         baselines, A/B pairs)."""
-        caller = next((frame for frame in inspect.stack()[2:]
-                       if not frame.filename.startswith(os.path.dirname(__file__))), None)
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # pytest_dispatch
+        caller = next((frame for frame in inspect.stack()[2:] if not frame.filename.startswith(package)), None)
         site = f"{os.path.basename(caller.filename)}:{caller.lineno}" if caller else "unknown"
         if (name, method) in self._call_sites:
             raise MeasurementUsageError(

@@ -34,7 +34,7 @@ GATE_KEY = pytest.StashKey["gate.Gate"]()
 ROUND_SERVER_KEY = pytest.StashKey["RoundServer"]()  # set by an A/B worker (pytest_dispatch.ab.worker)
 WORKERS_KEY = pytest.StashKey[dict]()  # xdist controller: worker id -> what it said about its GPU
 WORKER_OUTPUT = "pytest_dispatch"  # the key of xdist's workeroutput we use
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # pytest_dispatch, all of it
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
