@@ -32,8 +32,8 @@ PER_ROUND = 5
 CHILD = """
 import json, sys, time
 import numpy as np
-from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.judgement import paired
+from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.measurement.meter import DispatchMeter
 from pytest_dispatch.workloads import AddOne
 kind, method, dispatches, rounds, per_round = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_dispatch.judgement import paired
 from pytest_dispatch.ab import command, coordinator
+from pytest_dispatch.judgement import paired
 
 TEST_FILE = """
 import os, time

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from pytest_dispatch import cli
-from pytest_dispatch.measurement import recorder
 from pytest_dispatch.judgement import storage
+from pytest_dispatch.judgement.results import TestResult
+from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.meter import Measurement
-from pytest_dispatch.judgement.results import TestResult
 
 GPU = GpuInfo("wgpu-native", "0.32.0", "Vulkan", "Test GPU", "acme", 1, 2, "driver 1", "DiscreteGPU")
 OTHER_GPU = GpuInfo("wgpu-native", "0.32.0", "Vulkan", "Other GPU", "acme", 1, 3, "driver 1", "DiscreteGPU")

@@ -184,8 +184,8 @@ def test_a_marker_override_changes_the_one_verdict_the_report_and_the_exit_statu
     import numpy as np
 
     from pytest_dispatch.judgement import gate
-    from pytest_dispatch.measurement.meter import Measurement
     from pytest_dispatch.judgement.results import TestResult
+    from pytest_dispatch.measurement.meter import Measurement
 
     def result(us: float, overrides=None) -> TestResult:
         calls = {"dispatch": 10, "dispatch_indirect": 0, "submit": 1, "pass": 1, "encoder": 1}

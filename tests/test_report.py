@@ -241,10 +241,10 @@ def test_one(dispatch_meter, kernel, n):
 def test_a_measurement_below_the_sync_noise_says_what_to_do():
     import numpy as np
 
-    from pytest_dispatch.measurement import recorder
-    from pytest_dispatch.plugin import report
-    from pytest_dispatch.measurement.meter import Measurement
     from pytest_dispatch.judgement.results import TestResult
+    from pytest_dispatch.measurement import recorder
+    from pytest_dispatch.measurement.meter import Measurement
+    from pytest_dispatch.plugin import report
 
     calls = dict.fromkeys(recorder.KINDS, 0) | {"dispatch": 2, "submit": 1, "pass": 1, "encoder": 1}
     noisy = Measurement("tiny", "sequential", 3, 3, 1, calls, {"k": 2}, np.full(3, 5.0),
@@ -256,9 +256,9 @@ def test_a_measurement_below_the_sync_noise_says_what_to_do():
 def _result(nodeid, names, dispatches=10):
     import numpy as np
 
+    from pytest_dispatch.judgement.results import TestResult
     from pytest_dispatch.measurement import recorder
     from pytest_dispatch.measurement.meter import Measurement
-    from pytest_dispatch.judgement.results import TestResult
 
     calls = dict.fromkeys(recorder.KINDS, 0) | {"dispatch": dispatches, "submit": 1, "pass": 1, "encoder": 1}
     measurements = [Measurement(name, "sequential", 3, 3, 1, calls, {"k": dispatches}, np.full(3, 50.0),

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pytest_dispatch.measurement.meter import DEFAULT_ROUNDS
 from pytest_dispatch.judgement.paired import simulate_run_medians
+from pytest_dispatch.measurement.meter import DEFAULT_ROUNDS
 from pytest_dispatch.judgement.stats import (
     MIN_STORED_RUNS,
     Interval,

@@ -36,8 +36,8 @@ def test_a_schema_1_file_still_reads(tmp_path):
 
     import numpy as np
 
-    from pytest_dispatch.measurement.meter import JSON_KEYS, Measurement
     from pytest_dispatch.judgement.results import TestResult
+    from pytest_dispatch.measurement.meter import JSON_KEYS, Measurement
 
     calls = {"dispatch": 4, "dispatch_indirect": 0, "submit": 1, "pass": 1, "encoder": 1}
     measurement = Measurement("step", "sequential", 3, 2, 5, calls, {"k": 4}, np.array([1.0, 2.0]),

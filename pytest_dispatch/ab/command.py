@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 from typing import Callable, Sequence
 
-from pytest_dispatch.judgement import storage
 from pytest_dispatch.ab import coordinator, trees, verdicts
+from pytest_dispatch.judgement import storage
 from pytest_dispatch.judgement.settings import SettingError
 
 # Options of the coordinator, not of the workers: dropped from the pytest arguments a worker gets.

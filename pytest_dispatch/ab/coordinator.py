@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pytest_dispatch.judgement import paired, settings as gate_settings
 from pytest_dispatch.ab import verdicts, worker
 from pytest_dispatch.ab.channel import Channel, ChannelClosed
 from pytest_dispatch.ab.trees import source_roots
-from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement, measurement_key
+from pytest_dispatch.judgement import paired, settings as gate_settings
 from pytest_dispatch.judgement.results import TestResult
+from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement, measurement_key
 
 SIDE_ENV = "PYTEST_DISPATCH_AB_SIDE"  # set in workers: the pytest twin must not start a job there
 CPU_ENV = worker.CPU_ENV

@@ -13,8 +13,8 @@ from typing import Any
 
 from pytest_dispatch.judgement import paired
 from pytest_dispatch.judgement.gate import CountVerdict, compare_counts
-from pytest_dispatch.measurement.meter import Measurement
 from pytest_dispatch.judgement.stats import format_us
+from pytest_dispatch.measurement.meter import Measurement
 
 NEW, REMOVED = "new", "removed"
 STATUSES = (paired.REGRESSED, paired.IMPROVED, paired.UNCHANGED, paired.INCONCLUSIVE, NEW, REMOVED)

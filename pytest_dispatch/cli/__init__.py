@@ -22,10 +22,10 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_dispatch.judgement import gate, history, settings, storage
-from pytest_dispatch.plugin import report
 from pytest_dispatch.cli.progress import Progress
+from pytest_dispatch.judgement import gate, history, settings, storage
 from pytest_dispatch.judgement.results import TestResult
+from pytest_dispatch.plugin import report
 
 EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT = 0, 1, 2
 

@@ -20,9 +20,9 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from pytest_dispatch.measurement import gpu
+from pytest_dispatch.measurement.encoding import SUBMIT_PER_DISPATCH
 from pytest_dispatch.measurement.gpu import GpuInfo, NoAdapterError
 from pytest_dispatch.measurement.meter import DispatchMeter, Measurement
-from pytest_dispatch.measurement.encoding import SUBMIT_PER_DISPATCH
 from pytest_dispatch.workloads import ENCODINGS, AddOne
 
 METHODS = ("single-op",) + ENCODINGS

@@ -17,8 +17,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from pytest_dispatch.judgement import settings as gate_settings, stats, storage
 from pytest_dispatch.judgement.budget import COUNT_KINDS
-from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement, measurement_key
 from pytest_dispatch.judgement.results import TestResult
+from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement, measurement_key
 
 TIMING_METRIC = "us_per_call"
 INCOMPARABLE = "incomparable"

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_dispatch.measurement import recorder
 from pytest_dispatch.judgement.budget import COUNT_KINDS, Observation
+from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.meter import SEQUENTIAL, SINGLE_OP, Measurement
 
 USER_PROPERTY = "pytest_dispatch"

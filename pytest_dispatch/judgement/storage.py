@@ -20,9 +20,9 @@ from typing import Any, Callable, TextIO
 import numpy as np
 
 from pytest_dispatch import __version__
+from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.meter import measurement_key
-from pytest_dispatch.judgement.results import TestResult
 
 SCHEMA_VERSION = 2  # docs/schema.md; 2 gave every per-call figure its _per_call suffix
 READABLE_SCHEMAS = (1, 2)

@@ -18,8 +18,8 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from pytest_dispatch.measurement import devicelock, recorder, timestamps
 from pytest_dispatch.judgement import paired, settings
+from pytest_dispatch.measurement import devicelock, recorder, timestamps
 
 DEFAULT_WARMUP = 3
 DEFAULT_ROUNDS = 30

@@ -15,14 +15,14 @@ import pytest
 
 from pytest_dispatch.judgement import budget, settings
 from pytest_dispatch.measurement import gpu, recorder
-from pytest_dispatch.plugin import options
 from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
+from pytest_dispatch.plugin import options
 from pytest_dispatch.plugin.session import GPU_FIXTURES, GpuSession, worker_index
 
 if TYPE_CHECKING:
     from pytest_dispatch.judgement import gate
-    from pytest_dispatch.measurement.meter import DispatchMeter
     from pytest_dispatch.judgement.results import TestResult
+    from pytest_dispatch.measurement.meter import DispatchMeter
 
 GPU_SESSION_KEY = pytest.StashKey[GpuSession]()
 CALL_COUNTS_KEY = pytest.StashKey[recorder.Counts]()

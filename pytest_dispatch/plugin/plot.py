@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement, measurement_key
 from pytest_dispatch.judgement.results import TestResult
+from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement, measurement_key
 
 
 def _pyplot():

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 
 import numpy as np
 
-from pytest_dispatch.measurement import recorder
 from pytest_dispatch.judgement import stats
+from pytest_dispatch.judgement.results import TestResult
+from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.meter import SINGLE_OP, Measurement
-from pytest_dispatch.judgement.results import TestResult
 
 if TYPE_CHECKING:
     from pytest_dispatch.judgement.gate import TestVerdicts

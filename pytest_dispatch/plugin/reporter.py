@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_dispatch.judgement import gate, storage
-from pytest_dispatch.plugin import options, report
 from pytest_dispatch.judgement.results import USER_PROPERTY, TestResult
+from pytest_dispatch.plugin import options, report
 from pytest_dispatch.plugin.session import GpuSession
 
 
