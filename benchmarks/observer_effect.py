@@ -74,7 +74,7 @@ print(json.dumps({"us_per_dispatch": per_dispatch, "adapter": gpu.gpu_info(adapt
 
 def cpu_adapter_here() -> bool:
     """Whether the adapter the samples will get is a CPU one (lavapipe): it decides their CPUs."""
-    probe = ("import wgpu; from pytest_dispatch import gpu; "
+    probe = ("import wgpu; from pytest_dispatch.measurement import gpu; "
              "print(gpu.gpu_info(wgpu.gpu.request_adapter_sync(power_preference='high-performance')).is_cpu)")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     return done.stdout.strip().splitlines()[-1:] == ["True"]
