@@ -285,6 +285,19 @@ def test_the_test_column_takes_the_terminal_width_it_needs(monkeypatch):
     assert "…_faster_than_eager [fused]  " in "\n".join(report.render(results, None, "adapter: test"))
 
 
+def test_names_that_differ_only_in_the_middle_keep_their_start_when_cut(monkeypatch):
+    from pytest_dispatch.plugin import report
+
+    results = [_result("t.py::test_fused_is_faster_than_eager", ["Ops.fused", "Ops.eager"]),
+               _result("t.py::test_fused_plus_is_faster_than_eager", ["Ops.fused_plus", "Ops.eager"])]
+    monkeypatch.setenv("COLUMNS", "100")
+    lines = report.render(results, None, "adapter: test")
+    eager_rows = [line.split("  ")[0] for line in lines if "[eager]" in line]
+    assert len(eager_rows) == 2 and eager_rows[0] != eager_rows[1], eager_rows
+    assert all(row.startswith("test_fused_") and "…" in row for row in eager_rows), eager_rows
+    assert any(line.startswith("…") and "than_eager [fused_plus]" in line for line in lines)  # alone: its end
+
+
 def test_cut_keeping_end():
     from pytest_dispatch.plugin.report import cut_keeping_end
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import shutil
 import textwrap
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -47,6 +48,13 @@ def cut_keeping_end(text: str, width: int) -> str:
     return "…" + text[len(text) - width + 1:] if width > 1 else "…"
 
 
+def cut_keeping_start(text: str, width: int) -> str:
+    """``text`` in ``width`` characters: when it must be cut, its end goes."""
+    if len(text) <= width:
+        return text
+    return text[:width - 1] + "…" if width > 1 else "…"
+
+
 @dataclasses.dataclass(frozen=True)
 class Label:
     """A row's test name and what says which measurement; only the name is ever cut."""
@@ -57,22 +65,30 @@ class Label:
     def __len__(self) -> int:
         return len(self.name) + len(self.suffix)
 
-    def fit(self, width: int) -> str:
+    def fit(self, width: int, cut: Callable[[str, int], str] = cut_keeping_end) -> str:
         room = width - len(self.suffix)
         if room < 8:  # no room for a readable name: cut both, still keeping the end
             return cut_keeping_end(self.name + self.suffix, width)
-        return cut_keeping_end(self.name, room) + self.suffix
+        return cut(self.name, room) + self.suffix
 
 
 class _Table:
     """Fixed number columns; the test column takes the rest of the width, no more than it needs."""
 
     def __init__(self, labels: Iterable[Label], width: int) -> None:
+        labels = set(labels)
         longest = max((len(label) for label in labels), default=len("test"))
         self.name_width = max(len("test"), min(longest, max(width - _NUMBERS_WIDTH, _NAME_MIN)))
+        self._texts = {label: label.fit(self.name_width) for label in labels}
+        # Names that differ only in the middle (test_fused_is_... / test_fused_plus_is_...)
+        # read alike once their start goes: those keep their start instead.
+        alike = collections.Counter(self._texts.values())
+        for label, text in self._texts.items():
+            if alike[text] > 1:
+                self._texts[label] = label.fit(self.name_width, cut_keeping_start)
 
     def row(self, label: Label | str, cells: Iterable[str]) -> str:
-        text = label.fit(self.name_width) if isinstance(label, Label) else label
+        text = self._texts[label] if isinstance(label, Label) else label
         parts = [f"{text:<{self.name_width}}"]
         parts += [f"{cut_keeping_end(cell, width):>{width}}" for (_, width), cell in zip(_NUMBER_COLUMNS, cells)]
         return " ".join(parts).rstrip()
