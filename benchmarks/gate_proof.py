@@ -38,12 +38,16 @@ from scipy import stats
 # One job measures every size it selects, in the same sessions: --aa-per-job unchanged
 # measurements per A/A job, 4 of each regression size per regression job.
 REGRESSIONS = {f"reg{size:02d}{copy}": size / 100 for size in (5, 10, 20) for copy in "abcd"}
-SIZES = {**{f"aa{i:02d}": 0.0 for i in range(1, 13)}, **REGRESSIONS}
+AA_PER_JOB = 12
+SIZES: dict[str, float] = {}
 
 
 def set_aa_per_job(count: int) -> None:
     SIZES.clear()
     SIZES.update({**{f"aa{i:02d}": 0.0 for i in range(1, count + 1)}, **REGRESSIONS})
+
+
+set_aa_per_job(AA_PER_JOB)
 TEST_FILE = '''
 import time
 import pytest
@@ -208,11 +212,11 @@ STARTED = time.monotonic()
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
-    parser.add_argument("--aa-trials", type=int, default=25, help="A/A jobs (12 comparisons each)")
+    parser.add_argument("--aa-trials", type=int, default=25, help="A/A jobs (--aa-per-job comparisons each)")
     parser.add_argument("--regression-trials", type=int, default=10, help="jobs of +5/10/20%% (4 of each)")
     parser.add_argument("--mixed-trials", type=int, default=0, help="jobs of the A/A measurements and 4 of +10%% "
                                                                    "together (fewer worker starts per comparison)")
-    parser.add_argument("--aa-per-job", type=int, default=12, help="unchanged measurements in a job")
+    parser.add_argument("--aa-per-job", type=int, default=AA_PER_JOB, help="unchanged measurements in a job")
     parser.add_argument("--base-us", type=float, default=0.0, help="host work per call on both sides")
     parser.add_argument("--workload", default="100:2", help="DISPATCHES:PER_ROUND of the trials' measurements")
     parser.add_argument("--calibration-pairs", type=int, default=100, help="per session of the six-session "
