@@ -184,6 +184,7 @@ class Job:
         self._cpu_offset = self.rng.randrange(len(self._cpus)) if self._cpus else 0
         self._cpus_chosen = settings.cpu if isinstance(settings.cpu, tuple) else None
         self._cpus_per_session = cpus_per_session(cpu_adapter=False)  # until the workers name their adapter
+        self._session_cpus: tuple[int, ...] = ()  # where the present session runs (() when not pinned)
 
     # -- messages
 
@@ -225,7 +226,7 @@ class Job:
             collected = self._start_both()
             self._check_adapters(collected)
             self._cpus_per_session = cpus_per_session(collected[HEAD]["adapter"].get("is_cpu", False))
-            if not self._cpus_chosen and len(self._session_cpus()) > self._cpus_per_session:  # a CPU adapter
+            if not self._cpus_chosen and len(self._session_cpus) > self._cpus_per_session:  # a CPU adapter
                 for side in self.sides:
                     side.stop()
                 collected = self._start_both()
@@ -288,23 +289,19 @@ class Job:
         what differs between two processes of the same code then differs between sessions, not sides."""
         placement = {}
         if self._cpus:
-            cpus = self._cpus_chosen or idlest_cpus(self._cpus, self._cpu_offset + self.session,
-                                                    self._cpus_per_session)
-            placement[CPU_ENV] = ",".join(map(str, cpus))
+            self._session_cpus = self._cpus_chosen or tuple(
+                idlest_cpus(self._cpus, self._cpu_offset + self.session, self._cpus_per_session))
+            placement[CPU_ENV] = ",".join(map(str, self._session_cpus))
             # The coordinator too: its messages start every turn (on the H200, sessions with all
             # three on one CPU differed by 2-3%, with the coordinator elsewhere by 5%).
-            os.sched_setaffinity(0, set(cpus))
+            os.sched_setaffinity(0, set(self._session_cpus))
         if "PYTHONHASHSEED" not in os.environ:
             placement["PYTHONHASHSEED"] = str(self.rng.randrange(2 ** 32))
         for side in self.sides:
             side.placement = placement
 
-    def _session_cpus(self) -> tuple[int, ...]:
-        placed = self.sides[0].placement.get(CPU_ENV)
-        return gate_settings.cpu(CPU_ENV, placed) if placed else ()
-
     def _where(self) -> str:
-        cpus = self._session_cpus()
+        cpus = self._session_cpus
         return f" on CPU{'s' if len(cpus) > 1 else ''} {','.join(map(str, cpus))}" if cpus else ""
 
     def _start_both(self) -> list[dict]:
