@@ -14,10 +14,12 @@ import functools
 import inspect
 import os
 import time
+from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from pytest_dispatch import PACKAGE_DIR
 from pytest_dispatch.judgement import paired, settings
 from pytest_dispatch.measurement import devicelock, recorder, timestamps
 
@@ -381,8 +383,8 @@ class DispatchMeter:
     def _claim_name(self, name: str, method: str) -> None:
         """A name (with its method) identifies a measurement within its test (reports,
         baselines, A/B pairs)."""
-        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # pytest_dispatch
-        caller = next((frame for frame in inspect.stack()[2:] if not frame.filename.startswith(package)), None)
+        caller = next((frame for frame in inspect.stack()[2:]
+                       if not Path(frame.filename).resolve().is_relative_to(PACKAGE_DIR)), None)
         site = f"{os.path.basename(caller.filename)}:{caller.lineno}" if caller else "unknown"
         if (name, method) in self._call_sites:
             raise MeasurementUsageError(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_dispatch import PACKAGE_DIR
 from pytest_dispatch.judgement import budget, settings
 from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
@@ -34,7 +35,6 @@ GATE_KEY = pytest.StashKey["gate.Gate"]()
 ROUND_SERVER_KEY = pytest.StashKey["RoundServer"]()  # set by an A/B worker (pytest_dispatch.ab.worker)
 WORKERS_KEY = pytest.StashKey[dict]()  # xdist controller: worker id -> what it said about its GPU
 WORKER_OUTPUT = "pytest_dispatch"  # the key of xdist's workeroutput we use
-_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # pytest_dispatch, all of it
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -245,9 +245,9 @@ def _shorten_plugin_failure(item: pytest.Item, report: pytest.TestReport, excinf
     if not isinstance(excinfo.value, AssertionError):
         return
     entries = list(excinfo.traceback)
-    if not entries or not Path(entries[-1].path).resolve().is_relative_to(_PACKAGE_DIR):
+    if not entries or not Path(entries[-1].path).resolve().is_relative_to(PACKAGE_DIR):
         return
-    outside = [e for e in entries if not Path(e.path).resolve().is_relative_to(_PACKAGE_DIR)]
+    outside = [e for e in entries if not Path(e.path).resolve().is_relative_to(PACKAGE_DIR)]
     if outside:
         path = os.path.relpath(outside[-1].path, item.config.invocation_params.dir)
         where = f"{path}:{outside[-1].lineno + 1}: "
