@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 SUBMIT_PER_DISPATCH = "submit-per-dispatch"
 PASS_PER_DISPATCH = "pass-per-dispatch"
@@ -32,10 +32,34 @@ def submit(
     ``before_finish(encoder)`` runs on the last encoder before it is finished (to add a
     copy, say); ``after_dispatch()`` after each dispatch call (benchmarks inject costs
     there).  In one pass, a pipeline or bind group equal to the previous one is not set again.
+    A submit per dispatch submits each command buffer as soon as it is finished.
     """
+    submit_encoded(device, _command_buffers(device, work, encoding, before_finish, after_dispatch))
+
+
+def encode(
+    device,
+    work: Sequence[tuple],
+    encoding: str,
+    *,
+    before_finish: Callable[[object], None] | None = None,
+) -> list:
+    """``work`` encoded as ``encoding`` into finished command buffers, none submitted yet:
+    submit them in order, each on its own, to get what ``submit`` does. Lets a caller encode
+    the next piece of work while the GPU still runs the previous one, then submit it the
+    moment that one is done."""
+    return list(_command_buffers(device, work, encoding, before_finish, None))
+
+
+def submit_encoded(device, command_buffers: Iterable) -> None:
+    """Submit what ``encode`` returned, one submit per command buffer, as ``submit`` does."""
+    for command_buffer in command_buffers:
+        device.queue.submit([command_buffer])
+
+
+def _command_buffers(device, work, encoding, before_finish, after_dispatch):
     if encoding not in ENCODINGS:
         raise ValueError(f"unknown encoding {encoding!r}; choose one of {', '.join(ENCODINGS)}")
-    queue = device.queue
     if encoding == SUBMIT_PER_DISPATCH:
         last = len(work) - 1
         for index, (pipeline, bind_group, grid, *offsets) in enumerate(work):
@@ -49,7 +73,7 @@ def submit(
             compute.end()
             if index == last and before_finish is not None:
                 before_finish(encoder)
-            queue.submit([encoder.finish()])
+            yield encoder.finish()
         return
     encoder = device.create_command_encoder()
     compute = None
@@ -72,4 +96,4 @@ def submit(
         compute.end()
     if before_finish is not None:
         before_finish(encoder)
-    queue.submit([encoder.finish()])
+    yield encoder.finish()

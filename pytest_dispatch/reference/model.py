@@ -165,8 +165,8 @@ class ReferenceModel:
 
         The tokens stay on the GPU between forwards (argmax writes each where the next
         forward's embedding reads it). ``tokens_per_submit`` forwards are encoded into one
-        submission, whose tokens come back in one readback; that readback waits only after the
-        next submission is queued, so the GPU is not left idle while the host encodes. The
+        submission, whose tokens come back in one readback. The next submission is encoded while
+        the GPU runs the previous one and submitted as soon as that one is read back. The
         tokens are the same for every ``tokens_per_submit``."""
         if n < 1 or tokens_per_submit < 1:
             raise ValueError(f"generate needs n >= 1 and tokens_per_submit >= 1; got n={n}, "
@@ -187,9 +187,14 @@ class ReferenceModel:
             work = [item for n_tokens, start_pos in chunk for item in self._work_for(n_tokens, start_pos)]
             staging = self._token_staging[index % 2]
             log_offset = 4 * (1 + chunk[0][1] + chunk[0][0])  # the first token this chunk generates
-            self._encode_and_submit(work, [(self._buffers[NEXT_TOKEN], log_offset, staging, 4 * len(chunk))])
+            copies = [(self._buffers[NEXT_TOKEN], log_offset, staging, 4 * len(chunk))]
+            command_buffers = encoding.encode(self.device, work, self._encoding,
+                                              before_finish=lambda encoder: self._copy(encoder, copies))
             if pending is not None:
+                # Waits for the previous chunk alone: wgpu-native's map waits for everything
+                # submitted, so the next chunk is submitted only after it.
                 out.extend(int(t) for t in self._read_staging(*pending))
+            encoding.submit_encoded(self.device, command_buffers)
             pending = (staging, np.uint32, len(chunk))
         out.extend(int(t) for t in self._read_staging(*pending))
         self.position = len(prompt) + n - 1
