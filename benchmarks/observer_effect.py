@@ -1,16 +1,22 @@
 """Does measuring disturb what is measured?  A plain timed loop against ``measure()``.
 
-    python benchmarks/observer_effect.py [--pairs 8] [--rounds 30] [--warmup 1] [--json OUT.json]
+    python benchmarks/observer_effect.py [--pairs 8] [--blocks 4] [--rounds 30] [--warmup 1] [--json OUT.json]
 
-Each sample is a fresh process that times one workload either plainly (no recorder
-installed: empty sync, ``per_round`` calls, one sync, as the sequential method does) or
-through ``DispatchMeter.measure`` (the recorder installed, as under the plugin).  The two
-kinds of process alternate, ``--pairs`` times per workload, so drift cancels in each
-pair's ratio; both processes of a pair run on the same idle CPUs, as an A/B session's two
-workers do (two processes left to the scheduler differ by more than the effect sought:
-docs/RESULTS.md, section 4).  Workloads: one pass of 100 and of 1000 dispatches, and a submit per
-dispatch (100).  Prints, per workload, the median µs per dispatch of each kind and the
-median of the pairs' ratios (measure / plain).  Target (issue 11): within 2%.
+A pair is two fresh processes, alive together and placed on the same idle CPUs as an A/B
+session's two workers are: one times the workload plainly (no recorder installed: empty
+sync, ``per_round`` calls, one sync, as the sequential method does), the other through
+``DispatchMeter.measure`` (the recorder installed, as under the plugin).  They take turns,
+``--blocks`` blocks each in the order plain, measure, measure, plain, ... (a linear drift
+cancels); a block is one whole ``measure()`` call, or the same rounds timed plainly.  A
+pair's ratio is the median of its measure blocks over the median of its plain blocks.
+
+Why turns and not one process after the other: on the H200 a fresh process's GPU work
+settles at one of two speeds, a third apart, so the ratio of two processes run one after
+the other was mostly which speeds they drew (x0.6-1.8 for one pair, 2026-12-01).  Two
+processes taking turns share that state.  Workloads: one pass of 100 and of 1000
+dispatches, and a submit per dispatch (100).  Prints, per workload, the median µs per
+dispatch of each kind and the median of the pairs' ratios (measure / plain).  Target
+(issue 11): within 2%, median of at least 8 pairs.
 """
 
 from __future__ import annotations
@@ -52,10 +58,14 @@ while time.perf_counter() < end:
     for _ in range(per_round):
         call()
     sync()
-if kind == "measure":
+
+
+def measured_block():
     measured = DispatchMeter(device=device, lock=False).measure(call, rounds=rounds, per_round=per_round)
-    per_dispatch = float(np.median(measured.wall_us)) / dispatches
-else:
+    return float(np.median(measured.wall_us)) / dispatches
+
+
+def plain_block():
     for _ in range(3):
         call()
         sync()
@@ -67,8 +77,13 @@ else:
             call()
         sync()
         wall.append(time.perf_counter_ns() - start)
-    per_dispatch = float(np.median(paired.per_call_us(wall, empty, per_round))) / dispatches
-print(json.dumps({"us_per_dispatch": per_dispatch, "adapter": gpu.gpu_info(adapter).describe()}))
+    return float(np.median(paired.per_call_us(wall, empty, per_round))) / dispatches
+
+
+block = measured_block if kind == "measure" else plain_block
+print(json.dumps({"ready": gpu.gpu_info(adapter).describe()}), flush=True)
+for _ in sys.stdin:  # a line asks for a block; end of input ends the process
+    print(json.dumps({"us_per_dispatch": block()}), flush=True)
 """
 
 
@@ -80,17 +95,51 @@ def cpu_adapter_here() -> bool:
     return done.stdout.strip().splitlines()[-1:] == ["True"]
 
 
-def sample(kind: str, method: str, dispatches: int, rounds: int, cpus: list[int] | None,
-           warmup_seconds: float) -> float:
-    done = subprocess.run([sys.executable, "-c", CHILD, kind, method, str(dispatches), str(rounds), str(PER_ROUND),
-                           str(warmup_seconds)],
-                          capture_output=True, text=True,
-                          preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, set(cpus)))
-    if done.returncode != 0:
-        raise SystemExit(f"observer_effect: a {kind} process failed:\n{done.stderr[-2000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    ADAPTER[:] = [result["adapter"]]
-    return result["us_per_dispatch"]
+class Worker:
+    """One process of a pair: it starts, warms up, then times a block per request. Requests
+    and answers are JSON lines over its own pipes."""
+
+    def __init__(self, kind: str, method: str, dispatches: int, rounds: int, cpus: list[int] | None,
+                 warmup_seconds: float):
+        self.kind = kind
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", CHILD, kind, method, str(dispatches), str(rounds), str(PER_ROUND),
+             str(warmup_seconds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, set(cpus)))
+        ADAPTER[:] = [self._answer()["ready"]]
+
+    def block(self) -> float:
+        self.process.stdin.write("block\n")
+        self.process.stdin.flush()
+        return self._answer()["us_per_dispatch"]
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+
+    def _answer(self) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            self.process.wait()
+            raise SystemExit(f"observer_effect: a {self.kind} process failed:\n{self.process.stderr.read()[-2000:]}")
+        return json.loads(line)
+
+
+def pair_ratio(method: str, dispatches: int, rounds: int, blocks: int, cpus: list[int] | None,
+               warmup_seconds: float, plain_first: bool) -> tuple[float, float, float]:
+    """(plain µs, measure µs, measure / plain) of one pair: medians of its blocks."""
+    kinds = ("plain", "measure") if plain_first else ("measure", "plain")
+    workers = {kind: Worker(kind, method, dispatches, rounds, cpus, warmup_seconds) for kind in kinds}
+    got: dict[str, list[float]] = {"plain": [], "measure": []}
+    try:
+        for index in range(blocks):
+            for kind in (kinds if index % 2 == 0 else kinds[::-1]):
+                got[kind].append(workers[kind].block())
+    finally:
+        for worker in workers.values():
+            worker.close()
+    plain, measured = statistics.median(got["plain"]), statistics.median(got["measure"])
+    return plain, measured, measured / plain
 
 
 ADAPTER: list[str] = []
@@ -99,7 +148,8 @@ ADAPTER: list[str] = []
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=8, help="process pairs per workload")
-    parser.add_argument("--rounds", type=int, default=30, help="timed rounds per process")
+    parser.add_argument("--blocks", type=int, default=4, help="blocks per process of a pair")
+    parser.add_argument("--rounds", type=int, default=30, help="timed rounds per block")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of calls before timing, in both kinds "
                         "(on the H200, pairs of processes timed right after start differed by up to 40%%)")
     parser.add_argument("--json", help="write the figures to this file")
@@ -111,13 +161,12 @@ def main() -> int:
     for label, (method, dispatches) in WORKLOADS.items():
         plain, measured, ratios = [], [], []
         for index in range(args.pairs):
-            order = ("plain", "measure") if index % 2 == 0 else ("measure", "plain")
             placed = idlest_cpus(cpus, index, per_pair) if cpus else None
-            got = {kind: sample(kind, method, dispatches, args.rounds, placed, args.warmup) for kind in order}
-            plain.append(got["plain"])
-            measured.append(got["measure"])
-            ratios.append(got["measure"] / got["plain"])
-        row = {"workload": label, "pairs": args.pairs, "plain_us": statistics.median(plain),
+            pair = pair_ratio(method, dispatches, args.rounds, args.blocks, placed, args.warmup, index % 2 == 0)
+            plain.append(pair[0])
+            measured.append(pair[1])
+            ratios.append(pair[2])
+        row = {"workload": label, "pairs": args.pairs, "blocks": args.blocks, "plain_us": statistics.median(plain),
                "measure_us": statistics.median(measured), "ratio_median": statistics.median(ratios),
                "ratios": ratios}
         rows.append(row)

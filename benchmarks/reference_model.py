@@ -33,7 +33,7 @@ import numpy as np
 import wgpu
 
 from pytest_dispatch import count_dispatches
-from pytest_dispatch.measurement import gpu, recorder
+from pytest_dispatch.measurement import gpu, recorder, timestamps
 from pytest_dispatch.reference import (
     CONFIGS,
     DTYPES,
@@ -158,8 +158,8 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
 
 def copy_bandwidth(device, repeats: int = 10) -> float:
     """Bytes/s (read + written) of a WGSL copy of 256 MiB (vec4 loads and stores, 4 in flight
-    per invocation): the roofline the weight-streaming kernels are compared with. Timed like
-    ``time_kernels``: submit to readback of ``repeats`` copies in one pass, less an empty pass."""
+    per invocation): the roofline the weight-streaming kernels are compared with. Timed as
+    ``time_kernels`` times a kernel: ``repeats`` copies in one pass, just after as many more."""
     size = min(256 << 20, device.limits["max-storage-buffer-binding-size"], device.limits["max-buffer-size"])
     size = size // 65536 * 65536  # whole rounds of the grid below
     usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
@@ -170,22 +170,21 @@ def copy_bandwidth(device, repeats: int = 10) -> float:
         {"binding": 0, "resource": {"buffer": source, "offset": 0, "size": size}},
         {"binding": 1, "resource": {"buffer": destination, "offset": 0, "size": size}}])
 
-    def seconds(n: int) -> float:
-        encoder = device.create_command_encoder()
-        compute = encoder.begin_compute_pass()
-        compute.set_pipeline(pipeline)
-        compute.set_bind_group(0, bind_group)
-        for _ in range(n):
-            compute.dispatch_workgroups(size // 16 // 256 // 16)  # 4 rounds of 4 vec4 per invocation
-        compute.end()
-        command_buffer = encoder.finish()
-        start = time.perf_counter()
-        device.queue.submit([command_buffer])
-        device.queue.read_buffer(destination, 0, 16)  # waits for the copies
-        return time.perf_counter() - start
+    def copies(n: int):
+        def record(compute) -> None:
+            compute.set_pipeline(pipeline)
+            compute.set_bind_group(0, bind_group)
+            for _ in range(n):
+                compute.dispatch_workgroups(size // 16 // 256 // 16)  # 4 rounds of 4 vec4 per invocation
+        return record
 
-    seconds(repeats)  # warm-up (and the buffers' lazy zero-fill)
-    elapsed = min(seconds(repeats) for _ in range(3)) - min(seconds(0) for _ in range(3))
+    def heat() -> None:
+        encoder = device.create_command_encoder()
+        copies(repeats)(compute := encoder.begin_compute_pass())
+        compute.end()
+        device.queue.submit([encoder.finish()])
+
+    elapsed = timestamps.pass_seconds(device, copies(repeats), heat=heat)
     source.destroy()
     destination.destroy()
     return 2 * size * repeats / elapsed

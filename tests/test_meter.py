@@ -239,3 +239,26 @@ def test_the_dispatch_timing_marker_overrides_the_flags_for_its_test(pytester, g
         """
     )
     pytester.runpytest("--dispatch-disable-timing").assert_outcomes(passed=4)
+
+
+def test_pass_seconds_heats_before_each_try_and_grows_with_the_pass(gpu_device, kernel):
+    from pytest_dispatch.measurement import encoding, timestamps
+
+    heated = []
+
+    def heat():
+        heated.append(1)
+        encoding.submit(gpu_device, kernel.work(10), encoding.SINGLE_PASS)
+
+    def dispatches(n):
+        def record(compute):
+            for pipeline, bind_group, grid in kernel.work(n):
+                compute.set_pipeline(pipeline)
+                compute.set_bind_group(0, bind_group)
+                compute.dispatch_workgroups(*grid)
+        return record
+
+    few = timestamps.pass_seconds(gpu_device, dispatches(2), heat=heat, tries=2)
+    assert len(heated) >= 2
+    many = timestamps.pass_seconds(gpu_device, dispatches(2000), tries=2)
+    assert 0 <= few < many

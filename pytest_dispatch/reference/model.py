@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import wgpu
 
-from pytest_dispatch.measurement import encoding
+from pytest_dispatch.measurement import encoding, timestamps
 from pytest_dispatch.measurement.gpu import gpu_info
 
 from .config import ModelConfig, get_config
@@ -34,6 +34,7 @@ from .weights import load_weights, random_weights
 ENCODINGS = encoding.ENCODINGS
 DTYPES = ("f32", "f16")
 FORWARD_UNIFORM_BYTES = 16  # kernels.Forward: n_tokens, start_pos and padding
+HEATING_FORWARDS = 8  # before each timed pass of time_kernels: milliseconds of work on a large GPU
 
 # Pipelines are shared by every model on a device: a pipeline is keyed by (label, WGSL, layout).
 _PIPELINES: "weakref.WeakKeyDictionary[wgpu.GPUDevice, dict]" = weakref.WeakKeyDictionary()
@@ -216,34 +217,31 @@ class ReferenceModel:
     def time_kernels(self, *, n_tokens: int = 1, repeats: int = 20) -> dict[str, float]:
         """Profiling aid: GPU microseconds per dispatch of each kernel label. Every instance
         of the label (one per layer, so weights come from memory, not cache) is dispatched
-        ``repeats`` times in one compute pass; the time from its submit to its completion,
-        less that of an empty pass, is divided by the dispatches. Encoding is not included.
-        Runs at the current cache position; call after a ``forward``."""
+        ``repeats`` times in one compute pass, timed by ``timestamps.pass_seconds`` right after
+        a few whole forwards that bring the GPU to its working clocks; the pass's time is
+        divided by its dispatches. Encoding is not included. Runs at the current cache
+        position; call after a ``forward``."""
         start_pos = max(0, self.position - n_tokens)
         self._write_tokens(np.zeros(n_tokens, dtype=np.int64), start_pos)
         self._write_forwards([(n_tokens, start_pos)])
+        whole = self._work_for(n_tokens, start_pos)
         by_label: dict[str, list] = {}
-        for kernel, item in zip(self.kernels, self._work_for(n_tokens, start_pos)):
+        for kernel, item in zip(self.kernels, whole):
             by_label.setdefault(kernel.name, []).append(item)
 
-        def gpu_seconds(items) -> float:
-            encoder = self.device.create_command_encoder()
-            compute = encoder.begin_compute_pass()
-            for _ in range(repeats):
-                for pipeline, bind_group, grid, offsets in items:
-                    compute.set_pipeline(pipeline)
-                    compute.set_bind_group(0, bind_group, offsets)
-                    compute.dispatch_workgroups(*grid)
-            compute.end()
-            self._copy(encoder, [(self._buffers[NEXT_TOKEN], 0, self._token_staging[0], 4)])
-            command_buffer = encoder.finish()
-            start = time.perf_counter()
-            self.device.queue.submit([command_buffer])
-            self._read_staging(self._token_staging[0], np.uint32, 1)  # waits for the GPU
-            return time.perf_counter() - start
+        def record(items):
+            def dispatches(compute) -> None:
+                for _ in range(repeats):
+                    for pipeline, bind_group, grid, offsets in items:
+                        compute.set_pipeline(pipeline)
+                        compute.set_bind_group(0, bind_group, offsets)
+                        compute.dispatch_workgroups(*grid)
+            return dispatches
 
-        empty = min(gpu_seconds([]) for _ in range(3))
-        return {label: 1e6 * max(0.0, min(gpu_seconds(items) for _ in range(3)) - empty) / (repeats * len(items))
+        def heat() -> None:
+            encoding.submit(self.device, whole * HEATING_FORWARDS, encoding.SINGLE_PASS)
+
+        return {label: 1e6 * timestamps.pass_seconds(self.device, record(items), heat=heat) / (repeats * len(items))
                 for label, items in by_label.items()}
 
     def time_decode_loop(self, n: int = 50) -> dict[str, float]:

@@ -73,3 +73,11 @@ def test_generate_errors_say_what_to_do(gpu_device):
     with pytest.raises(ValueError, match="need max_seq_len >= 9; build the model with a larger max_seq_len"):
         model.generate(PROMPT, 6)
     assert len(model.generate(PROMPT, 5, tokens_per_submit=3)) == 5  # exactly fills the cache
+
+
+def test_time_kernels_gives_every_kernel_label_a_time(gpu_device):
+    model = ReferenceModel(gpu_device, "tiny", max_seq_len=MAX_SEQ)
+    model.forward(PROMPT)
+    times = model.time_kernels(n_tokens=1, repeats=2)
+    assert set(times) == set(model.expected_dispatches())
+    assert all(us > 0 for us in times.values())
