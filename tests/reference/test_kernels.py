@@ -143,13 +143,13 @@ def matvec_geometries(cpu):
 
 # What the H200 figures were measured with: a GPU's geometry must not move.
 GPU_GEOMETRIES = {
-    "linear": {(32, 4, (1, 4748, 1)), (64, 1, (1, 1216, 1)), (128, 1, (1, 64, 1)), (128, 1, (1, 448, 1)),
+    "linear": {(32, 4, (1, 4748, 1)), (32, 1, (1, 608, 1)), (128, 1, (1, 64, 1)), (128, 1, (1, 448, 1)),
                (256, 1, (1, 896, 1))},
     "qkv_proj": {(128, 1, (1, 576, 1))},
-    "gate_up_silu": {(32, 1, (1, 1216, 1))},
+    "gate_up_silu": {(32, 2, (1, 608, 1))},
     "norm_qkv_rope_append": {(128, 1, (1, 576, 1))},
     "attention_o_proj_residual": {(32, 2, (1, 56, 1))},
-    "norm_gate_up_silu": {(32, 1, (1, 1216, 1))},
+    "norm_gate_up_silu": {(32, 2, (1, 608, 1))},
     "down_proj_residual": {(256, 1, (1, 896, 1))},
     "norm_lm_head": {(32, 4, (1, 4748, 1))},
 }
