@@ -1,22 +1,25 @@
 """Does measuring disturb what is measured?  A plain timed loop against ``measure()``.
 
-    python benchmarks/observer_effect.py [--pairs 8] [--blocks 4] [--rounds 30] [--warmup 1] [--json OUT.json]
+    python benchmarks/observer_effect.py [--design within|pairs] [--samples 8] [--blocks 4] [--rounds 30]
+                                         [--warmup 1] [--json OUT.json]
 
-A pair is two fresh processes, alive together and placed on the same idle CPUs as an A/B
-session's two workers are: one times the workload plainly (no recorder installed: empty
-sync, ``per_round`` calls, one sync, as the sequential method does), the other through
-``DispatchMeter.measure`` (the recorder installed, as under the plugin).  They take turns,
-``--blocks`` blocks each in the order plain, measure, measure, plain, ... (a linear drift
-cancels); a block is one whole ``measure()`` call, or the same rounds timed plainly.  A
-pair's ratio is the median of its measure blocks over the median of its plain blocks.
+Two kinds of block: one whole ``DispatchMeter.measure`` call with the recorder installed
+(as under the plugin), or the same rounds timed plainly with no recorder installed (empty
+sync, ``per_round`` calls, one sync, as the sequential method does).  Blocks come in the
+order plain, measure, measure, plain, ... (``--blocks`` of each; a linear drift cancels).
+A sample's ratio is the median of its measure blocks over the median of its plain blocks.
 
-Why turns and not one process after the other: on the H200 a fresh process's GPU work
-settles at one of two speeds, a third apart, so the ratio of two processes run one after
-the other was mostly which speeds they drew (x0.6-1.8 for one pair, 2026-12-01).  Two
-processes taking turns share that state.  Workloads: one pass of 100 and of 1000
-dispatches, and a submit per dispatch (100).  Prints, per workload, the median µs per
-dispatch of each kind and the median of the pairs' ratios (measure / plain).  Target
-(issue 11): within 2%, median of at least 8 pairs.
+* ``--design within`` (default): a sample is one fresh process that runs both kinds,
+  installing the recorder for each measure block and removing it after.
+* ``--design pairs``: a sample is two fresh processes alive together, one per kind, placed on
+  the same idle CPUs as an A/B session's two workers are, taking turns.
+
+Each sample runs on idle CPUs chosen as the A/B engine chooses them.  On the H200 a fresh
+process settles at one of two speeds, a third apart (2026-12-01): the ratio of two processes,
+even taking turns, is mostly which speeds they drew (x0.72-1.71 over 8 pairs), which only
+``within`` cancels.  Workloads: one pass of 100 and of 1000 dispatches, and a submit per
+dispatch (100).  Prints, per workload, the median µs per dispatch of each kind and the median
+of the samples' ratios (measure / plain).  Target (issue 11): within 2%, median of at least 8.
 """
 
 from __future__ import annotations
@@ -42,10 +45,8 @@ from pytest_dispatch.judgement import paired
 from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.measurement.meter import DispatchMeter
 from pytest_dispatch.workloads import AddOne
-kind, method, dispatches, rounds, per_round = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-warmup_seconds = float(sys.argv[6])
-if kind == "measure":
-    recorder.install("wgpu-native")
+method, dispatches, rounds, per_round = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+warmup_seconds = float(sys.argv[5])
 import wgpu
 adapter = gpu.select_adapter(gpu.AdapterRequest())
 device = gpu.request_device(adapter)
@@ -61,7 +62,11 @@ while time.perf_counter() < end:
 
 
 def measured_block():
-    measured = DispatchMeter(device=device, lock=False).measure(call, rounds=rounds, per_round=per_round)
+    recorder.install("wgpu-native")
+    try:
+        measured = DispatchMeter(device=device, lock=False).measure(call, rounds=rounds, per_round=per_round)
+    finally:
+        recorder.uninstall()
     return float(np.median(measured.wall_us)) / dispatches
 
 
@@ -80,10 +85,10 @@ def plain_block():
     return float(np.median(paired.per_call_us(wall, empty, per_round))) / dispatches
 
 
-block = measured_block if kind == "measure" else plain_block
+blocks = {"measure": measured_block, "plain": plain_block}
 print(json.dumps({"ready": gpu.gpu_info(adapter).describe()}), flush=True)
-for _ in sys.stdin:  # a line asks for a block; end of input ends the process
-    print(json.dumps({"us_per_dispatch": block()}), flush=True)
+for line in sys.stdin:  # a line names the kind of block to run; end of input ends the process
+    print(json.dumps({"us_per_dispatch": blocks[line.strip()]()}), flush=True)
 """
 
 
@@ -96,20 +101,18 @@ def cpu_adapter_here() -> bool:
 
 
 class Worker:
-    """One process of a pair: it starts, warms up, then times a block per request. Requests
-    and answers are JSON lines over its own pipes."""
+    """A fresh process that starts, warms up, then runs the block of each kind it is asked
+    for. Requests and answers are JSON lines over its own pipes."""
 
-    def __init__(self, kind: str, method: str, dispatches: int, rounds: int, cpus: list[int] | None,
-                 warmup_seconds: float):
-        self.kind = kind
+    def __init__(self, method: str, dispatches: int, rounds: int, cpus: list[int] | None, warmup_seconds: float):
         self.process = subprocess.Popen(
-            [sys.executable, "-c", CHILD, kind, method, str(dispatches), str(rounds), str(PER_ROUND),
-             str(warmup_seconds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [sys.executable, "-c", CHILD, method, str(dispatches), str(rounds), str(PER_ROUND), str(warmup_seconds)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, set(cpus)))
         ADAPTER[:] = [self._answer()["ready"]]
 
-    def block(self) -> float:
-        self.process.stdin.write("block\n")
+    def block(self, kind: str) -> float:
+        self.process.stdin.write(kind + "\n")
         self.process.stdin.flush()
         return self._answer()["us_per_dispatch"]
 
@@ -121,22 +124,26 @@ class Worker:
         line = self.process.stdout.readline()
         if not line:
             self.process.wait()
-            raise SystemExit(f"observer_effect: a {self.kind} process failed:\n{self.process.stderr.read()[-2000:]}")
+            raise SystemExit(f"observer_effect: a process failed:\n{self.process.stderr.read()[-2000:]}")
         return json.loads(line)
 
 
-def pair_ratio(method: str, dispatches: int, rounds: int, blocks: int, cpus: list[int] | None,
-               warmup_seconds: float, plain_first: bool) -> tuple[float, float, float]:
-    """(plain µs, measure µs, measure / plain) of one pair: medians of its blocks."""
+def sample(design: str, method: str, dispatches: int, rounds: int, blocks: int, cpus: list[int] | None,
+           warmup_seconds: float, plain_first: bool) -> tuple[float, float, float]:
+    """(plain µs, measure µs, measure / plain) of one sample: medians of its blocks."""
     kinds = ("plain", "measure") if plain_first else ("measure", "plain")
-    workers = {kind: Worker(kind, method, dispatches, rounds, cpus, warmup_seconds) for kind in kinds}
+    if design == "within":
+        one = Worker(method, dispatches, rounds, cpus, warmup_seconds)
+        workers = {kind: one for kind in kinds}
+    else:
+        workers = {kind: Worker(method, dispatches, rounds, cpus, warmup_seconds) for kind in kinds}
     got: dict[str, list[float]] = {"plain": [], "measure": []}
     try:
         for index in range(blocks):
             for kind in (kinds if index % 2 == 0 else kinds[::-1]):
-                got[kind].append(workers[kind].block())
+                got[kind].append(workers[kind].block(kind))
     finally:
-        for worker in workers.values():
+        for worker in set(workers.values()):
             worker.close()
     plain, measured = statistics.median(got["plain"]), statistics.median(got["measure"])
     return plain, measured, measured / plain
@@ -147,33 +154,36 @@ ADAPTER: list[str] = []
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=8, help="process pairs per workload")
-    parser.add_argument("--blocks", type=int, default=4, help="blocks per process of a pair")
+    parser.add_argument("--design", choices=["within", "pairs"], default="within",
+                        help="a sample is one process running both kinds of block, or two taking turns")
+    parser.add_argument("--samples", "--pairs", type=int, default=8, help="samples per workload (default 8)")
+    parser.add_argument("--blocks", type=int, default=4, help="blocks of each kind per sample")
     parser.add_argument("--rounds", type=int, default=30, help="timed rounds per block")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of calls before timing, in both kinds "
                         "(on the H200, pairs of processes timed right after start differed by up to 40%%)")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    per_pair = cpus_per_session(cpu_adapter_here()) if cpus else 0
+    per_sample = cpus_per_session(cpu_adapter_here()) if cpus else 0
     rows = []
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     for label, (method, dispatches) in WORKLOADS.items():
         plain, measured, ratios = [], [], []
-        for index in range(args.pairs):
-            placed = idlest_cpus(cpus, index, per_pair) if cpus else None
-            pair = pair_ratio(method, dispatches, args.rounds, args.blocks, placed, args.warmup, index % 2 == 0)
-            plain.append(pair[0])
-            measured.append(pair[1])
-            ratios.append(pair[2])
-        row = {"workload": label, "pairs": args.pairs, "blocks": args.blocks, "plain_us": statistics.median(plain),
+        for index in range(args.samples):
+            placed = idlest_cpus(cpus, index, per_sample) if cpus else None
+            got = sample(args.design, method, dispatches, args.rounds, args.blocks, placed, args.warmup,
+                         plain_first=index % 2 == 0)
+            plain.append(got[0])
+            measured.append(got[1])
+            ratios.append(got[2])
+        row = {"workload": label, "design": args.design, "samples": args.samples, "blocks": args.blocks, "plain_us": statistics.median(plain),
                "measure_us": statistics.median(measured), "ratio_median": statistics.median(ratios),
                "ratios": ratios}
         rows.append(row)
         if len(rows) == 1:
             print(f"adapter: {ADAPTER[0]}; {started}")
         print(f"{label:28} plain {row['plain_us']:8.3f} µs/dispatch   measure() {row['measure_us']:8.3f}   "
-              f"ratio (median of {args.pairs} pairs) x{row['ratio_median']:.3f} "
+              f"ratio (median of {args.samples}) x{row['ratio_median']:.3f} "
               f"[{min(ratios):.3f}-{max(ratios):.3f}]", flush=True)
     if args.json:
         with open(args.json, "w") as handle:
