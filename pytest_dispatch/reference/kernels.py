@@ -47,6 +47,7 @@ class BuildContext:
     max_seq_len: int
     max_binding_size: int  # bytes; larger weight matrices are split into shards
     cpu: bool = False  # a CPU adapter (lavapipe): matrix-vector kernels in few, tall workgroups
+    subgroups: bool = False  # the device has wgpu-native's "subgroup" feature: reductions use subgroup operations
 
     def wgsl_type(self, dtype: str) -> str:
         return {ACT: "act", F32: "f32", U32: "u32"}[dtype]
@@ -184,13 +185,32 @@ struct Forward {{
     _pad1: u32,
 }}
 @group(0) @binding(0) var<uniform> fwd: Forward;
+{_SUBGROUP_SIZE if ctx.subgroups else ""}"""
+
+
+# wgpu-native 0.32's naga rejects ``enable subgroups;`` ("not yet supported") and allows the
+# subgroup builtins on a device with the "subgroup" feature, so programs have no directive.
+_SUBGROUP_SIZE = """
+// Set by main from @builtin(subgroup_size), which only an entry point can read. Subgroups are
+// taken to be aligned runs of local_invocation_index (as on every 1-D workgroup in practice).
+var<private> subgroup_size: u32;
 """
 
 
-_ENTRY = """@compute @workgroup_size(256)
+def _entry(ctx: BuildContext) -> str:
+    """The entry point's opening; with subgroups it records the subgroup size, known only when
+    the kernel runs (4 to 128)."""
+    if not ctx.subgroups:
+        return """@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {"""
+    return """@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32,
+        @builtin(subgroup_size) sg_size: u32) {
+    subgroup_size = sg_size;"""
 
 _FLAT_WORKGROUP = "let flat_wg = wg.x + wg.y * nwg.x;"
 
@@ -205,9 +225,11 @@ def _tmn_index(m: int, n: int) -> str:
     let n = i % {_u(n)};"""
 
 
-def _reduce_fn(name: str, combine: str, few_barriers: bool) -> str:
+def _reduce_fn(name: str, combine: str, subgroup_op: str, ctx: BuildContext, few_barriers: bool) -> str:
     if few_barriers:
-        body = f"""    if (lid < 16u) {{
+        body = f"""    red[lid] = value;
+    workgroupBarrier();
+    if (lid < 16u) {{
         var a = red[lid * 16u];
         for (var i = 1u; i < 16u; i += 1u) {{ let b = red[lid * 16u + i]; a = {combine}; }}
         red[lid * 16u] = a;
@@ -216,8 +238,17 @@ def _reduce_fn(name: str, combine: str, few_barriers: bool) -> str:
     var a = red[0];
     for (var i = 1u; i < 16u; i += 1u) {{ let b = red[i * 16u]; a = {combine}; }}
     let result = a;"""
+    elif ctx.subgroups:
+        body = f"""    let subgroup_result = {subgroup_op}(value);
+    if (lid % subgroup_size == 0u) {{ red[lid / subgroup_size] = subgroup_result; }}
+    workgroupBarrier();
+    var a = red[0];
+    for (var i = 1u; i < 256u / subgroup_size; i += 1u) {{ let b = red[i]; a = {combine}; }}
+    let result = a;"""
     else:
-        body = f"""    for (var s = 128u; s > 0u; s >>= 1u) {{
+        body = f"""    red[lid] = value;
+    workgroupBarrier();
+    for (var s = 128u; s > 0u; s >>= 1u) {{
         if (lid < s) {{ let a = red[lid]; let b = red[lid + s]; red[lid] = {combine}; }}
         workgroupBarrier();
     }}
@@ -226,8 +257,6 @@ def _reduce_fn(name: str, combine: str, few_barriers: bool) -> str:
 // One value per invocation in, the {name} of all 256 out (to every invocation).
 // Call from uniform control flow.
 fn workgroup_{name}(lid: u32, value: f32) -> f32 {{
-    red[lid] = value;
-    workgroupBarrier();
 {body}
     workgroupBarrier();
     return result;
@@ -235,15 +264,15 @@ fn workgroup_{name}(lid: u32, value: f32) -> f32 {{
 """
 
 
-def _reduce(few_barriers: bool = False) -> str:
-    """``workgroup_sum`` and ``workgroup_max``: a tree of eight rounds, or with ``few_barriers``
-    two rounds of 16 (three barriers, not ten). On lavapipe the latter speeds up the RMSNorm of
-    the matrix-vector kernels but slows down sdpa's reductions (measured), so only those use it."""
-    return ("var<workgroup> red: array<f32, 256>;\n" + _reduce_fn("sum", "a + b", few_barriers)
-            + _reduce_fn("max", "max(a, b)", few_barriers))
-
-
-_REDUCE = _reduce()
+def _reduce(ctx: BuildContext, few_barriers: bool = False) -> str:
+    """``workgroup_sum`` and ``workgroup_max``: with ``few_barriers`` two rounds of 16 (three
+    barriers); else with subgroups a subgroup operation, one barrier and a serial pass over the
+    256 / subgroup-size results; else a tree of eight rounds (ten barriers). On lavapipe
+    ``few_barriers`` speeds up the RMSNorm of the matrix-vector kernels, even against subgroups,
+    but slows down sdpa's reductions (measured), so only those use it, on a CPU adapter."""
+    return ("var<workgroup> red: array<f32, 256>;\n"
+            + _reduce_fn("sum", "a + b", "subgroupAdd", ctx, few_barriers)
+            + _reduce_fn("max", "max(a, b)", "subgroupMax", ctx, few_barriers))
 
 
 def _f32(value: float) -> str:
@@ -298,7 +327,7 @@ def map_program(op: Op, graph: Graph, ctx: BuildContext) -> Program:
 {_declare(decl)}
 
 // {op.label}: out[t, m, n] = {MAP_FUNCTIONS[op.attrs['fn']][0]} over [T, {m}, {n}]
-{_ENTRY}
+{_entry(ctx)}
 {_tmn_index(m, n)}
 {loads}
     out[i] = {out_type}({MAP_FUNCTIONS[op.attrs['fn']][0]});
@@ -330,7 +359,7 @@ def cat_program(op: Op, graph: Graph, ctx: BuildContext) -> Program:
 {_declare(decl)}
 
 // cat: out[t, m, :] = cat(a[t, m, :{na}], b[t, m, :{nb}]) over [T, {m}, {n}]
-{_ENTRY}
+{_entry(ctx)}
 {_tmn_index(m, n)}
     if (n < {_u(na)}) {{
         out[i] = {out_type}(a_in[{_index(a)}]);
@@ -360,9 +389,9 @@ def mean_program(op: Op, graph: Graph, ctx: BuildContext) -> Program:
     decl = [("x", ctx.wgsl_type(graph.tensors[x.tensor].dtype), False), ("out", out_type, True)]
     source = f"""{_header(ctx)}
 {_declare(decl)}
-{_REDUCE}
+{_reduce(ctx)}
 // mean over the last dimension ({n}) of each token's row.
-{_ENTRY}
+{_entry(ctx)}
     {_FLAT_WORKGROUP}
     let t = flat_wg;
     if (t >= fwd.n_tokens) {{ return; }}
@@ -408,9 +437,9 @@ def rms_norm_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program
     decl = [("x", "act", False), ("weight", "f32", False), ("out", "act", True)]
     source = f"""{_header(ctx)}
 {_declare(decl)}
-{_REDUCE}
+{_reduce(ctx)}
 // rms_norm: out = x * rsqrt(mean(x^2) + eps) * weight, per token row of {c}.
-{_ENTRY}
+{_entry(ctx)}
     {_FLAT_WORKGROUP}
     let t = flat_wg;
     if (t >= fwd.n_tokens) {{ return; }}
@@ -501,7 +530,7 @@ def embedding_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Progra
 {_table_lookup(table, c)}
 
 // {kernel.name}: hidden[t, :] = table[token t, :]{" and the rotary cos/sin tables" if with_rope else ""}
-{_ENTRY}
+{_entry(ctx)}
     {_FLAT_WORKGROUP}
     let i = flat_wg * 256u + lid;
     if (i < fwd.n_tokens * {_u(c)}) {{
@@ -524,7 +553,7 @@ def rope_angles_program(op: Op, graph: Graph, ctx: BuildContext) -> Program:
 {_inv_freq_const(ctx)}
 
 // matmul (inv_freq @ positions): out[t, j] = (start_pos + t) * inv_freq[j]
-{_ENTRY}
+{_entry(ctx)}
     {_FLAT_WORKGROUP}
     let i = flat_wg * 256u + lid;
     if (i >= fwd.n_tokens * {_u(half)}) {{ return; }}
@@ -555,7 +584,7 @@ def cache_append_program(op: Op, graph: Graph, ctx: BuildContext) -> Program:
 {_declare([("x", "act", False), ("cache", "act", True)])}
 
 // cat onto the cache: cache[h, start_pos + t, :] = x[t, h, :]
-{_ENTRY}
+{_entry(ctx)}
     {_FLAT_WORKGROUP}
     let i = flat_wg * 256u + lid;
     if (i >= fwd.n_tokens * {_u(kv * d)}) {{ return; }}
@@ -600,14 +629,14 @@ def sdpa_program(op: Op, graph: Graph, ctx: BuildContext) -> Program:
             ("out", "act", True)]
     source = f"""{_header(ctx)}
 {_declare(decl)}
-{_REDUCE}
+{_reduce(ctx)}
 var<workgroup> q_row: array<vec4<f32>, {d // 4}>;
 var<workgroup> probs: array<f32, 256>;
 
 // Causal GQA attention with an online softmax over chunks of 256 keys: any cache length fits
 // in a fixed amount of workgroup memory. Workgroup (t, head); lane d = lid % {d} of part
 // lid / {d} accumulates p * v over every {parts}th key of a chunk.
-{_ENTRY}
+{_entry(ctx)}
     let t = wg.x;
     let head = wg.y;
     let kv_head = head / {_u(h // kv)};
@@ -687,28 +716,15 @@ var<workgroup> best_index: array<u32, 256>;
 
 // argmax over {v} logits in one workgroup, into out[0] and the token log (graph.NEXT_TOKEN):
 // each invocation scans every 256th vec4 in increasing order ({unroll} loads issued before
-// their compares), then a tree reduction.
-{_ENTRY}
+// their compares), then a reduction into best_value[0] and best_index[0].
+{_entry(ctx)}
     var value = -3.4e38;
     var index = 0xffffffffu;
     for (var i = 0u; i < {_u(math.ceil(v4 / (WORKGROUP * unroll)))}; i += 1u) {{
 {loads}
 {compares}
     }}
-    best_value[lid] = value;
-    best_index[lid] = index;
-    workgroupBarrier();
-    for (var s = 128u; s > 0u; s >>= 1u) {{
-        if (lid < s) {{
-            let other_value = best_value[lid + s];
-            let other_index = best_index[lid + s];
-            if (other_value > best_value[lid] || (other_value == best_value[lid] && other_index < best_index[lid])) {{
-                best_value[lid] = other_value;
-                best_index[lid] = other_index;
-            }}
-        }}
-        workgroupBarrier();
-    }}
+{_argmax_reduction(ctx)}
     if (lid == 0u) {{
         out[0] = best_index[0];
         out[1u + fwd.start_pos + fwd.n_tokens] = best_index[0];  // the log entry the next forward embeds
@@ -717,6 +733,46 @@ var<workgroup> best_index: array<u32, 256>;
 """
     return Program(op.label, source, (Binding(op.inputs[0]), Binding(op.output, writable=True)),
                    lambda T: (1, 1, 1))
+
+
+def _argmax_reduction(ctx: BuildContext) -> str:
+    """Each invocation's (value, index) into best_value[0] and best_index[0], the lowest index
+    winning a tie: by subgroup max and min then a serial pass over the subgroups' winners, or
+    by a tree in workgroup memory."""
+    better = ("other_value > best_value[{0}] || "
+              "(other_value == best_value[{0}] && other_index < best_index[{0}])")
+    if ctx.subgroups:
+        return f"""    let subgroup_value = subgroupMax(value);
+    let subgroup_index = subgroupMin(select(0xffffffffu, index, value == subgroup_value));
+    if (lid % subgroup_size == 0u) {{
+        best_value[lid / subgroup_size] = subgroup_value;
+        best_index[lid / subgroup_size] = subgroup_index;
+    }}
+    workgroupBarrier();
+    if (lid == 0u) {{
+        for (var i = 1u; i < 256u / subgroup_size; i += 1u) {{
+            let other_value = best_value[i];
+            let other_index = best_index[i];
+            if ({better.format("0")}) {{
+                best_value[0] = other_value;
+                best_index[0] = other_index;
+            }}
+        }}
+    }}"""
+    return f"""    best_value[lid] = value;
+    best_index[lid] = index;
+    workgroupBarrier();
+    for (var s = 128u; s > 0u; s >>= 1u) {{
+        if (lid < s) {{
+            let other_value = best_value[lid + s];
+            let other_index = best_index[lid + s];
+            if ({better.format("lid")}) {{
+                best_value[lid] = other_value;
+                best_index[lid] = other_index;
+            }}
+        }}
+        workgroupBarrier();
+    }}"""
 
 
 # --------------------------------------------------------------------------------------------
@@ -728,10 +784,10 @@ var<workgroup> best_index: array<u32, 256>;
 # A workgroup owns a block of rows of a packed weight matrix. Its 256 invocations form
 # 256/LANES slices; a slice's LANES invocations stride together along one row (coalesced
 # vec4 loads, each weight read once) and each invocation keeps ROWS_PER_THREAD rows in
-# registers, so an x element is loaded once per ROWS_PER_THREAD rows. A tree reduction in
-# workgroup memory then sums the lanes. Prologue (optional RMSNorm of x, recomputed by every
-# workgroup: x is one row; or the token's attention, which is x) and epilogue (bias,
-# residual, SiLU*up, rotary + KV append) are fused.
+# registers, so an x element is loaded once per ROWS_PER_THREAD rows. Subgroup shuffles (or,
+# without subgroups, a tree in workgroup memory) then sum the lanes. Prologue (optional
+# RMSNorm of x, recomputed by every workgroup: x is one row; or the token's attention, which
+# is x) and epilogue (bias, residual, SiLU*up, rotary + KV append) are fused.
 # For a prefill the grid's x is the token, so workgroups sharing weights run together.
 # --------------------------------------------------------------------------------------------
 
@@ -1048,18 +1104,15 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
     n_blocks = math.ceil(spec.n_rows / (rows // 2 if spec.epilogue == "silu_mul" else rows))
     source = f"""{_header(ctx)}
 {_declare(decl)}
-{_reduce(few_barriers=ctx.cpu)}
+{_reduce(ctx, few_barriers=ctx.cpu)}
 var<workgroup> partial: array<f32, {WORKGROUP * rpt}>;
 {attention_workgroup_memory(ctx) if spec.attention else ""}
-// Sum of the {lanes} lanes of local row lr (after the reduction below).
-fn row_sum(lr: u32) -> f32 {{
-    return partial[(lr % {_u(rpt)}) * 256u + (lr / {_u(rpt)}) * {_u(lanes)}];
-}}
+{_row_sum(lanes, rpt, ctx)}
 
 fn bias_at(row: u32) -> f32 {{ {bias_body} }}
 
 // {spec.label}: {spec.n_rows} rows x {spec.k}, {rows} rows per workgroup ({lanes} lanes x {rpt} rows per thread).
-{_ENTRY}
+{_entry(ctx)}
     let t = wg.x;
     let block = wg.y + wg.z * {_u(MAX_GRID)};
     if (block >= {_u(n_blocks)}) {{ return; }}
@@ -1076,13 +1129,7 @@ fn bias_at(row: u32) -> f32 {{ {bias_body} }}
             {main_loop(pack.n_shards - 1)}
         }}
     }}
-{"".join(f"    partial[{r * WORKGROUP}u + lid] = acc{r};{chr(10)}" for r in range(rpt))}    workgroupBarrier();
-    for (var s = {_u(lanes // 2)}; s > 0u; s >>= 1u) {{
-        if (lane < s) {{
-{"".join(f"            partial[{r * WORKGROUP}u + lid] += partial[{r * WORKGROUP}u + lid + s];{chr(10)}" for r in range(rpt))}
-        }}
-        workgroupBarrier();
-    }}
+{_lane_reduction(lanes, rpt, ctx)}
 {epilogue}
 }}
 """
@@ -1090,6 +1137,47 @@ fn bias_at(row: u32) -> f32 {{ {bias_body} }}
     z = math.ceil(n_blocks / MAX_GRID)
     grid = (lambda T: (1, y, z)) if spec.last_token_only else (lambda T: (T, y, z))
     return Program(kernel.name, source, tuple(bindings), grid)
+
+
+def _lane_reduction(lanes: int, rpt: int, ctx: BuildContext) -> str:
+    """Sums the accumulators of each row's lanes into ``partial`` for ``row_sum``. With
+    subgroups, a butterfly of shuffles leaves every lane with the sum of its aligned group of
+    min(lanes, subgroup size) lanes, written out behind one barrier; otherwise a tree in
+    workgroup memory, a barrier a step."""
+    if ctx.subgroups:
+        steps = "".join(
+            f"    if ({_u(offset)} < sg_size) {{\n"
+            + "".join(f"        acc{r} += subgroupShuffleXor(acc{r}, {_u(offset)});\n" for r in range(rpt))
+            + "    }\n"
+            for offset in (2 ** i for i in range(int(math.log2(lanes)))))
+        return (steps + "".join(f"    partial[{r * WORKGROUP}u + lid] = acc{r};\n" for r in range(rpt))
+                + "    workgroupBarrier();")
+    adds = "".join(f"            partial[{r * WORKGROUP}u + lid] += partial[{r * WORKGROUP}u + lid + s];\n"
+                   for r in range(rpt))
+    return ("".join(f"    partial[{r * WORKGROUP}u + lid] = acc{r};\n" for r in range(rpt)) + f"""    workgroupBarrier();
+    for (var s = {_u(lanes // 2)}; s > 0u; s >>= 1u) {{
+        if (lane < s) {{
+{adds}        }}
+        workgroupBarrier();
+    }}""")
+
+
+def _row_sum(lanes: int, rpt: int, ctx: BuildContext) -> str:
+    """``row_sum(lr)``: the sum of local row lr's lanes, from ``partial`` after ``_lane_reduction``."""
+    first = f"(lr % {_u(rpt)}) * 256u + (lr / {_u(rpt)}) * {_u(lanes)}"
+    if ctx.subgroups:
+        return f"""// Sum of the {lanes} lanes of local row lr: of its lane groups' sums (a group per subgroup, at most).
+fn row_sum(lr: u32) -> f32 {{
+    let first = {first};
+    let group = min(subgroup_size, {_u(lanes)});
+    var sum = partial[first];
+    for (var i = group; i < {_u(lanes)}; i += group) {{ sum += partial[first + i]; }}
+    return sum;
+}}"""
+    return f"""// Sum of the {lanes} lanes of local row lr (after the reduction below).
+fn row_sum(lr: u32) -> f32 {{
+    return partial[{first}];
+}}"""
 
 
 # --------------------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ class ReferenceModel:
         self.kernels: tuple[Kernel, ...] = schedule(self.graph, level)
         limit = min(device.limits["max-storage-buffer-binding-size"], device.limits["max-buffer-size"])
         self._ctx = BuildContext(self.config, dtype, max_seq_len, min(limit, max_binding_size or limit),
-                                 cpu=gpu_info(device.adapter).is_cpu)
+                                 cpu=gpu_info(device.adapter).is_cpu, subgroups="subgroup" in device.features)
         self.programs: tuple[Program, ...] = tuple(build_program(k, self.graph, self._ctx) for k in self.kernels)
 
         # One uniform slice per cache position: a forward's slice is the one of its start_pos.

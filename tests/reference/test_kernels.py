@@ -82,16 +82,40 @@ def geometry(request):
     return request.param
 
 
+class WithoutSubgroups:
+    """A device that hides its "subgroup" feature: kernels fall back to workgroup memory."""
+
+    def __init__(self, device):
+        self._device = device
+
+    @property
+    def features(self):
+        return self._device.features - {"subgroup"}
+
+    def __getattr__(self, name):
+        return getattr(self._device, name)
+
+
+@pytest.fixture(scope="module", params=["subgroups", "workgroup-memory"])
+def reductions(request, gpu_device):
+    if request.param == "subgroups" and "subgroup" not in gpu_device.features:
+        pytest.skip("the adapter has no subgroup feature")
+    return request.param
+
+
 @pytest.fixture(scope="module", params=LEVELS)
-def odd_model(request, gpu_device, geometry):
-    """Built with the kernel geometry of a CPU or of a GPU adapter, whichever this one is."""
+def odd_model(request, gpu_device, geometry, reductions):
+    """Built with the kernel geometry of a CPU or of a GPU adapter, whichever this one is, and
+    with subgroup or workgroup-memory reductions."""
     info = gpu_info(gpu_device.adapter)
+    device = gpu_device if reductions == "subgroups" else WithoutSubgroups(gpu_device)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(model_module, "gpu_info", lambda adapter: dataclasses.replace(
             info, adapter_type="CPU" if geometry == "cpu" else "DiscreteGPU"))
-        model = ReferenceModel(gpu_device, ODD, level=request.param, max_seq_len=MAX_SEQ,
+        model = ReferenceModel(device, ODD, level=request.param, max_seq_len=MAX_SEQ,
                                max_binding_size=SHARDED_BINDING)
     assert model._ctx.cpu == (geometry == "cpu")
+    assert model._ctx.subgroups == (reductions == "subgroups")
     return model
 
 
@@ -121,10 +145,11 @@ def workgroup_bytes(source: str) -> int:
     )
 
 
-def build_all(name, dtype, level, max_binding_size=WEBGPU_DEFAULT_BINDING, cpu=False):
+def build_all(name, dtype, level, max_binding_size=WEBGPU_DEFAULT_BINDING, cpu=False, subgroups=False):
     config = get_config(name)
     graph = build_graph(config)
-    ctx = BuildContext(config, dtype, max_seq_len=4096, max_binding_size=max_binding_size, cpu=cpu)
+    ctx = BuildContext(config, dtype, max_seq_len=4096, max_binding_size=max_binding_size, cpu=cpu,
+                       subgroups=subgroups)
     return ctx, [(kernel, build_program(kernel, graph, ctx)) for kernel in schedule(graph, level)]
 
 
@@ -167,8 +192,9 @@ def test_a_gpu_keeps_its_geometry_and_a_cpu_gets_few_tall_workgroups():
 @pytest.mark.parametrize("name, dtype", [("qwen2.5-0.5b", "f32"), ("qwen2.5-0.5b", "f16"), ("qwen2.5-1.5b", "f16")])
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("cpu", [False, True], ids=["gpu", "cpu"])
-def test_full_size_kernels_keep_to_webgpu_default_limits(name, dtype, level, cpu):
-    ctx, programs = build_all(name, dtype, level, cpu=cpu)
+@pytest.mark.parametrize("subgroups", [False, True], ids=["workgroup-memory", "subgroups"])
+def test_full_size_kernels_keep_to_webgpu_default_limits(name, dtype, level, cpu, subgroups):
+    ctx, programs = build_all(name, dtype, level, cpu=cpu, subgroups=subgroups)
     for kernel, program in programs:
         assert len(program.bindings) <= 8, kernel.name
         assert "@workgroup_size(256)" in program.source and WORKGROUP == 256
