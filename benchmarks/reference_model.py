@@ -185,10 +185,6 @@ def copy_bandwidth(device, repeats: int = 10) -> float:
         compute.end()
         device.queue.submit([encoder.finish()])
 
-    heat()
-    device.queue.read_buffer(destination, 0, 16)
-    # The best of a short and a long pass: on the H200 the same copy measured 1.6 TB/s in some
-    # processes and 4.0 in others (2026-12-01); a roofline is what the device can reach.
     best = max(n / timestamps.pass_seconds(device, copies(n), heat=heat) for n in (repeats, 5 * repeats))
     source.destroy()
     destination.destroy()

@@ -88,12 +88,14 @@ def capture(stamper: PassTimestamps | None) -> Iterator[None]:
 
 
 def pass_seconds(device, record: Callable[[object], None], *, tries: int = 3,
-                 heat: Callable[[], None] | None = None) -> float:
+                 heat: Callable[[], None] | None = None, warm_up: float = 0.5) -> float:
     """GPU seconds of one compute pass whose commands ``record(compute_pass)`` adds: the least
     of ``tries``. By timestamps where the device has them; else from submit to completion,
     less the same for an empty pass (and its heat). ``heat()``, if given, submits work (without waiting)
     before each try, so that the pass runs at the clocks of a busy GPU, not of an idle one:
-    on an H200 the same kernels took 2-5x longer when timed from idle (2026-12-01)."""
+    on an H200 the same kernels took 2-5x longer when timed from idle, and a copy reached 1.6
+    instead of 4.0 TB/s after a few idle seconds (2026-12-01). Before the tries, ``heat`` runs
+    again and again, each time waited for, for ``warm_up`` seconds: clocks take that long to rise."""
     import time
 
     import wgpu
@@ -116,6 +118,11 @@ def pass_seconds(device, record: Callable[[object], None], *, tries: int = 3,
         device.queue.read_buffer(marker, 0, 16)  # waits for everything submitted
         return time.perf_counter() - start
 
+    if heat is not None:
+        end = time.perf_counter() + warm_up
+        while time.perf_counter() < end:
+            heat()
+            device.queue.read_buffer(marker, 0, 16)
     best = min(once(record) for _ in range(tries))
     if stamper is None:
         best -= min(once(lambda compute: None) for _ in range(tries))
