@@ -119,13 +119,25 @@ def pass_seconds(device, record: Callable[[object], None], *, tries: int = 3,
         return time.perf_counter() - start
 
     if heat is not None:
-        end = time.perf_counter() + warm_up
-        while time.perf_counter() < end:
-            heat()
-            device.queue.read_buffer(marker, 0, 16)
+        warm(device, heat, warm_up)
     best = min(once(record) for _ in range(tries))
     if stamper is None:
         best -= min(once(lambda compute: None) for _ in range(tries))
     marker.destroy()
     return max(best, 0.0)
 
+
+
+def warm(device, heat: Callable[[], None], seconds: float) -> None:
+    """Run ``heat()`` (work submitted, not waited for) again and again for ``seconds``, waiting
+    for each round: a GPU left idle takes that long to reach its working clocks."""
+    import time
+
+    import wgpu
+
+    marker = device.create_buffer(size=16, usage=wgpu.BufferUsage.COPY_SRC)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        heat()
+        device.queue.read_buffer(marker, 0, 16)
+    marker.destroy()

@@ -34,6 +34,7 @@ from .weights import load_weights, random_weights
 ENCODINGS = encoding.ENCODINGS
 DTYPES = ("f32", "f16")
 FORWARD_UNIFORM_BYTES = 16  # kernels.Forward: n_tokens, start_pos and padding
+MAX_QUERIES = 4096  # timestamps in one query set (WebGPU's limit)
 HEATING_FORWARDS = 8  # before each timed pass of time_kernels: milliseconds of work on a large GPU
 
 # Pipelines are shared by every model on a device: a pipeline is keyed by (label, WGSL, layout).
@@ -243,6 +244,48 @@ class ReferenceModel:
 
         return {label: 1e6 * timestamps.pass_seconds(self.device, record(items), heat=heat) / (repeats * len(items))
                 for label, items in by_label.items()}
+
+    def time_kernels_in_loop(self, n: int = 20) -> dict[str, float] | None:
+        """Profiling aid: GPU microseconds per dispatch of each kernel label inside the decode
+        loop: ``n`` GPU-resident decode forwards from the current position in one pass, with a
+        timestamp before the first dispatch and after each; a dispatch's interval includes the
+        wait for the one before it, and its weights come from wherever the loop leaves them.
+        Timed after half a second of the same forwards. None where the device cannot write
+        timestamps inside a pass (wgpu-native's "timestamp-query-inside-passes"). The position
+        does not advance. Call after a ``forward``."""
+        if not {timestamps.FEATURE, "timestamp-query-inside-passes"} <= set(self.device.features):
+            return None
+        n = min(n, self.max_seq_len - self.position, (MAX_QUERIES - 1) // len(self.kernels))
+        if n < 1:
+            raise ValueError(f"time_kernels_in_loop needs room for a forward (position {self.position}, "
+                             f"max_seq_len {self.max_seq_len})")
+        forwards = [(1, self.position + i) for i in range(n)]
+        self._write_forwards(forwards)
+        work = [item for n_tokens, start_pos in forwards for item in self._work_for(n_tokens, start_pos)]
+        timestamps.warm(self.device, lambda: encoding.submit(self.device, work, encoding.SINGLE_PASS), 0.5)
+        count = len(work) + 1
+        query_set = self.device.create_query_set(type="timestamp", count=count)
+        resolved = self.device.create_buffer(size=8 * count,
+                                             usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+        encoding.submit(self.device, work, encoding.SINGLE_PASS)  # the GPU busy when the timed pass starts
+        encoder = self.device.create_command_encoder()
+        compute = encoder.begin_compute_pass()
+        compute._write_timestamp(query_set, 0)  # wgpu-native's, behind the feature checked above
+        for index, (pipeline, bind_group, grid, offsets) in enumerate(work):
+            compute.set_pipeline(pipeline)
+            compute.set_bind_group(0, bind_group, offsets)
+            compute.dispatch_workgroups(*grid)
+            compute._write_timestamp(query_set, index + 1)
+        compute.end()
+        encoder.resolve_query_set(query_set, 0, count, resolved, 0)
+        self.device.queue.submit([encoder.finish()])
+        stamps = np.frombuffer(self.device.queue.read_buffer(resolved), dtype=np.uint64).astype(np.int64)
+        query_set.destroy()
+        resolved.destroy()
+        by_label: dict[str, list[float]] = {}
+        for kernel, ns in zip([k.name for k in self.kernels] * n, np.diff(stamps)):
+            by_label.setdefault(kernel, []).append(ns / 1000.0)
+        return {label: float(np.mean(us)) for label, us in by_label.items()}
 
     def time_decode_loop(self, n: int = 50) -> dict[str, float]:
         """Profiling aid: microseconds per forward of ``n`` GPU-resident decode forwards from

@@ -81,3 +81,15 @@ def test_time_kernels_gives_every_kernel_label_a_time(gpu_device):
     times = model.time_kernels(n_tokens=1, repeats=2)
     assert set(times) == set(model.expected_dispatches())
     assert all(us > 0 for us in times.values())
+
+
+def test_time_kernels_in_loop_gives_every_kernel_label_a_time(gpu_device):
+    if "timestamp-query-inside-passes" not in gpu_device.features:
+        pytest.skip("adapter cannot write timestamps inside a pass")
+    model = ReferenceModel(gpu_device, "tiny", max_seq_len=MAX_SEQ)
+    model.forward(PROMPT)
+    position = model.position
+    times = model.time_kernels_in_loop(n=3)
+    assert set(times) == set(model.expected_dispatches())
+    assert all(us > 0 for us in times.values())
+    assert model.position == position
