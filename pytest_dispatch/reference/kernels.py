@@ -200,17 +200,13 @@ var<private> subgroup_size: u32;
 def _entry(ctx: BuildContext) -> str:
     """The entry point's opening; with subgroups it records the subgroup size, known only when
     the kernel runs (4 to 128)."""
-    if not ctx.subgroups:
-        return """@compute @workgroup_size(256)
+    size_in = ",\n        @builtin(subgroup_size) sg_size: u32" if ctx.subgroups else ""
+    size_kept = "\n    subgroup_size = sg_size;" if ctx.subgroups else ""
+    return f"""@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {"""
-    return """@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wg: vec3<u32>,
-        @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32,
-        @builtin(subgroup_size) sg_size: u32) {
-    subgroup_size = sg_size;"""
+        @builtin(local_invocation_index) lid: u32{size_in}) {{{size_kept}"""
+
 
 _FLAT_WORKGROUP = "let flat_wg = wg.x + wg.y * nwg.x;"
 
