@@ -185,7 +185,8 @@ def copy_bandwidth(device, repeats: int = 10) -> float:
         compute.end()
         device.queue.submit([encoder.finish()])
 
-    best = max(n / timestamps.pass_seconds(device, copies(n), heat=heat) for n in (repeats, 5 * repeats))
+    timestamps.warm(device, heat, timestamps.WARM_UP_SECONDS)
+    best = max(n / timestamps.pass_seconds(device, copies(n), heat=heat, warm_up=0) for n in (repeats, 5 * repeats))
     source.destroy()
     destination.destroy()
     return 2 * size * best
@@ -217,16 +218,21 @@ def print_kernel_times(model: ReferenceModel, prompt: list[int], roofline: float
         return f"{r / 1e9:6.0f} {100 * r / roofline:4.0f}" if r else f"{'':6} {'':4}"
 
     kernels = []
-    for label, us in sorted(alone.items(), key=lambda item: -in_loop.get(*item) * counts[item[0]]):
-        looped = in_loop.get(label)
+    def row_time(label: str) -> float:  # what a label costs a token: in the loop where measured
+        return counts[label] * in_loop.get(label, alone[label])
+
+    for label in sorted(alone, key=row_time, reverse=True):
+        us, looped = alone[label], in_loop.get(label)
+        rate_alone, rate_looped = rate(label, us), rate(label, looped)
         kernels.append({"kernel": label, "dispatches": counts[label], "us": us, "us_in_loop": looped,
-                        "weight_bytes": weight_bytes[label], "gb_per_s": (rate(label, us) or 0) / 1e9 or None,
-                        "of_copy_bandwidth": rate(label, us) and rate(label, us) / roofline,
-                        "gb_per_s_in_loop": (rate(label, looped) or 0) / 1e9 or None,
-                        "of_copy_bandwidth_in_loop": rate(label, looped) and rate(label, looped) / roofline})
+                        "weight_bytes": weight_bytes[label],
+                        "gb_per_s": rate_alone and rate_alone / 1e9,
+                        "of_copy_bandwidth": rate_alone and rate_alone / roofline,
+                        "gb_per_s_in_loop": rate_looped and rate_looped / 1e9,
+                        "of_copy_bandwidth_in_loop": rate_looped and rate_looped / roofline})
         looped_cell = f"{looped:8.1f}" if looped else f"{'':8}"
-        print(f"#     {label:<30} {counts[label]:>4} {us:8.1f} {cells(rate(label, us))} {looped_cell} "
-              f"{cells(rate(label, looped))} {counts[label] * (looped or us):9.1f}")
+        print(f"#     {label:<30} {counts[label]:>4} {us:8.1f} {cells(rate_alone)} {looped_cell} "
+              f"{cells(rate_looped)} {row_time(label):9.1f}")
     print(f"#     {'total':<30} {sum(counts.values()):>4} {sum(counts[k] * v for k, v in alone.items()):8.1f} "
           f"{'':11} {sum(counts[k] * v for k, v in in_loop.items()) if in_loop else 0:8.1f}")
     model.reset()

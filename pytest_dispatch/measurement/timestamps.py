@@ -15,6 +15,7 @@ import numpy as np
 from pytest_dispatch.measurement import recorder
 
 FEATURE = "timestamp-query"
+WARM_UP_SECONDS = 0.5  # of work before a pass is timed: how long an idle H200's clocks take to rise
 
 
 class PassTimestamps:
@@ -88,7 +89,7 @@ def capture(stamper: PassTimestamps | None) -> Iterator[None]:
 
 
 def pass_seconds(device, record: Callable[[object], None], *, tries: int = 3,
-                 heat: Callable[[], None] | None = None, warm_up: float = 0.5) -> float:
+                 heat: Callable[[], None] | None = None, warm_up: float = WARM_UP_SECONDS) -> float:
     """GPU seconds of one compute pass whose commands ``record(compute_pass)`` adds: the least
     of ``tries``. By timestamps where the device has them; else from submit to completion,
     less the same for an empty pass (and its heat). ``heat()``, if given, submits work (without waiting)

@@ -219,7 +219,7 @@ class ReferenceModel:
         """Profiling aid: GPU microseconds per dispatch of each kernel label. Every instance
         of the label (one per layer, so weights come from memory, not cache) is dispatched
         ``repeats`` times in one compute pass, timed by ``timestamps.pass_seconds`` right after
-        a few whole forwards that bring the GPU to its working clocks; the pass's time is
+        a few whole forwards (and, once, half a second of them) that bring the GPU to its working clocks; the pass's time is
         divided by its dispatches. Encoding is not included. Runs at the current cache
         position; call after a ``forward``."""
         start_pos = max(0, self.position - n_tokens)
@@ -242,8 +242,9 @@ class ReferenceModel:
         def heat() -> None:
             encoding.submit(self.device, whole * HEATING_FORWARDS, encoding.SINGLE_PASS)
 
-        return {label: 1e6 * timestamps.pass_seconds(self.device, record(items), heat=heat) / (repeats * len(items))
-                for label, items in by_label.items()}
+        timestamps.warm(self.device, heat, timestamps.WARM_UP_SECONDS)  # once: each label's pass follows a heat
+        return {label: 1e6 * timestamps.pass_seconds(self.device, record(items), heat=heat, warm_up=0)
+                / (repeats * len(items)) for label, items in by_label.items()}
 
     def time_kernels_in_loop(self, n: int = 20) -> dict[str, float] | None:
         """Profiling aid: GPU microseconds per dispatch of each kernel label inside the decode
@@ -262,7 +263,8 @@ class ReferenceModel:
         forwards = [(1, self.position + i) for i in range(n)]
         self._write_forwards(forwards)
         work = [item for n_tokens, start_pos in forwards for item in self._work_for(n_tokens, start_pos)]
-        timestamps.warm(self.device, lambda: encoding.submit(self.device, work, encoding.SINGLE_PASS), 0.5)
+        timestamps.warm(self.device, lambda: encoding.submit(self.device, work, encoding.SINGLE_PASS),
+                        timestamps.WARM_UP_SECONDS)
         count = len(work) + 1
         query_set = self.device.create_query_set(type="timestamp", count=count)
         resolved = self.device.create_buffer(size=8 * count,
