@@ -1239,13 +1239,18 @@ def attention_prologue(ctx: BuildContext) -> str:
                 scores[idx] = score;
             }}
         }}""" for r in range(math.ceil(h * c / WORKGROUP)))
-    pv_terms = "\n".join(
-        f"            pv += select(0.0, scores[head * {_u(c)} + {_u(j)}] * "
-        f"f32(v_cache[v_base + min({_u(j)}, last) * {_u(d)}]), {_u(j)} <= last);" for j in range(c))
-    accumulate_pv = f"""let v_base = ((head / {_u(group)}) * {_u(s)} + base) * {_u(d)} + o % {_u(d)};
-            var pv = 0.0;
-{pv_terms}
-            acc_r = acc_r * head_scale[head] + pv;"""
+    # p.V: each invocation's output elements (clamped into range: no branch, so that every V
+    # load of the chunk, for all of them, is in flight at once; the loop is latency-bound).
+    pv_setup = "\n".join(f"""        let o{r} = min(lid + {_u(r * WORKGROUP)}, {_u(hd - 1)});
+        let head{r} = o{r} / {_u(d)};
+        let v_base{r} = ((head{r} / {_u(group)}) * {_u(s)} + base) * {_u(d)} + o{r} % {_u(d)};"""
+                          for r in range(per_thread))
+    pv_loads = "\n".join(f"        let v{r}_{j} = f32(v_cache[v_base{r} + min({_u(j)}, last) * {_u(d)}]);"
+                          for r in range(per_thread) for j in range(c))
+    pv_sums = "\n".join(
+        f"        att{r} = att{r} * head_scale[head{r}] + ("
+        + " + ".join(f"select(0.0, scores[head{r} * {_u(c)} + {_u(j)}] * v{r}_{j}, {_u(j)} <= last)" for j in range(c))
+        + ");" for r in range(per_thread))
     accumulators = "".join(f"    var att{r} = 0.0;\n" for r in range(per_thread))
     return f"""    let n_keys = fwd.start_pos + t + 1u;
     if (lid < {_u(h)}) {{ head_max[lid] = -3.0e38; head_sum[lid] = 0.0; }}
@@ -1272,7 +1277,9 @@ def attention_prologue(ctx: BuildContext) -> str:
         }}
         workgroupBarrier();
         let last = min({_u(c)}, n_keys - base) - 1u;  // the chunk's last valid key
-{each_output(accumulate_pv)}
+{pv_setup}
+{pv_loads}
+{pv_sums}
         workgroupBarrier();
     }}
     // Rounded to the model dtype, as the attention kernel of the other levels stores it.
