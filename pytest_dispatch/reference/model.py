@@ -167,9 +167,10 @@ class ReferenceModel:
 
         The tokens stay on the GPU between forwards (argmax writes each where the next
         forward's embedding reads it). ``tokens_per_submit`` forwards are encoded into one
-        submission, whose tokens come back in one readback. The next submission is encoded while
-        the GPU runs the previous one and submitted as soon as that one is read back. The
-        tokens are the same for every ``tokens_per_submit``."""
+        submission, whose tokens come back in one readback. Each submission is queued as soon
+        as it is encoded, behind the one the GPU is running, and the host reads a submission's
+        tokens only after queueing the next: the GPU never waits for the host to read or
+        submit. The tokens are the same for every ``tokens_per_submit``."""
         if n < 1 or tokens_per_submit < 1:
             raise ValueError(f"generate needs n >= 1 and tokens_per_submit >= 1; got n={n}, "
                              f"tokens_per_submit={tokens_per_submit}")
@@ -183,22 +184,19 @@ class ReferenceModel:
         forwards = [(len(prompt), 0)] + [(1, len(prompt) + i) for i in range(n - 1)]
         self._write_forwards(forwards)
         out: list[int] = []
-        pending = None
+        pending = None  # the submission queued before the latest: (its readback, its token count)
         for index, first in enumerate(range(0, n, tokens_per_submit)):
             chunk = forwards[first:first + tokens_per_submit]
             work = [item for n_tokens, start_pos in chunk for item in self._work_for(n_tokens, start_pos)]
-            staging = self._token_staging[index % 2]
+            staging = self._token_staging[index % 2]  # free: its last readback was read below
             log_offset = 4 * (1 + chunk[0][1] + chunk[0][0])  # the first token this chunk generates
             copies = [(self._buffers[NEXT_TOKEN], log_offset, staging, 4 * len(chunk))]
-            command_buffers = encoding.encode(self.device, work, self._encoding,
-                                              before_finish=lambda encoder: self._copy(encoder, copies))
+            encoding.submit(self.device, work, self._encoding, before_finish=lambda encoder: self._copy(encoder, copies))
+            readback = (self._request_read(staging), staging, len(chunk))
             if pending is not None:
-                # Waits for the previous chunk alone: wgpu-native's map waits for everything
-                # submitted, so the next chunk is submitted only after it.
-                out.extend(int(t) for t in self._read_staging(*pending))
-            encoding.submit_encoded(self.device, command_buffers)
-            pending = (staging, np.uint32, len(chunk))
-        out.extend(int(t) for t in self._read_staging(*pending))
+                out.extend(int(t) for t in self._finish_read(*pending))
+            pending = readback
+        out.extend(int(t) for t in self._finish_read(*pending))
         self.position = len(prompt) + n - 1
         self.last_token = out[-1]
         return out
@@ -521,15 +519,25 @@ class ReferenceModel:
         for source, source_offset, destination, size in copies:
             encoder.copy_buffer_to_buffer(source, source_offset, destination, 0, size)
 
+    @classmethod
+    def _read_staging(cls, buffer: wgpu.GPUBuffer, dtype, count: int) -> np.ndarray:
+        return cls._finish_read(cls._request_read(buffer), buffer, count, dtype)
+
     @staticmethod
-    def _read_staging(buffer: wgpu.GPUBuffer, dtype, count: int) -> np.ndarray:
+    def _request_read(buffer: wgpu.GPUBuffer):
+        """Map ``buffer`` for reading once the work submitted so far is done; a promise."""
         # wgpu-py's plain READ map first submits an empty command buffer (a workaround for
         # buffers never written by a submit); ours was just written by the forward's copy, so
         # map the way queue.read_buffer does, without that extra submit.
         try:
-            buffer.map_sync("READ_NOSYNC")
+            return buffer.map_async("READ_NOSYNC")
         except (ValueError, KeyError, TypeError):  # a backend without wgpu-native's mode
-            buffer.map_sync(wgpu.MapMode.READ)
+            return buffer.map_async(wgpu.MapMode.READ)
+
+    @staticmethod
+    def _finish_read(promise, buffer: wgpu.GPUBuffer, count: int, dtype=np.uint32) -> np.ndarray:
+        """Wait for a ``_request_read``; the first ``count`` elements of ``buffer``, then unmap."""
+        promise.sync_wait()
         try:
             return np.frombuffer(buffer.read_mapped(), dtype=dtype)[:count].copy()
         finally:
