@@ -1239,8 +1239,8 @@ def attention_prologue(ctx: BuildContext) -> str:
                 scores[idx] = score;
             }}
         }}""" for r in range(math.ceil(h * c / WORKGROUP)))
-    # p.V: each invocation's output elements (clamped into range: no branch, so that every V
-    # load of the chunk, for all of them, is in flight at once; the loop is latency-bound).
+    # p.V: each invocation's output elements, clamped into range: no branch, so that every V
+    # load of the chunk, for all of them, is in flight at once (the loop is latency-bound).
     pv_setup = "\n".join(f"""        let o{r} = min(lid + {_u(r * WORKGROUP)}, {_u(hd - 1)});
         let head{r} = o{r} / {_u(d)};
         let v_base{r} = ((head{r} / {_u(group)}) * {_u(s)} + base) * {_u(d)} + o{r} % {_u(d)};"""
@@ -1259,6 +1259,11 @@ def attention_prologue(ctx: BuildContext) -> str:
     }}
     workgroupBarrier();
 {accumulators}    for (var base = 0u; base < n_keys; base += {_u(c)}) {{
+        let last = min({_u(c)}, n_keys - base) - 1u;  // the chunk's last valid key
+        // The chunk's V loads go out first: they need no score, so they travel while the
+        // scores and the softmax are computed.
+{pv_setup}
+{pv_loads}
 {score_rounds}
         workgroupBarrier();
         if (lid < {_u(h)}) {{
@@ -1276,9 +1281,6 @@ def attention_prologue(ctx: BuildContext) -> str:
             head_max[lid] = m;
         }}
         workgroupBarrier();
-        let last = min({_u(c)}, n_keys - base) - 1u;  // the chunk's last valid key
-{pv_setup}
-{pv_loads}
 {pv_sums}
         workgroupBarrier();
     }}
