@@ -837,13 +837,6 @@ def matvec_geometry(n_rows: int, k: int, block: int | None = None, min_rows: int
     return min(candidates, key=lambda g: (g.rows, distance[g]))
 
 
-def wide_weight_loads(k: int, ctx: BuildContext) -> bool:
-    """Whether f16 weights are read 16 bytes (8 halves, as ``vec4<u32>``) a load rather than 8:
-    half the loads for the same bytes (f32 weights, 16 bytes a load, streamed a larger share of
-    the copy bandwidth than f16 at 8). Rows of a multiple of 8 halves only."""
-    return ctx.dtype == "f16" and k % 8 == 0
-
-
 def loads_unrolled(iterations: int, rows_per_thread: int, target: int = 8) -> int:
     """Iterations of a matrix-vector loop unrolled into one, so that about ``target`` weight
     loads are in flight per invocation, wasting at most an eighth of the slots on the tail;
@@ -960,8 +953,6 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
     g = spec.geometry
     lanes, rpt, rows = g.lanes, g.rows_per_thread, g.rows
     k4 = spec.k // 4
-    wide = wide_weight_loads(spec.k, ctx)
-    row_vectors = spec.k // (8 if wide else 4)  # weight vectors per row: 16-byte loads of 8 halves when wide
     pack = spec.weights
     blocks_per_shard = pack.rows_per_shard // rows
 
@@ -975,7 +966,7 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
         decl.append(("vectors", "vec4<f32>", False))
         bindings.append(Binding(spec.vectors))
     for i in range(pack.n_shards):
-        decl.append((f"w{i}", "vec4<u32>" if wide else "vec4<act>", False))
+        decl.append((f"w{i}", "vec4<act>", False))
         bindings.append(Binding(pack, shard=i))
 
     def out_binding(name: str, tensor: str, element: str | None = None):
@@ -1084,34 +1075,21 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
     # Memory-level parallelism: each iteration issues ``unroll`` x rows-per-thread independent
     # weight loads before any of their products, and the trip count is a constant. Slots past
     # the inner size load a clamped (valid) index and add nothing.
-    iterations = math.ceil(row_vectors / lanes)
+    iterations = math.ceil(k4 / lanes)
     unroll = loads_unrolled(iterations, rpt)
-    exact = iterations % unroll == 0 and row_vectors % lanes == 0
-
-    def weight_loads(u: int, r: int, shard: int) -> list[str]:
-        load = f"w{shard}[w_row + v{u} + {_u(r * row_vectors)}]"
-        if not wide:
-            return [f"let w{u}_{r} = vec4<f32>({load});"]
-        return [f"let p{u}_{r} = {load};",
-                f"let w{u}_{r} = vec4<f32>(unpack2x16float(p{u}_{r}.x), unpack2x16float(p{u}_{r}.y));",
-                f"let w{u}_{r}b = vec4<f32>(unpack2x16float(p{u}_{r}.z), unpack2x16float(p{u}_{r}.w));"]
+    exact = iterations % unroll == 0 and k4 % lanes == 0
 
     def main_loop(shard: int) -> str:
         lines = []
         for u in range(unroll):
             index = f"lane + (i * {_u(unroll)} + {_u(u)}) * {_u(lanes)}"
-            lines.append(f"let v{u} = {index if exact else f'min({index}, {_u(row_vectors - 1)})'};")
-            if wide:
-                lines.append(f"let xv{u} = {load_x.replace('k4', f'(2u * v{u})')};")
-                lines.append(f"let xv{u}b = {load_x.replace('k4', f'(2u * v{u} + 1u)')};")
-            else:
-                lines.append(f"let xv{u} = {load_x.replace('k4', f'v{u}')};")
-            lines += [line for r in range(rpt) for line in weight_loads(u, r, shard)]
+            lines.append(f"let k4_{u} = {index if exact else f'min({index}, {_u(k4 - 1)})'};")
+            lines.append(f"let xv{u} = {load_x.replace('k4', f'k4_{u}')};")
+            lines += [f"let w{u}_{r} = vec4<f32>(w{shard}[w_row + k4_{u} + {_u(r * k4)}]);" for r in range(rpt)]
         for u in range(unroll):
-            in_range = f"lane + (i * {_u(unroll)} + {_u(u)}) * {_u(lanes)} < {_u(row_vectors)}"
+            in_range = f"lane + (i * {_u(unroll)} + {_u(u)}) * {_u(lanes)} < {_u(k4)}"
             for r in range(rpt):  # accumulators are scalars, so they stay in registers
-                dot = f"dot(w{u}_{r}, xv{u})" + (f" + dot(w{u}_{r}b, xv{u}b)" if wide else "")
-                product = dot if exact else f"select(0.0, {dot}, {in_range})"
+                product = f"dot(w{u}_{r}, xv{u})" if exact else f"select(0.0, dot(w{u}_{r}, xv{u}), {in_range})"
                 lines.append(f"acc{r} += {product};")
         body = "\n                ".join(lines)
         return f"""for (var i = 0u; i < {_u(math.ceil(iterations / unroll))}; i += 1u) {{
@@ -1140,7 +1118,7 @@ fn bias_at(row: u32) -> f32 {{ {bias_body} }}
     let lane = lid % {_u(lanes)};
     let shard = block / {_u(blocks_per_shard)};
     let local_row = (block - shard * {_u(blocks_per_shard)}) * {_u(rows)} + slice * {_u(rpt)};
-    let w_row = local_row * {_u(row_vectors)};
+    let w_row = local_row * {_u(k4)};
 {"".join(f"    var acc{r} = 0.0;{chr(10)}" for r in range(rpt))}    switch shard {{
 {cases}
         default: {{
