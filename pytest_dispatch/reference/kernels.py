@@ -1208,11 +1208,17 @@ def attention_prologue(ctx: BuildContext) -> str:
     invocation accumulates p * v for its output elements (held in registers). The loops over
     head_dim and over a chunk's keys are unrolled so that their loads are all in flight at
     once: this prologue is latency-bound, not bandwidth-bound. ``attn_x`` holds the scaled
-    query first, then the attention output."""
+    query first, then the attention output.
+
+    With subgroups at least a chunk wide (known only when the kernel runs), a head's softmax
+    statistics come from shuffles among the invocations holding its scores, each of which
+    keeps the head's running maximum and sum in registers; otherwise one invocation per head
+    loops over the chunk's scores in workgroup memory."""
     cfg = ctx.config
     h, d, s, c = cfg.n_heads, cfg.head_dim, ctx.max_seq_len, ATTENTION_CHUNK
     group, hd = cfg.n_heads // cfg.n_kv_heads, cfg.q_dim
     per_thread = math.ceil(hd / WORKGROUP)
+    shuffled = ctx.subgroups and h * c <= WORKGROUP  # one score per invocation
 
     def each_output(body: str) -> str:
         return "\n".join(f"""    {{
@@ -1239,6 +1245,40 @@ def attention_prologue(ctx: BuildContext) -> str:
                 scores[idx] = score;
             }}
         }}""" for r in range(math.ceil(h * c / WORKGROUP)))
+    if shuffled:
+        offsets = [c >> i for i in range(1, int(math.log2(c)) + 1)]  # c/2 .. 1: within aligned runs of c
+        max_steps = "".join(f"                m = max(m, subgroupShuffleXor(m, {_u(o)}));\n" for o in offsets)
+        sum_steps = "".join(f"                chunk_sum += subgroupShuffleXor(chunk_sum, {_u(o)});\n" for o in offsets)
+        score_rounds = f"""        {{
+            let head = min(lid / {_u(c)}, {_u(h - 1)});  // invocations past the heads compute and drop
+            let key = base + lid % {_u(c)};
+            var score = -3.0e38;
+            if (key < n_keys) {{
+                let q_base = head * {_u(d // 4)};
+                let k_base = ((head / {_u(group)}) * {_u(s)} + key) * {_u(d // 4)};
+                var dot_qk = 0.0;
+{qk_terms}
+                score = dot_qk;
+            }}
+            if (subgroup_size >= {_u(c)}) {{
+                var m = score;
+{max_steps}                let new_max = max(run_max, m);
+                let p = exp(score - new_max);
+                var chunk_sum = p;
+{sum_steps}                let rescale = exp(run_max - new_max);
+                run_sum = run_sum * rescale + chunk_sum;
+                run_max = new_max;
+                if (lid < {_u(h * c)}) {{
+                    scores[lid] = p;
+                    if (lid % {_u(c)} == 0u) {{ head_scale[head] = rescale; head_sum[head] = run_sum; }}
+                }}
+            }} else if (lid < {_u(h * c)}) {{
+                scores[lid] = score;
+            }}
+        }}"""
+        serial_when = f"subgroup_size < {_u(c)} && lid < {_u(h)}"
+    else:
+        serial_when = f"lid < {_u(h)}"
     # p.V: each invocation's output elements, clamped into range: no branch, so that every V
     # load of the chunk, for all of them, is in flight at once (the loop is latency-bound).
     pv_setup = "\n".join(f"""        let o{r} = min(lid + {_u(r * WORKGROUP)}, {_u(hd - 1)});
@@ -1252,6 +1292,8 @@ def attention_prologue(ctx: BuildContext) -> str:
         + " + ".join(f"select(0.0, scores[head{r} * {_u(c)} + {_u(j)}] * v{r}_{j}, {_u(j)} <= last)" for j in range(c))
         + ");" for r in range(per_thread))
     accumulators = "".join(f"    var att{r} = 0.0;\n" for r in range(per_thread))
+    if shuffled:
+        accumulators += "    var run_max = -3.0e38;  // of this invocation's head\n    var run_sum = 0.0;\n"
     return f"""    let n_keys = fwd.start_pos + t + 1u;
     if (lid < {_u(h)}) {{ head_max[lid] = -3.0e38; head_sum[lid] = 0.0; }}
     for (var i = lid; i < {_u(hd // 4)}; i += 256u) {{
@@ -1266,7 +1308,7 @@ def attention_prologue(ctx: BuildContext) -> str:
 {pv_loads}
 {score_rounds}
         workgroupBarrier();
-        if (lid < {_u(h)}) {{
+        if ({serial_when}) {{
             var m = head_max[lid];
             for (var j = 0u; j < {_u(c)}; j += 1u) {{ m = max(m, scores[lid * {_u(c)} + j]); }}
             var chunk_sum = 0.0;

@@ -9,6 +9,7 @@ import pytest
 
 from pytest_dispatch.measurement.gpu import gpu_info
 from pytest_dispatch.reference import LEVELS, ReferenceModel, build_graph, get_config, schedule
+from pytest_dispatch.reference import kernels
 from pytest_dispatch.reference import model as model_module
 from pytest_dispatch.reference.graph import ACTIVATION, CACHE, OUTPUT
 from pytest_dispatch.reference.kernels import WORKGROUP, BuildContext, build_program, matvec_spec
@@ -130,6 +131,19 @@ def test_kernels_in_a_long_prefill(odd_model):
     """Grids longer than one workgroup of tokens, and attention over more than 256 keys."""
     for index in distinct_kernels(odd_model.kernels):
         check_kernel_alone(odd_model, index, n_tokens=17, start_pos=MAX_SEQ - 17, seed=1)
+
+
+def test_attention_softmax_by_subgroup_shuffles(gpu_device, monkeypatch):
+    """Chunks of 4 keys: WebGPU's smallest subgroup holds a chunk, so the shuffle path runs
+    on any device with subgroups (the default chunk of 16 needs subgroups of 16 or more)."""
+    if "subgroup" not in gpu_device.features:
+        pytest.skip("the adapter has no subgroup feature")
+    monkeypatch.setattr(kernels, "ATTENTION_CHUNK", 4)
+    model = ReferenceModel(gpu_device, ODD, level="fused+", max_seq_len=MAX_SEQ, max_binding_size=SHARDED_BINDING)
+    index = [kernel.name for kernel in model.kernels].index("attention_o_proj_residual")
+    assert "subgroupShuffleXor(m, 2u)" in model.programs[index].source
+    check_kernel_alone(model, index)
+    check_kernel_alone(model, index, n_tokens=17, start_pos=MAX_SEQ - 17, seed=1)
 
 
 F16_TOLERANCE = 1e-2  # inputs, weights and outputs rounded to f16 (2^-11 each); a wrong index is O(1)
