@@ -179,20 +179,3 @@ def test_validation_error_at_finish_lists_what_was_encoded(add_one, gpu_device):
     message = str(excinfo.value)
     assert "recorded for this encoder: 1 compute pass(es), 2 dispatch(es)" in message
     assert "add_one x2" in message
-
-
-@pytest.mark.parametrize("how", ["single-pass", "submit-per-dispatch"])
-def test_encode_finishes_without_submitting_and_submit_encoded_submits_as_submit_does(add_one, how):
-    from pytest_dispatch.measurement import encoding
-
-    add_one.reset(0.0)
-    with count_dispatches() as encoded:
-        command_buffers = encoding.encode(add_one.device, add_one.work(3), how)
-    assert (encoded.dispatches, encoded.finishes, encoded.submits) == (3, len(command_buffers), 0)
-    assert np.all(add_one.read() == 0.0)  # nothing ran yet
-    with count_dispatches() as submitted:
-        encoding.submit_encoded(add_one.device, command_buffers)
-    with count_dispatches() as directly:
-        encoding.submit(add_one.device, add_one.work(3), how)
-    assert submitted.submits == directly.submits == (3 if how == "submit-per-dispatch" else 1)
-    assert np.all(add_one.read() == 6.0)

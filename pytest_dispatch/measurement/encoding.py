@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 SUBMIT_PER_DISPATCH = "submit-per-dispatch"
 PASS_PER_DISPATCH = "pass-per-dispatch"
@@ -34,26 +34,7 @@ def submit(
     there).  In one pass, a pipeline or bind group equal to the previous one is not set again.
     A submit per dispatch submits each command buffer as soon as it is finished.
     """
-    submit_encoded(device, _command_buffers(device, work, encoding, before_finish, after_dispatch))
-
-
-def encode(
-    device,
-    work: Sequence[tuple],
-    encoding: str,
-    *,
-    before_finish: Callable[[object], None] | None = None,
-) -> list:
-    """``work`` encoded as ``encoding`` into finished command buffers, none submitted yet:
-    submit them in order, each on its own, to get what ``submit`` does. Lets a caller encode
-    the next piece of work while the GPU still runs the previous one, then submit it the
-    moment that one is done."""
-    return list(_command_buffers(device, work, encoding, before_finish, None))
-
-
-def submit_encoded(device, command_buffers: Iterable) -> None:
-    """Submit what ``encode`` returned, one submit per command buffer, as ``submit`` does."""
-    for command_buffer in command_buffers:
+    for command_buffer in _command_buffers(device, work, encoding, before_finish, after_dispatch):
         device.queue.submit([command_buffer])
 
 
