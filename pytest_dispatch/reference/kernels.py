@@ -1226,22 +1226,24 @@ def attention_prologue(ctx: BuildContext) -> str:
         if (o < {_u(hd)}) {{ let head = o / {_u(d)}; {body.replace("acc_r", f"att{r}")} }}
     }}""" for r in range(per_thread))
 
-    qk_terms = "\n".join(
-        f"                    dot_qk += dot(attn_x[q_base + {_u(i)}], vec4<f32>(k_cache[k_base + {_u(i)}]));"
-        for i in range(d // 4))
+    def score(indent: str) -> str:
+        """``var score``: (q of ``head``) . (k of ``key``), or -3e38 past the causal limit."""
+        terms = "".join(f"{indent}        dot_qk += dot(attn_x[q_base + {_u(i)}], vec4<f32>(k_cache[k_base + {_u(i)}]));\n"
+                        for i in range(d // 4))
+        return f"""{indent}var score = -3.0e38;
+{indent}if (key < n_keys) {{
+{indent}    let q_base = head * {_u(d // 4)};
+{indent}    let k_base = ((head / {_u(group)}) * {_u(s)} + key) * {_u(d // 4)};
+{indent}    var dot_qk = 0.0;
+{terms}{indent}    score = dot_qk;
+{indent}}}"""
+
     score_rounds = "\n".join(f"""        {{
             let idx = lid + {_u(r * WORKGROUP)};
             let head = idx / {_u(c)};
             let key = base + idx % {_u(c)};
             if (idx < {_u(h * c)}) {{
-                var score = -3.0e38;
-                if (key < n_keys) {{
-                    let q_base = head * {_u(d // 4)};
-                    let k_base = ((head / {_u(group)}) * {_u(s)} + key) * {_u(d // 4)};
-                    var dot_qk = 0.0;
-{qk_terms}
-                    score = dot_qk;
-                }}
+{score("                ")}
                 scores[idx] = score;
             }}
         }}""" for r in range(math.ceil(h * c / WORKGROUP)))
@@ -1252,14 +1254,7 @@ def attention_prologue(ctx: BuildContext) -> str:
         score_rounds = f"""        {{
             let head = min(lid / {_u(c)}, {_u(h - 1)});  // invocations past the heads compute and drop
             let key = base + lid % {_u(c)};
-            var score = -3.0e38;
-            if (key < n_keys) {{
-                let q_base = head * {_u(d // 4)};
-                let k_base = ((head / {_u(group)}) * {_u(s)} + key) * {_u(d // 4)};
-                var dot_qk = 0.0;
-{qk_terms}
-                score = dot_qk;
-            }}
+{score("            ")}
             if (subgroup_size >= {_u(c)}) {{
                 var m = score;
 {max_steps}                let new_max = max(run_max, m);
