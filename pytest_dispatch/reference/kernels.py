@@ -1238,15 +1238,6 @@ def attention_prologue(ctx: BuildContext) -> str:
 {terms}{indent}    score = dot_qk;
 {indent}}}"""
 
-    score_rounds = "\n".join(f"""        {{
-            let idx = lid + {_u(r * WORKGROUP)};
-            let head = idx / {_u(c)};
-            let key = base + idx % {_u(c)};
-            if (idx < {_u(h * c)}) {{
-{score("                ")}
-                scores[idx] = score;
-            }}
-        }}""" for r in range(math.ceil(h * c / WORKGROUP)))
     if shuffled:
         offsets = [c >> i for i in range(1, int(math.log2(c)) + 1)]  # c/2 .. 1: within aligned runs of c
         max_steps = "".join(f"                m = max(m, subgroupShuffleXor(m, {_u(o)}));\n" for o in offsets)
@@ -1273,6 +1264,15 @@ def attention_prologue(ctx: BuildContext) -> str:
         }}"""
         serial_when = f"subgroup_size < {_u(c)} && lid < {_u(h)}"
     else:
+        score_rounds = "\n".join(f"""        {{
+            let idx = lid + {_u(r * WORKGROUP)};
+            let head = idx / {_u(c)};
+            let key = base + idx % {_u(c)};
+            if (idx < {_u(h * c)}) {{
+{score("                ")}
+                scores[idx] = score;
+            }}
+        }}""" for r in range(math.ceil(h * c / WORKGROUP)))
         serial_when = f"lid < {_u(h)}"
     # p.V: each invocation's output elements, clamped into range: no branch, so that every V
     # load of the chunk, for all of them, is in flight at once (the loop is latency-bound).

@@ -191,7 +191,7 @@ class ReferenceModel:
             staging = self._token_staging[index % 2]  # free: its last readback was read below
             log_offset = 4 * (1 + chunk[0][1] + chunk[0][0])  # the first token this chunk generates
             copies = [(self._buffers[NEXT_TOKEN], log_offset, staging, 4 * len(chunk))]
-            encoding.submit(self.device, work, self._encoding, before_finish=lambda encoder: self._copy(encoder, copies))
+            self._encode_and_submit(work, copies)
             readback = (self._request_read(staging), staging, len(chunk))
             if pending is not None:
                 out.extend(int(t) for t in self._finish_read(*pending))
