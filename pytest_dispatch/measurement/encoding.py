@@ -58,16 +58,18 @@ def _command_buffers(device, work, encoding, before_finish, after_dispatch):
         return
     encoder = device.create_command_encoder()
     compute = None
-    current = (None, None, None)
+    pipeline_set = bind_group_set = offsets_set = None
     for pipeline, bind_group, grid, *offsets in work:
         if encoding == PASS_PER_DISPATCH or compute is None:
             compute = encoder.begin_compute_pass()
-            current = (None, None, None)
-        if pipeline is not current[0]:
+            pipeline_set = bind_group_set = offsets_set = None
+        if pipeline is not pipeline_set:
             compute.set_pipeline(pipeline)
-        if bind_group is not current[1] or pipeline is not current[0] or offsets != current[2]:
+            pipeline_set = pipeline
+        # A bind group stays set across pipelines: one valid for both has the same layout.
+        if bind_group is not bind_group_set or offsets != offsets_set:
             compute.set_bind_group(0, bind_group, *offsets)
-        current = (pipeline, bind_group, offsets)
+            bind_group_set, offsets_set = bind_group, offsets
         compute.dispatch_workgroups(*grid)
         if after_dispatch is not None:
             after_dispatch()

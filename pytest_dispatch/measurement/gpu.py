@@ -31,7 +31,8 @@ WANTED_FEATURES = (
 )
 # Limits raised to the adapter's maximum, so large models fit.  The others keep
 # WebGPU's defaults, so kernels that exceed a portable limit fail here too.
-RAISED_LIMITS = ("max-buffer-size", "max-storage-buffer-binding-size")
+# More storage buffers per stage let the reference model bind a whole layer at once.
+RAISED_LIMITS = ("max-buffer-size", "max-storage-buffer-binding-size", "max-storage-buffers-per-shader-stage")
 
 
 class NoAdapterError(RuntimeError):

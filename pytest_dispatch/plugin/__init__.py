@@ -384,7 +384,7 @@ def gpu_info(request: pytest.FixtureRequest, gpu_adapter) -> GpuInfo:
 @pytest.fixture(scope="session")
 def gpu_device(request: pytest.FixtureRequest, gpu_adapter):
     """A session-wide ``GPUDevice`` with shader-f16/timestamp-query when available
-    and the adapter's maximum buffer sizes."""
+    and the adapter's maximum buffer sizes and storage buffers per shader stage."""
     return _gpu_session(request).device
 
 

@@ -3,11 +3,11 @@
 Construction builds everything once: the schedule of kernels for the level, one compute
 pipeline per distinct kernel (``label`` = kernel name, which the dispatch recorder counts),
 the weights (re-packed per kernel), activation buffers (re-used once a tensor is dead), KV
-caches, and one bind group per dispatch. A forward then costs a ``queue.write_buffer`` of its
-token count and start position (a 256-byte slice of the uniform buffer, one per cache
-position, bound with a dynamic offset) and of its token ids (into the token log, see
-``graph.NEXT_TOKEN``), the encoding of the level's dispatches (``encoding``), and one mapped
-readback of the 4-byte next token. ``generate(..., tokens_per_submit=K)`` encodes K forwards
+caches, and bind groups (one per layer where the device binds enough buffers). A forward
+then costs a ``queue.write_buffer`` of its token count and start position (a 256-byte slice
+of the uniform buffer, one per cache position, bound with a dynamic offset) and of its token
+ids (into the token log, see ``graph.NEXT_TOKEN``), the encoding of the level's dispatches
+(``encoding``), and one mapped readback of the 4-byte next token. ``generate(..., tokens_per_submit=K)`` encodes K forwards
 into one submission: each reads the token the previous one's argmax wrote into the log, and
 the K tokens come back in one readback.
 """
@@ -27,7 +27,7 @@ from pytest_dispatch.measurement.gpu import gpu_info
 
 from .config import ModelConfig, get_config
 from .graph import ACT, ACTIVATION, CACHE, F32, LEVELS, NEXT_TOKEN, OUTPUT, Kernel, build_graph, schedule
-from .kernels import BuildContext, Pack, Program, Stack, build_program
+from .kernels import BuildContext, Pack, Program, Stack, build_program, rebound_source
 from .checkpoint import load_pretrained
 from .weights import load_weights, random_weights
 
@@ -104,7 +104,7 @@ class ReferenceModel:
                                for i in range(2)]
         self._logits_staging = device.create_buffer(
             size=_round16(4 * self.config.vocab_size), usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
-        self._pipelines, self._bind_groups = zip(*(self._pipeline_and_bind_group(p) for p in self.programs))
+        self._create_pipelines()
         self._grids: dict[int, list] = {}  # n_tokens -> workgroup grid of each program
         self.reset()
 
@@ -450,33 +450,83 @@ class ReferenceModel:
                 if last == index and self.graph.tensors[name].kind == ACTIVATION:
                     free.append(self._buffers[name])
 
-    def _pipeline_and_bind_group(self, program: Program):
+    def _create_pipelines(self) -> None:
+        """A pipeline and a bind group per program. Consecutive programs of one layer share one
+        bind group, the union of their buffers, as far as the device's bindings per stage allow:
+        a single pass then sets one bind group per layer, not one per dispatch. Each wgpu call
+        costs the host about a microsecond, and the host bounds f16 decode on the H200."""
         cache = _PIPELINES.setdefault(self.device, {})
-        writable = tuple(b.writable for b in program.bindings)
-        key = (program.label, program.source, writable)
-        if key not in cache:
-            entries = [{"binding": 0, "visibility": wgpu.ShaderStage.COMPUTE,
-                        "buffer": {"type": wgpu.BufferBindingType.uniform, "has_dynamic_offset": True}}]
-            for index, is_writable in enumerate(writable, start=1):
-                kind = wgpu.BufferBindingType.storage if is_writable else wgpu.BufferBindingType.read_only_storage
-                entries.append({"binding": index, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kind}})
-            layout = self.device.create_bind_group_layout(entries=entries, label=program.label)
-            module = self.device.create_shader_module(code=program.source, label=program.label)
-            pipeline = self.device.create_compute_pipeline(
-                layout=self.device.create_pipeline_layout(bind_group_layouts=[layout], label=program.label),
-                compute={"module": module, "entry_point": "main"},
-                label=program.label,
-            )
-            cache[key] = (pipeline, layout)
-        pipeline, layout = cache[key]
-        buffers = [self._uniform] + [
-            self._buffers[(b.resource, b.shard) if isinstance(b.resource, Pack) else b.resource]
-            for b in program.bindings
-        ]
-        entries = [{"binding": i, "resource": {"buffer": buffer, "offset": 0,
-                                               "size": FORWARD_UNIFORM_BYTES if i == 0 else buffer.size}}
-                   for i, buffer in enumerate(buffers)]
-        return pipeline, self.device.create_bind_group(layout=layout, entries=entries, label=program.label)
+        self._pipelines, self._bind_groups = [], []
+        for group in self._bind_group_sharing():
+            if len(group) == 1:  # its own bindings as they are, a buffer bound twice included
+                bound = self._bound_buffers(group[0])
+                signature = tuple(b.writable for b in self.programs[group[0]].bindings)
+            else:
+                union: dict[wgpu.GPUBuffer, bool] = {}  # buffer -> written by a program of the group
+                for index in group:
+                    for binding, buffer in zip(self.programs[index].bindings, self._bound_buffers(index)):
+                        union[buffer] = union.get(buffer, False) or binding.writable
+                slot = {buffer: i for i, buffer in enumerate(union, start=1)}
+                bound, signature = list(union), tuple(union.values())
+            if ("layout", signature) not in cache:
+                cache[("layout", signature)] = self._layout(signature)
+            layout, pipeline_layout = cache[("layout", signature)]
+            buffers = [self._uniform, *bound]
+            entries = [{"binding": i, "resource": {"buffer": buffer, "offset": 0,
+                                                   "size": FORWARD_UNIFORM_BYTES if i == 0 else buffer.size}}
+                       for i, buffer in enumerate(buffers)]
+            label = " + ".join(dict.fromkeys(self.programs[index].label for index in group))
+            bind_group = self.device.create_bind_group(layout=layout, entries=entries, label=label)
+            for index in group:
+                program, used = self.programs[index], self._bound_buffers(index)
+                source = program.source if len(group) == 1 else rebound_source(
+                    program, [slot[b] for b in used], [union[b] for b in used])
+                key = (program.label, source, signature)
+                if key not in cache:
+                    module = self.device.create_shader_module(code=source, label=program.label)
+                    cache[key] = self.device.create_compute_pipeline(
+                        layout=pipeline_layout, compute={"module": module, "entry_point": "main"},
+                        label=program.label)
+                self._pipelines.append(cache[key])
+                self._bind_groups.append(bind_group)
+
+    def _bound_buffers(self, index: int) -> list[wgpu.GPUBuffer]:
+        return [self._buffers[(b.resource, b.shard) if isinstance(b.resource, Pack) else b.resource]
+                for b in self.programs[index].bindings]
+
+    def _bind_group_sharing(self) -> list[list[int]]:
+        """Program indices in groups that share a bind group: runs of the same layer, split
+        where the union of buffers would exceed the device's storage bindings per stage. A
+        program that binds one buffer twice keeps a group of its own."""
+        limit = min(self.device.limits["max-storage-buffers-per-shader-stage"],
+                    self.device.limits["max-bindings-per-bind-group"] - 1)
+        groups: list[list[int]] = []
+        unions: list[set | None] = []  # None: the group cannot take more programs
+        for index, kernel in enumerate(self.kernels):
+            bound = self._bound_buffers(index)
+            distinct = set(bound)
+            if len(distinct) < len(bound):
+                groups.append([index])
+                unions.append(None)
+            elif (groups and unions[-1] is not None and self.kernels[groups[-1][0]].layer == kernel.layer
+                  and len(unions[-1] | distinct) <= limit):
+                groups[-1].append(index)
+                unions[-1] |= distinct
+            else:
+                groups.append([index])
+                unions.append(distinct)
+        return groups
+
+    def _layout(self, writable: tuple[bool, ...]):
+        """The bind group layout and pipeline layout for the per-forward uniform followed by
+        storage buffers, writable where ``writable``."""
+        entries = [{"binding": 0, "visibility": wgpu.ShaderStage.COMPUTE,
+                    "buffer": {"type": wgpu.BufferBindingType.uniform, "has_dynamic_offset": True}}]
+        for index, is_writable in enumerate(writable, start=1):
+            kind = wgpu.BufferBindingType.storage if is_writable else wgpu.BufferBindingType.read_only_storage
+            entries.append({"binding": index, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kind}})
+        layout = self.device.create_bind_group_layout(entries=entries)
+        return layout, self.device.create_pipeline_layout(bind_group_layouts=[layout])
 
     # ----------------------------------------------------------------------------------------
     # Per forward

@@ -7,6 +7,7 @@ import pytest
 
 from pytest_dispatch import count_dispatches
 from pytest_dispatch.reference import ENCODINGS, LEVELS, NumpyReference, ReferenceModel
+from pytest_dispatch.reference.graph import dispatches_per_layer
 
 MAX_SEQ = 32
 PROMPT = [3, 17, 250, 42]
@@ -41,6 +42,25 @@ def test_tokens_do_not_depend_on_tokens_per_submit(gpu_device, level, dtype, exp
         model.encoding = encoding
         for k in TOKENS_PER_SUBMIT:
             assert model.generate(PROMPT, N, tokens_per_submit=k) == reference, (encoding, k)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_single_pass_sets_a_bind_group_per_layer_where_the_device_allows(gpu_adapter, gpu_device, level,
+                                                                          expected):
+    model = ReferenceModel(gpu_device, "tiny", level=level, max_seq_len=MAX_SEQ)
+    with count_dispatches() as counts:
+        assert model.forward(PROMPT) == expected[0]
+    assert counts.set_bind_groups < counts.dispatches
+    if level == "fused+":  # a layer's four kernels bind at most 32 buffers
+        _, outside = dispatches_per_layer(model.config, level)
+        assert counts.set_bind_groups <= model.config.n_layers + outside
+    # WebGPU's default of 8 storage buffers per stage: fewer programs share, same tokens.
+    default = gpu_adapter.request_device_sync(required_limits={"max-storage-buffers-per-shader-stage": 8})
+    small = ReferenceModel(default, "tiny", level=level, max_seq_len=MAX_SEQ)
+    with count_dispatches() as small_counts:
+        assert small.forward(PROMPT) == expected[0]
+    assert counts.set_bind_groups < small_counts.set_bind_groups <= small_counts.dispatches
+    assert small.generate(PROMPT, N, tokens_per_submit=4) == expected
 
 
 def test_decode_step_continues_after_a_multi_step_generate(gpu_device, expected):
