@@ -1219,7 +1219,8 @@ var<workgroup> head_scale: array<f32, {cfg.n_heads}>;
 def attention_prologue(ctx: BuildContext) -> str:
     """Causal GQA attention of token t with an online softmax over chunks of keys: scores of
     every (head, key) of a chunk in parallel, softmax statistics per head, then each
-    invocation accumulates p * v for its output elements (held in registers). The loops over
+    invocation loads its (kv head, dim) elements of V for its share of the chunk's keys and
+    accumulates p * v for every query head of that KV head (in registers). The loops over
     head_dim and over a chunk's keys are unrolled so that their loads are all in flight at
     once: this prologue is latency-bound, not bandwidth-bound. ``attn_x`` holds the scaled
     query first, then the attention output.
@@ -1231,14 +1232,7 @@ def attention_prologue(ctx: BuildContext) -> str:
     cfg = ctx.config
     h, d, s, c = cfg.n_heads, cfg.head_dim, ctx.max_seq_len, ATTENTION_CHUNK
     group, hd = cfg.n_heads // cfg.n_kv_heads, cfg.q_dim
-    per_thread = math.ceil(hd / WORKGROUP)
     shuffled = ctx.subgroups and h * c <= WORKGROUP  # one score per invocation
-
-    def each_output(body: str) -> str:
-        return "\n".join(f"""    {{
-        let o = lid + {_u(r * WORKGROUP)};
-        if (o < {_u(hd)}) {{ let head = o / {_u(d)}; {body.replace("acc_r", f"att{r}")} }}
-    }}""" for r in range(per_thread))
 
     def score(indent: str) -> str:
         """``var score``: (q of ``head``) . (k of ``key``), or -3e38 past the causal limit."""
@@ -1288,21 +1282,45 @@ def attention_prologue(ctx: BuildContext) -> str:
             }}
         }}""" for r in range(math.ceil(h * c / WORKGROUP)))
         serial_when = f"lid < {_u(h)}"
-    # p.V: each invocation's output elements, clamped into range: no branch, so that every V
-    # load of the chunk, for all of them, is in flight at once (the loop is latency-bound).
-    pv_setup = "\n".join(f"""        let o{r} = min(lid + {_u(r * WORKGROUP)}, {_u(hd - 1)});
-        let head{r} = o{r} / {_u(d)};
-        let v_base{r} = ((head{r} / {_u(group)}) * {_u(s)} + base) * {_u(d)} + o{r} % {_u(d)};"""
+    # p.V by KV head (GQA): an invocation owns one (kv head, dim) element of V and a share of
+    # the chunk's keys, loads each of its V values once and accumulates them into the outputs
+    # of all the query heads that share the KV head. Indices are clamped, not branched on, so
+    # that every V load of the chunk is in flight at once (the loop is latency-bound).
+    kv_pairs = cfg.n_kv_heads * d
+    split = min(c, 2 ** int(math.log2(max(1, WORKGROUP // kv_pairs))))  # invocations sharing a V element
+    owners = WORKGROUP // split
+    per_thread = math.ceil(kv_pairs / owners)
+    keys = c // split  # keys per invocation per chunk: v_lane, v_lane + split, ...
+    pv_setup = "\n".join(f"        let v_base{r} = ((pair{r} / {_u(d)}) * {_u(s)} + base) * {_u(d)} + pair{r} % {_u(d)};"
                           for r in range(per_thread))
-    pv_loads = "\n".join(f"        let v{r}_{j} = f32(v_cache[v_base{r} + min({_u(j)}, last) * {_u(d)}]);"
-                          for r in range(per_thread) for j in range(c))
+    pv_loads = "\n".join(f"        let v{r}_{i} = f32(v_cache[v_base{r} + min(v_lane + {_u(i * split)}, last) * {_u(d)}]);"
+                          for r in range(per_thread) for i in range(keys))
     pv_sums = "\n".join(
-        f"        att{r} = att{r} * head_scale[head{r}] + ("
-        + " + ".join(f"select(0.0, scores[head{r} * {_u(c)} + {_u(j)}] * v{r}_{j}, {_u(j)} <= last)" for j in range(c))
-        + ");" for r in range(per_thread))
-    accumulators = "".join(f"    var att{r} = 0.0;\n" for r in range(per_thread))
+        f"        {{ let head = (pair{r} / {_u(d)}) * {_u(group)} + {_u(g)};\n"
+        f"          att{r}_{g} = att{r}_{g} * head_scale[head] + ("
+        + " + ".join(f"select(0.0, scores[head * {_u(c)} + v_lane + {_u(i * split)}] * v{r}_{i}, v_lane + {_u(i * split)} <= last)"
+                     for i in range(keys))
+        + "); }" for r in range(per_thread) for g in range(group))
+    accumulators = (f"    let v_lane = lid % {_u(split)};  // of the invocations sharing a V element\n"
+                    f"    let v_owner = lid / {_u(split)};\n"
+                    + "".join(f"    let pair{r} = min(v_owner + {_u(r * owners)}, {_u(kv_pairs - 1)});\n"
+                              for r in range(per_thread))
+                    + "".join(f"    var att{r}_{g} = 0.0;\n" for r in range(per_thread) for g in range(group)))
     if shuffled:
         accumulators += "    var run_max = -3.0e38;  // of this invocation's head\n    var run_sum = 0.0;\n"
+    # The lanes' partial sums are added into attn_x one v_lane at a time, then normalized.
+    def add_lane(l: int) -> str:
+        lines = [f"    if (v_lane == {_u(l)}) {{"]
+        for r in range(per_thread):
+            lines.append(f"        if (v_owner + {_u(r * owners)} < {_u(kv_pairs)}) {{")
+            for g in range(group):
+                o = f"((pair{r} / {_u(d)}) * {_u(group)} + {_u(g)}) * {_u(d)} + pair{r} % {_u(d)}"
+                earlier = "" if l == 0 else "attn_x[o / 4u][o % 4u] + "
+                lines.append(f"            {{ let o = {o}; attn_x[o / 4u][o % 4u] = {earlier}att{r}_{g}; }}")
+            lines.append("        }")
+        lines += ["    }", "    workgroupBarrier();"]
+        return "\n".join(lines)
+    combine = "\n".join(add_lane(l) for l in range(split))
     return f"""    let n_keys = fwd.start_pos + t + 1u;
     if (lid < {_u(h)}) {{ head_max[lid] = -3.0e38; head_sum[lid] = 0.0; }}
     for (var i = lid; i < {_u(hd // 4)}; i += 256u) {{
@@ -1335,8 +1353,11 @@ def attention_prologue(ctx: BuildContext) -> str:
 {pv_sums}
         workgroupBarrier();
     }}
+{combine}
     // Rounded to the model dtype, as the attention kernel of the other levels stores it.
-{each_output("attn_x[o / 4u][o % 4u] = f32(act(acc_r / head_sum[head]));")}
+    for (var o = lid; o < {_u(hd)}; o += 256u) {{
+        attn_x[o / 4u][o % 4u] = f32(act(attn_x[o / 4u][o % 4u] / head_sum[o / {_u(d)}]));
+    }}
     workgroupBarrier();"""
 
 
