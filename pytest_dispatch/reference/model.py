@@ -7,9 +7,9 @@ caches, and bind groups (one per layer where the device binds enough buffers). A
 then costs a ``queue.write_buffer`` of its token count and start position (a 256-byte slice
 of the uniform buffer, one per cache position, bound with a dynamic offset) and of its token
 ids (into the token log, see ``graph.NEXT_TOKEN``), the encoding of the level's dispatches
-(``encoding``), and one mapped readback of the 4-byte next token. ``generate(..., tokens_per_submit=K)`` encodes K forwards
-into one submission: each reads the token the previous one's argmax wrote into the log, and
-the K tokens come back in one readback.
+(``encoding``), and one mapped readback of the 4-byte next token.
+``generate(..., tokens_per_submit=K)`` encodes K forwards into one submission: each reads the
+token the previous one's argmax wrote into the log, and the K tokens come back in one readback.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ FORWARD_UNIFORM_BYTES = 16  # kernels.Forward: n_tokens, start_pos and padding
 MAX_QUERIES = 4096  # timestamps in one query set (WebGPU's limit)
 HEATING_FORWARDS = 8  # before each timed pass of time_kernels: milliseconds of work on a large GPU
 
-# Pipelines are shared by every model on a device: a pipeline is keyed by (label, WGSL, layout).
+# Pipelines and layouts are shared by every model on a device: a pipeline is keyed by (label,
+# WGSL, layout), a layout by its storage bindings' writability.
 _PIPELINES: "weakref.WeakKeyDictionary[wgpu.GPUDevice, dict]" = weakref.WeakKeyDictionary()
 
 _STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
@@ -458,30 +459,22 @@ class ReferenceModel:
         cache = _PIPELINES.setdefault(self.device, {})
         self._pipelines, self._bind_groups = [], []
         for group in self._bind_group_sharing():
-            if len(group) == 1:  # its own bindings as they are, a buffer bound twice included
-                bound = self._bound_buffers(group[0])
-                signature = tuple(b.writable for b in self.programs[group[0]].bindings)
-            else:
-                union: dict[wgpu.GPUBuffer, bool] = {}  # buffer -> written by a program of the group
-                for index in group:
-                    for binding, buffer in zip(self.programs[index].bindings, self._bound_buffers(index)):
-                        union[buffer] = union.get(buffer, False) or binding.writable
-                slot = {buffer: i for i, buffer in enumerate(union, start=1)}
-                bound, signature = list(union), tuple(union.values())
-            if ("layout", signature) not in cache:
-                cache[("layout", signature)] = self._layout(signature)
-            layout, pipeline_layout = cache[("layout", signature)]
-            buffers = [self._uniform, *bound]
+            buffers, writable = self._group_bindings(group)
+            if ("layout", writable) not in cache:
+                cache[("layout", writable)] = self._layout(writable)
+            layout, pipeline_layout = cache[("layout", writable)]
             entries = [{"binding": i, "resource": {"buffer": buffer, "offset": 0,
                                                    "size": FORWARD_UNIFORM_BYTES if i == 0 else buffer.size}}
-                       for i, buffer in enumerate(buffers)]
+                       for i, buffer in enumerate([self._uniform, *buffers])]
             label = " + ".join(dict.fromkeys(self.programs[index].label for index in group))
             bind_group = self.device.create_bind_group(layout=layout, entries=entries, label=label)
             for index in group:
-                program, used = self.programs[index], self._bound_buffers(index)
-                source = program.source if len(group) == 1 else rebound_source(
-                    program, [slot[b] for b in used], [union[b] for b in used])
-                key = (program.label, source, signature)
+                program = self.programs[index]
+                source = program.source
+                if len(group) > 1:
+                    slots = [buffers.index(buffer) for buffer in self._bound_buffers(index)]
+                    source = rebound_source(program, [i + 1 for i in slots], [writable[i] for i in slots])
+                key = (program.label, source, writable)
                 if key not in cache:
                     module = self.device.create_shader_module(code=source, label=program.label)
                     cache[key] = self.device.create_compute_pipeline(
@@ -489,6 +482,18 @@ class ReferenceModel:
                         label=program.label)
                 self._pipelines.append(cache[key])
                 self._bind_groups.append(bind_group)
+
+    def _group_bindings(self, group: list[int]) -> tuple[list[wgpu.GPUBuffer], tuple[bool, ...]]:
+        """The storage buffers of a group's bind group and whether each is writable: a lone
+        program's bindings as they are (a buffer bound twice included), else each buffer of
+        the group once, writable if any program of the group writes it."""
+        if len(group) == 1:
+            return self._bound_buffers(group[0]), tuple(b.writable for b in self.programs[group[0]].bindings)
+        union: dict[wgpu.GPUBuffer, bool] = {}
+        for index in group:
+            for binding, buffer in zip(self.programs[index].bindings, self._bound_buffers(index)):
+                union[buffer] = union.get(buffer, False) or binding.writable
+        return list(union), tuple(union.values())
 
     def _bound_buffers(self, index: int) -> list[wgpu.GPUBuffer]:
         return [self._buffers[(b.resource, b.shard) if isinstance(b.resource, Pack) else b.resource]
