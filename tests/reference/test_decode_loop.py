@@ -51,7 +51,8 @@ def test_a_single_pass_sets_a_bind_group_per_layer_where_the_device_allows(gpu_a
     with count_dispatches() as counts:
         assert model.forward(PROMPT) == expected[0]
     assert counts.set_bind_groups < counts.dispatches
-    if level == "fused+":  # a layer's four kernels bind at most 32 buffers
+    if level == "fused+" and gpu_device.limits["max-storage-buffers-per-shader-stage"] >= 13:
+        # a layer's four kernels bind 13 buffers in all
         _, outside = dispatches_per_layer(model.config, level)
         assert counts.set_bind_groups <= model.config.n_layers + outside
     # WebGPU's default of 8 storage buffers per stage: fewer programs share, same tokens.
