@@ -27,7 +27,7 @@ from pytest_dispatch.measurement.gpu import gpu_info
 
 from .config import ModelConfig, get_config
 from .graph import ACT, ACTIVATION, CACHE, F32, LEVELS, NEXT_TOKEN, OUTPUT, Kernel, build_graph, schedule
-from .kernels import BuildContext, Pack, Program, Stack, build_program, rebound_source
+from .kernels import Binding, BuildContext, Pack, Program, Stack, build_program, rebound_source
 from .checkpoint import load_pretrained
 from .weights import load_weights, random_weights
 
@@ -42,6 +42,12 @@ HEATING_FORWARDS = 8  # before each timed pass of time_kernels: milliseconds of 
 _PIPELINES: "weakref.WeakKeyDictionary[wgpu.GPUDevice, dict]" = weakref.WeakKeyDictionary()
 
 _STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+
+
+def _buffer_key(binding: Binding):
+    """The key in ``ReferenceModel._buffers`` of the buffer a binding binds: a pack's shard, or
+    the resource itself."""
+    return (binding.resource, binding.shard) if isinstance(binding.resource, Pack) else binding.resource
 
 
 def _round16(size: int) -> int:
@@ -391,8 +397,7 @@ class ReferenceModel:
         for program in self.programs:
             for binding in program.bindings:
                 resource = binding.resource
-                key = (resource, binding.shard) if isinstance(resource, Pack) else resource
-                if key in self._buffers or isinstance(resource, Stack):
+                if _buffer_key(binding) in self._buffers or isinstance(resource, Stack):
                     continue
                 if isinstance(resource, Pack):
                     packed = resource.materialize(self.weights).astype(self._numpy_dtype(resource.dtype))
@@ -458,8 +463,9 @@ class ReferenceModel:
         costs the host about a microsecond, and the host bounds f16 decode on the H200."""
         cache = _PIPELINES.setdefault(self.device, {})
         self._pipelines, self._bind_groups = [], []
-        for group in self._bind_group_sharing():
-            buffers, writable = self._group_bindings(group)
+        bound = [[self._buffers[_buffer_key(b)] for b in program.bindings] for program in self.programs]
+        for group in self._bind_group_sharing(bound):
+            buffers, writable = self._group_bindings(group, bound)
             if ("layout", writable) not in cache:
                 cache[("layout", writable)] = self._layout(writable)
             layout, pipeline_layout = cache[("layout", writable)]
@@ -472,7 +478,7 @@ class ReferenceModel:
                 program = self.programs[index]
                 source = program.source
                 if len(group) > 1:
-                    slots = [buffers.index(buffer) for buffer in self._bound_buffers(index)]
+                    slots = [buffers.index(buffer) for buffer in bound[index]]
                     source = rebound_source(program, [i + 1 for i in slots], [writable[i] for i in slots])
                 key = (program.label, source, writable)
                 if key not in cache:
@@ -483,34 +489,31 @@ class ReferenceModel:
                 self._pipelines.append(cache[key])
                 self._bind_groups.append(bind_group)
 
-    def _group_bindings(self, group: list[int]) -> tuple[list[wgpu.GPUBuffer], tuple[bool, ...]]:
+    def _group_bindings(self, group: list[int], bound: list[list[wgpu.GPUBuffer]]
+                        ) -> tuple[list[wgpu.GPUBuffer], tuple[bool, ...]]:
         """The storage buffers of a group's bind group and whether each is writable: a lone
         program's bindings as they are (a buffer bound twice included), else each buffer of
         the group once, writable if any program of the group writes it."""
         if len(group) == 1:
-            return self._bound_buffers(group[0]), tuple(b.writable for b in self.programs[group[0]].bindings)
+            return bound[group[0]], tuple(b.writable for b in self.programs[group[0]].bindings)
         union: dict[wgpu.GPUBuffer, bool] = {}
         for index in group:
-            for binding, buffer in zip(self.programs[index].bindings, self._bound_buffers(index)):
+            for binding, buffer in zip(self.programs[index].bindings, bound[index]):
                 union[buffer] = union.get(buffer, False) or binding.writable
         return list(union), tuple(union.values())
 
-    def _bound_buffers(self, index: int) -> list[wgpu.GPUBuffer]:
-        return [self._buffers[(b.resource, b.shard) if isinstance(b.resource, Pack) else b.resource]
-                for b in self.programs[index].bindings]
-
-    def _bind_group_sharing(self) -> list[list[int]]:
+    def _bind_group_sharing(self, bound: list[list[wgpu.GPUBuffer]]) -> list[list[int]]:
         """Program indices in groups that share a bind group: runs of the same layer, split
-        where the union of buffers would exceed the device's storage bindings per stage. A
-        program that binds one buffer twice keeps a group of its own."""
+        where the union of buffers (``bound``: each program's) would exceed the device's
+        storage bindings per stage. A program that binds one buffer twice keeps a group of its
+        own."""
         limit = min(self.device.limits["max-storage-buffers-per-shader-stage"],
                     self.device.limits["max-bindings-per-bind-group"] - 1)
         groups: list[list[int]] = []
         unions: list[set | None] = []  # None: the group cannot take more programs
-        for index, kernel in enumerate(self.kernels):
-            bound = self._bound_buffers(index)
-            distinct = set(bound)
-            if len(distinct) < len(bound):
+        for index, (kernel, buffers) in enumerate(zip(self.kernels, bound)):
+            distinct = set(buffers)
+            if len(distinct) < len(buffers):
                 groups.append([index])
                 unions.append(None)
             elif (groups and unions[-1] is not None and self.kernels[groups[-1][0]].layer == kernel.layer
