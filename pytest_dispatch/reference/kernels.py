@@ -795,9 +795,11 @@ def _argmax_reduction(ctx: BuildContext) -> str:
 # 256/LANES slices; a slice's LANES invocations stride together along one row (coalesced
 # vec4 loads, each weight read once) and each invocation keeps ROWS_PER_THREAD rows in
 # registers, so an x element is loaded once per ROWS_PER_THREAD rows. Subgroup shuffles (or,
-# without subgroups, a tree in workgroup memory) then sum the lanes. Prologue (optional
-# RMSNorm of x, recomputed by every workgroup: x is one row; or the token's attention, which
-# is x) and epilogue (bias, residual, SiLU*up, rotary + KV append) are fused.
+# without subgroups, a tree in workgroup memory) then sum the lanes. An RMSNorm of x is
+# recomputed by every workgroup (x is one row): on a GPU as a sum of squares beside the
+# products, its 1 / rms applied to the row sums; on a CPU as a prologue. A prologue (the
+# token's attention, which is x) and an epilogue (bias, residual, SiLU*up, rotary + KV
+# append) are fused.
 # For a prefill the grid's x is the token, so workgroups sharing weights run together.
 # --------------------------------------------------------------------------------------------
 
@@ -1074,7 +1076,14 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
         }}
     }}"""
 
-    if spec.norm:
+    # A GPU's RMSNorm sums x's squares in the main loop, from the x loads it makes anyway, and
+    # scales the row sums by 1 / rms afterwards: the weight loads start without waiting for a
+    # reduction over x. On a CPU each invocation would square all of x again.
+    norm_in_loop = bool(spec.norm) and not ctx.cpu
+    n_acc = rpt + norm_in_loop  # accumulator rpt: x's sum of squares
+    if norm_in_loop:
+        prologue, load_x = "", ""
+    elif spec.norm:
         prologue = f"""    var sum_sq = 0.0;
     for (var k4 = lid; k4 < {_u(k4)}; k4 += 256u) {{ let v = vec4<f32>(x[x_row + k4]); sum_sq += dot(v, v); }}
     let rstd = inverseSqrt(workgroup_sum(lid, sum_sq) / {_f32(spec.k)} + {_f32(spec.norm.eps)});"""
@@ -1098,26 +1107,35 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
         for u in range(unroll):
             index = f"lane + (i * {_u(unroll)} + {_u(u)}) * {_u(lanes)}"
             lines.append(f"let k4_{u} = {index if exact else f'min({index}, {_u(k4 - 1)})'};")
-            lines.append(f"let xv{u} = {load_x.replace('k4', f'k4_{u}')};")
+            if norm_in_loop:  # x as loaded (its squares) and times the norm weight
+                lines.append(f"let xr{u} = vec4<f32>(x[x_row + k4_{u}]);")
+                lines.append(f"let xv{u} = xr{u} * vectors[k4_{u}];")
+            else:
+                lines.append(f"let xv{u} = {load_x.replace('k4', f'k4_{u}')};")
             lines += [f"let w{u}_{r} = vec4<f32>(w{shard}[w_row + k4_{u} + {_u(r * k4)}]);" for r in range(rpt)]
         for u in range(unroll):
             in_range = f"lane + (i * {_u(unroll)} + {_u(u)}) * {_u(lanes)} < {_u(k4)}"
             for r in range(rpt):  # accumulators are scalars, so they stay in registers
                 product = f"dot(w{u}_{r}, xv{u})" if exact else f"select(0.0, dot(w{u}_{r}, xv{u}), {in_range})"
                 lines.append(f"acc{r} += {product};")
+            if norm_in_loop:
+                square = f"dot(xr{u}, xr{u})" if exact else f"select(0.0, dot(xr{u}, xr{u}), {in_range})"
+                lines.append(f"acc{rpt} += {square};")
         body = "\n                ".join(lines)
         return f"""for (var i = 0u; i < {_u(math.ceil(iterations / unroll))}; i += 1u) {{
                 {body}
             }}"""
 
+    rstd_from_lanes = (f"    row_scale = inverseSqrt(lane_sum({_u(rpt * WORKGROUP)}) / {_f32(spec.k)} + "
+                       f"{_f32(spec.norm.eps)});" if norm_in_loop else "")
     cases = "\n".join(f"        case {i}u: {{\n            {main_loop(i)}\n        }}" for i in range(pack.n_shards - 1))
     n_blocks = math.ceil(spec.n_rows / (rows // 2 if spec.epilogue == "silu_mul" else rows))
     source = f"""{_header(ctx)}
 {_declare(decl)}
 {_reduce(ctx, few_barriers=ctx.cpu)}
-var<workgroup> partial: array<f32, {WORKGROUP * rpt}>;
+var<workgroup> partial: array<f32, {WORKGROUP * n_acc}>;
 {attention_workgroup_memory(ctx) if spec.attention else ""}
-{_row_sum(lanes, rpt, ctx)}
+{_row_sum(lanes, rpt, ctx, scaled=norm_in_loop)}
 
 fn bias_at(row: u32) -> f32 {{ {bias_body} }}
 
@@ -1133,13 +1151,14 @@ fn bias_at(row: u32) -> f32 {{ {bias_body} }}
     let shard = block / {_u(blocks_per_shard)};
     let local_row = (block - shard * {_u(blocks_per_shard)}) * {_u(rows)} + slice * {_u(rpt)};
     let w_row = local_row * {_u(k4)};
-{"".join(f"    var acc{r} = 0.0;{chr(10)}" for r in range(rpt))}    switch shard {{
+{"".join(f"    var acc{r} = 0.0;{chr(10)}" for r in range(n_acc))}    switch shard {{
 {cases}
         default: {{
             {main_loop(pack.n_shards - 1)}
         }}
     }}
-{_lane_reduction(lanes, rpt, ctx)}
+{_lane_reduction(lanes, n_acc, ctx)}
+{rstd_from_lanes}
 {epilogue}
 }}
 """
@@ -1149,22 +1168,22 @@ fn bias_at(row: u32) -> f32 {{ {bias_body} }}
     return Program(kernel.name, source, tuple(bindings), grid)
 
 
-def _lane_reduction(lanes: int, rpt: int, ctx: BuildContext) -> str:
-    """Sums the accumulators of each row's lanes into ``partial`` for ``row_sum``. With
-    subgroups, a butterfly of shuffles leaves every lane with the sum of its aligned group of
+def _lane_reduction(lanes: int, accumulators: int, ctx: BuildContext) -> str:
+    """Sums each accumulator (acc0, acc1, ...) over a row's lanes into ``partial`` for
+    ``row_sum``. With subgroups, a butterfly of shuffles leaves every lane with the sum of its aligned group of
     min(lanes, subgroup size) lanes, written out behind one barrier; otherwise a tree in
     workgroup memory, a barrier a step."""
     if ctx.subgroups:
         steps = "".join(
             f"    if ({_u(offset)} < sg_size) {{\n"
-            + "".join(f"        acc{r} += subgroupShuffleXor(acc{r}, {_u(offset)});\n" for r in range(rpt))
+            + "".join(f"        acc{r} += subgroupShuffleXor(acc{r}, {_u(offset)});\n" for r in range(accumulators))
             + "    }\n"
             for offset in (2 ** i for i in range(int(math.log2(lanes)))))
-        return (steps + "".join(f"    partial[{r * WORKGROUP}u + lid] = acc{r};\n" for r in range(rpt))
+        return (steps + "".join(f"    partial[{r * WORKGROUP}u + lid] = acc{r};\n" for r in range(accumulators))
                 + "    workgroupBarrier();")
     adds = "".join(f"            partial[{r * WORKGROUP}u + lid] += partial[{r * WORKGROUP}u + lid + s];\n"
-                   for r in range(rpt))
-    return ("".join(f"    partial[{r * WORKGROUP}u + lid] = acc{r};\n" for r in range(rpt)) + f"""    workgroupBarrier();
+                   for r in range(accumulators))
+    return ("".join(f"    partial[{r * WORKGROUP}u + lid] = acc{r};\n" for r in range(accumulators)) + f"""    workgroupBarrier();
     for (var s = {_u(lanes // 2)}; s > 0u; s >>= 1u) {{
         if (lane < s) {{
 {adds}        }}
@@ -1172,21 +1191,29 @@ def _lane_reduction(lanes: int, rpt: int, ctx: BuildContext) -> str:
     }}""")
 
 
-def _row_sum(lanes: int, rpt: int, ctx: BuildContext) -> str:
-    """``row_sum(lr)``: the sum of local row lr's lanes, from ``partial`` after ``_lane_reduction``."""
+def _row_sum(lanes: int, rpt: int, ctx: BuildContext, scaled: bool = False) -> str:
+    """``row_sum(lr)``: the sum of local row lr's lanes, from ``partial`` after ``_lane_reduction``;
+    ``lane_sum(first)`` that of the lanes of slice 0 whose first slot is ``first``. ``scaled``:
+    times ``row_scale`` (a normalized x's 1 / rms, known only after the lanes are summed)."""
     first = f"(lr % {_u(rpt)}) * 256u + (lr / {_u(rpt)}) * {_u(lanes)}"
+    scale = ("var<private> row_scale: f32;\n", " * row_scale") if scaled else ("", "")
     if ctx.subgroups:
-        return f"""// Sum of the {lanes} lanes of local row lr: of its lane groups' sums (a group per subgroup, at most).
-fn row_sum(lr: u32) -> f32 {{
-    let first = {first};
+        lane_sum = f"""// Sum of the {lanes} lanes from slot first: of their lane groups' sums (a group per subgroup, at most).
+fn lane_sum(first: u32) -> f32 {{
     let group = min(subgroup_size, {_u(lanes)});
     var sum = partial[first];
     for (var i = group; i < {_u(lanes)}; i += group) {{ sum += partial[first + i]; }}
     return sum;
 }}"""
-    return f"""// Sum of the {lanes} lanes of local row lr (after the reduction below).
+    else:
+        lane_sum = f"""// Sum of the {lanes} lanes from slot first (after the reduction below).
+fn lane_sum(first: u32) -> f32 {{
+    return partial[first];
+}}"""
+    return f"""{scale[0]}{lane_sum}
+
 fn row_sum(lr: u32) -> f32 {{
-    return partial[{first}];
+    return lane_sum({first}){scale[1]};
 }}"""
 
 
