@@ -1193,10 +1193,11 @@ def _lane_reduction(lanes: int, accumulators: int, ctx: BuildContext) -> str:
 
 def _row_sum(lanes: int, rpt: int, ctx: BuildContext, scaled: bool = False) -> str:
     """``row_sum(lr)``: the sum of local row lr's lanes, from ``partial`` after ``_lane_reduction``;
-    ``lane_sum(first)`` that of the lanes of slice 0 whose first slot is ``first``. ``scaled``:
-    times ``row_scale`` (a normalized x's 1 / rms, known only after the lanes are summed)."""
+    ``lane_sum(first)`` that of one slice's lanes, from slot ``first`` on. ``scaled``: times
+    ``row_scale`` (a normalized x's 1 / rms, known only after the lanes are summed)."""
     first = f"(lr % {_u(rpt)}) * 256u + (lr / {_u(rpt)}) * {_u(lanes)}"
-    scale = ("var<private> row_scale: f32;\n", " * row_scale") if scaled else ("", "")
+    declared = "var<private> row_scale: f32;  // set once the lanes are summed\n" if scaled else ""
+    times = " * row_scale" if scaled else ""
     if ctx.subgroups:
         lane_sum = f"""// Sum of the {lanes} lanes from slot first: of their lane groups' sums (a group per subgroup, at most).
 fn lane_sum(first: u32) -> f32 {{
@@ -1210,10 +1211,10 @@ fn lane_sum(first: u32) -> f32 {{
 fn lane_sum(first: u32) -> f32 {{
     return partial[first];
 }}"""
-    return f"""{scale[0]}{lane_sum}
+    return f"""{declared}{lane_sum}
 
 fn row_sum(lr: u32) -> f32 {{
-    return lane_sum({first}){scale[1]};
+    return lane_sum({first}){times};
 }}"""
 
 
