@@ -8,10 +8,9 @@ sys.path.insert(0, "benchmarks")
 import reference_model as rm
 
 VARIANTS = {
-    "current": dict(PREFER_ROWS_PER_THREAD=False, TARGET_WORKGROUPS=512),
-    "rpt": dict(PREFER_ROWS_PER_THREAD=True),
-    "rpt_tw256": dict(PREFER_ROWS_PER_THREAD=True, TARGET_WORKGROUPS=256),
-    "tw256": dict(TARGET_WORKGROUPS=256),
+    "current": dict(TARGET_WORKGROUPS=512),
+    "tw1024": dict(TARGET_WORKGROUPS=1024),
+    "tw2048": dict(TARGET_WORKGROUPS=2048),
     "default": dict(),
 }
 DEFAULTS = {name: getattr(kernels, name) for name in {k for v in VARIANTS.values() for k in v} if hasattr(kernels, name)}
