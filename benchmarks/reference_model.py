@@ -62,7 +62,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--plot", metavar="PATH", help="also draw dispatches and tokens/s per row as SVG "
                         "(needs matplotlib: the 'plot' extra)")
     parser.add_argument("--kernel-times", action="store_true",
-                        help="also print GPU time, GB/s and %% of the copy bandwidth per kernel of a decode step")
+                        help="also print GPU time, GB/s and %% of the copy bandwidth per kernel of a decode step, "
+                             "and the time of a bare read of each kernel's weight bytes")
     parser.add_argument("--tokens-per-submit", default="50", metavar="K,...",
                         help="GPU-resident rows, one per K (default %(default)s; '' for none)")
     parser.add_argument("--impl", default="wgpu", choices=sorted(gpu.IMPLEMENTATIONS),
@@ -156,6 +157,71 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
 """
 
 
+READ_SHADER = """
+@group(0) @binding(0) var<storage, read> source: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> sink: array<f32>;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let stride = groups.x * 256u;
+    let last = arrayLength(&source) - 1u;
+    var sum = 0.0;
+    for (var i = id.x; i <= last; i += 4u * stride) {  // 4 loads in flight
+        let a = source[i];
+        let b = source[min(i + stride, last)];
+        let c = source[min(i + 2u * stride, last)];
+        let d = source[min(i + 3u * stride, last)];
+        sum += dot(a, a) + dot(b, b) + dot(c, c) + dot(d, d);
+    }
+    if (sum < 0.0) { sink[id.x % 256u] = sum; }  // never: keeps the loads
+    if (lid == 0u) { sink[wg.x % 256u] = 1.0; }  // what the dispatch before wrote: they run in turn
+}
+"""
+
+
+def bare_read_us(device, n_bytes: int, repeats: int = 48) -> float | None:
+    """GPU µs of the fastest dispatch that only reads ``n_bytes`` (sums their squares), on a
+    few grid sizes: what one dispatch of that many bytes can do at all, the floor beside the
+    copy roofline for a small kernel. Each of ``repeats`` dispatches in one pass reads its own
+    slice of a 256 MiB buffer (memory, not cache) and writes what the one before wrote, as a
+    chain of kernels does. None when 4 slices do not fit the buffer."""
+    size = min(256 << 20, device.limits["max-storage-buffer-binding-size"], device.limits["max-buffer-size"])
+    align = device.limits["min-storage-buffer-offset-alignment"]
+    slice_bytes = -(-n_bytes // align) * align
+    if 4 * slice_bytes > size:
+        return None
+    source = device.create_buffer(size=size, usage=wgpu.BufferUsage.STORAGE)
+    sink = device.create_buffer(size=1024, usage=wgpu.BufferUsage.STORAGE)
+    pipeline = device.create_compute_pipeline(
+        layout="auto", compute={"module": device.create_shader_module(code=READ_SHADER), "entry_point": "main"})
+    slices = size // slice_bytes
+    bind_groups = [device.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=[
+        {"binding": 0, "resource": {"buffer": source, "offset": (i % slices) * slice_bytes, "size": n_bytes // 16 * 16}},
+        {"binding": 1, "resource": {"buffer": sink, "offset": 0, "size": 1024}}]) for i in range(repeats)]
+
+    def reads(groups: int):
+        def record(compute) -> None:
+            compute.set_pipeline(pipeline)
+            for bind_group in bind_groups:
+                compute.set_bind_group(0, bind_group)
+                compute.dispatch_workgroups(groups)
+        return record
+
+    def heat() -> None:
+        encoder = device.create_command_encoder()
+        reads(256)(compute := encoder.begin_compute_pass())
+        compute.end()
+        device.queue.submit([encoder.finish()])
+
+    timestamps.warm(device, heat, timestamps.WARM_UP_SECONDS)
+    most = max(1, n_bytes // 16 // 256)  # workgroups that still have a vec4 per invocation
+    best = min(timestamps.pass_seconds(device, reads(min(groups, most)), heat=heat, warm_up=0)
+               for groups in (256, 1024, 4096))
+    source.destroy()
+    sink.destroy()
+    return 1e6 * best / repeats
+
+
 def copy_bandwidth(device, repeats: int = 10) -> float:
     """Bytes/s (read + written) of a WGSL copy of 256 MiB (vec4 loads and stores, 4 in flight
     per invocation): the roofline the weight-streaming kernels are compared with. Timed as
@@ -195,7 +261,9 @@ def copy_bandwidth(device, repeats: int = 10) -> float:
 def print_kernel_times(model: ReferenceModel, prompt: list[int], roofline: float) -> dict:
     """GPU time per dispatch of each kernel label, by timestamps: alone (its dispatches
     repeated) and in the decode loop (where each waits for the one before and finds the
-    weights wherever the loop left them), with GB/s and % of the copy roofline for each."""
+    weights wherever the loop left them), with GB/s and % of the copy roofline for each; and
+    for a weight-streaming kernel, the time of a bare read of its weight bytes
+    (``bare_read_us``) and how near the kernel alone comes to it."""
     model.reset()
     model.forward(prompt)
     alone = model.time_kernels(n_tokens=1)
@@ -205,11 +273,14 @@ def print_kernel_times(model: ReferenceModel, prompt: list[int], roofline: float
     counts = model.expected_dispatches()
     weight_bytes = model.weight_bytes()
     streaming = {k.name for k in model.kernels if any(op.kind == "matmul" for op in k.ops)}
+    bare_by_size = {n: bare_read_us(model.device, n) for n in sorted({weight_bytes[label] for label in streaming})}
+    bare = {label: bare_by_size[weight_bytes[label]] for label in streaming}
     print(f"#   {model.level} decode step, GPU µs per dispatch by kernel: alone (its dispatches repeated in one pass) "
           f"and in the loop (20 decode forwards, a timestamp after each dispatch{'' if in_loop else ': not available here'});")
-    print(f"#   GB/s = weight bytes per dispatch / time, % of the measured copy bandwidth {roofline / 1e9:.0f} GB/s")
-    print(f"#     {'kernel':<30} {'n':>4} {'alone':>8} {'GB/s':>6} {'%':>4} {'in loop':>8} {'GB/s':>6} {'%':>4} "
-          f"{'µs/token':>9}")
+    print(f"#   GB/s = weight bytes per dispatch / time, % of the measured copy bandwidth {roofline / 1e9:.0f} GB/s; "
+          f"bare = µs of a dispatch that only reads those bytes, % bare = bare / alone")
+    print(f"#     {'kernel':<30} {'n':>4} {'alone':>8} {'GB/s':>6} {'%':>4} {'bare':>6} {'% bare':>6} {'in loop':>8} "
+          f"{'GB/s':>6} {'%':>4} {'µs/token':>9}")
 
     def rate(label: str, us: float | None) -> float | None:
         return weight_bytes[label] / (us * 1e-6) if label in streaming and us else None
@@ -224,17 +295,20 @@ def print_kernel_times(model: ReferenceModel, prompt: list[int], roofline: float
     for label in sorted(alone, key=row_time, reverse=True):
         us, looped = alone[label], in_loop.get(label)
         rate_alone, rate_looped = rate(label, us), rate(label, looped)
+        bare_us = bare.get(label)
         kernels.append({"kernel": label, "dispatches": counts[label], "us": us, "us_in_loop": looped,
-                        "weight_bytes": weight_bytes[label],
+                        "weight_bytes": weight_bytes[label], "bare_read_us": bare_us,
+                        "of_bare_read": bare_us and bare_us / us,
                         "gb_per_s": rate_alone and rate_alone / 1e9,
                         "of_copy_bandwidth": rate_alone and rate_alone / roofline,
                         "gb_per_s_in_loop": rate_looped and rate_looped / 1e9,
                         "of_copy_bandwidth_in_loop": rate_looped and rate_looped / roofline})
         looped_cell = f"{looped:8.1f}" if looped else f"{'':8}"
-        print(f"#     {label:<30} {counts[label]:>4} {us:8.1f} {cells(rate_alone)} {looped_cell} "
+        bare_cells = f"{bare_us:6.1f} {100 * bare_us / us:6.0f}" if bare_us else f"{'':6} {'':6}"
+        print(f"#     {label:<30} {counts[label]:>4} {us:8.1f} {cells(rate_alone)} {bare_cells} {looped_cell} "
               f"{cells(rate_looped)} {row_time(label):9.1f}")
     print(f"#     {'total':<30} {sum(counts.values()):>4} {sum(counts[k] * v for k, v in alone.items()):8.1f} "
-          f"{'':11} {sum(counts[k] * v for k, v in in_loop.items()) if in_loop else 0:8.1f}")
+          f"{'':25} {sum(counts[k] * v for k, v in in_loop.items()) if in_loop else 0:8.1f}")
     model.reset()
     model.forward(prompt)
     loop = model.time_decode_loop(n=min(50, model.max_seq_len - model.position))
