@@ -14,6 +14,7 @@ token the previous one's argmax wrote into the log, and the K tokens come back i
 
 from __future__ import annotations
 
+import math
 import time
 import weakref
 from collections import Counter
@@ -321,11 +322,14 @@ class ReferenceModel:
 
     def weight_bytes(self) -> dict[str, int]:
         """Bytes of weights each dispatch of a kernel label binds (per dispatch, averaged over
-        the label's dispatches): what a matrix-vector kernel streams from memory per call."""
+        the label's dispatches): what a matrix-vector kernel streams from memory per call. A
+        packed matrix counts its tensors' own size: the rows that pad it to whole shards are
+        never read."""
         by_label: dict[str, list[int]] = {}
         for kernel, program in zip(self.kernels, self.programs):
-            size = sum(self._buffers[(b.resource, b.shard)].size for b in program.bindings
-                       if isinstance(b.resource, Pack))
+            packs = {b.resource for b in program.bindings if isinstance(b.resource, Pack)}
+            size = sum(self._ctx.bytes_per_element(pack.dtype)
+                       * sum(math.prod(self.graph.tensors[name].shape) for name in pack.tensors) for pack in packs)
             size += sum(self._buffers[b.resource].size for b in program.bindings
                         if isinstance(b.resource, str) and self.graph.tensors[b.resource].kind == "weight")
             by_label.setdefault(kernel.name, []).append(size)

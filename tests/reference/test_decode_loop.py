@@ -104,6 +104,22 @@ def test_time_kernels_gives_every_kernel_label_a_time(gpu_device):
     assert all(us > 0 for us in times.values())
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_weight_bytes_are_what_a_dispatch_reads_not_the_padded_packs(gpu_device, dtype):
+    if dtype == "f16" and "shader-f16" not in gpu_device.features:
+        pytest.skip("device has no shader-f16")
+    model = ReferenceModel(gpu_device, "tiny", level="fused+", dtype=dtype, max_seq_len=MAX_SEQ)
+    c, size = model.config, 2 if dtype == "f16" else 4
+    weights = model.weight_bytes()
+    # down: d_ff x d_model (its pack has whole shards of rows), plus nothing else
+    assert weights["down_proj_residual"] == size * c.d_model * c.d_ff
+    # gate and up, plus the f32 norm weight
+    assert weights["norm_gate_up_silu"] == size * 2 * c.d_ff * c.d_model + 4 * c.d_model
+    # q, k and v, plus the f32 norm weight and the three biases
+    qkv = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim
+    assert weights["norm_qkv_rope_append"] == size * qkv * c.d_model + 4 * (c.d_model + qkv)
+
+
 def test_time_kernels_in_loop_gives_every_kernel_label_a_time(gpu_device):
     if "timestamp-query-inside-passes" not in gpu_device.features:
         pytest.skip("adapter cannot write timestamps inside a pass")
