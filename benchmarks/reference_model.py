@@ -157,6 +157,11 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
 """
 
 
+def streamed_buffer_bytes(device) -> int:
+    """256 MiB, or the most one binding holds: far more than a GPU's last-level cache."""
+    return min(256 << 20, device.limits["max-storage-buffer-binding-size"], device.limits["max-buffer-size"])
+
+
 READ_SHADER = """
 @group(0) @binding(0) var<storage, read> source: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> sink: array<f32>;
@@ -185,7 +190,7 @@ def bare_read_us(device, n_bytes: int, repeats: int = 48) -> float | None:
     copy roofline for a small kernel. Each of ``repeats`` dispatches in one pass reads its own
     slice of a 256 MiB buffer (memory, not cache) and writes what the one before wrote, as a
     chain of kernels does. None when 4 slices do not fit the buffer."""
-    size = min(256 << 20, device.limits["max-storage-buffer-binding-size"], device.limits["max-buffer-size"])
+    size = streamed_buffer_bytes(device)
     align = device.limits["min-storage-buffer-offset-alignment"]
     slice_bytes = -(-n_bytes // align) * align
     if 4 * slice_bytes > size:
@@ -227,8 +232,7 @@ def copy_bandwidth(device, repeats: int = 10) -> float:
     per invocation): the roofline the weight-streaming kernels are compared with. Timed as
     ``time_kernels`` times a kernel: ``repeats`` (and 5x as many) copies in one pass, just after
     ``repeats`` more."""
-    size = min(256 << 20, device.limits["max-storage-buffer-binding-size"], device.limits["max-buffer-size"])
-    size = size // 65536 * 65536  # whole rounds of the grid below
+    size = streamed_buffer_bytes(device) // 65536 * 65536  # whole rounds of the grid below
     usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
     source, destination = (device.create_buffer(size=size, usage=usage) for _ in range(2))
     pipeline = device.create_compute_pipeline(
