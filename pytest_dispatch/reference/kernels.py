@@ -1170,9 +1170,9 @@ fn bias_at(row: u32) -> f32 {{ {bias_body} }}
 
 def _lane_reduction(lanes: int, accumulators: int, ctx: BuildContext) -> str:
     """Sums each accumulator (acc0, acc1, ...) over a row's lanes into ``partial`` for
-    ``row_sum``. With subgroups, a butterfly of shuffles leaves every lane with the sum of its aligned group of
-    min(lanes, subgroup size) lanes, written out behind one barrier; otherwise a tree in
-    workgroup memory, a barrier a step."""
+    ``row_sum``. With subgroups, a butterfly of shuffles leaves every lane with the sum of its
+    aligned group of min(lanes, subgroup size) lanes, written out behind one barrier;
+    otherwise a tree in workgroup memory, a barrier a step."""
     if ctx.subgroups:
         steps = "".join(
             f"    if ({_u(offset)} < sg_size) {{\n"
