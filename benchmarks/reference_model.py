@@ -201,7 +201,8 @@ def bare_read_us(device, n_bytes: int, repeats: int = 48) -> float | None:
         layout="auto", compute={"module": device.create_shader_module(code=READ_SHADER), "entry_point": "main"})
     slices = size // slice_bytes
     bind_groups = [device.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=[
-        {"binding": 0, "resource": {"buffer": source, "offset": (i % slices) * slice_bytes, "size": n_bytes // 16 * 16}},
+        {"binding": 0,
+         "resource": {"buffer": source, "offset": (i % slices) * slice_bytes, "size": n_bytes // 16 * 16}},
         {"binding": 1, "resource": {"buffer": sink, "offset": 0, "size": 1024}}]) for i in range(repeats)]
 
     def reads(groups: int):

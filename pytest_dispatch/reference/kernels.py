@@ -1173,17 +1173,17 @@ def _lane_reduction(lanes: int, accumulators: int, ctx: BuildContext) -> str:
     ``row_sum``. With subgroups, a butterfly of shuffles leaves every lane with the sum of its
     aligned group of min(lanes, subgroup size) lanes, written out behind one barrier;
     otherwise a tree in workgroup memory, a barrier a step."""
+    stores = "".join(f"    partial[{r * WORKGROUP}u + lid] = acc{r};\n" for r in range(accumulators))
     if ctx.subgroups:
         steps = "".join(
             f"    if ({_u(offset)} < sg_size) {{\n"
             + "".join(f"        acc{r} += subgroupShuffleXor(acc{r}, {_u(offset)});\n" for r in range(accumulators))
             + "    }\n"
             for offset in (2 ** i for i in range(int(math.log2(lanes)))))
-        return (steps + "".join(f"    partial[{r * WORKGROUP}u + lid] = acc{r};\n" for r in range(accumulators))
-                + "    workgroupBarrier();")
+        return steps + stores + "    workgroupBarrier();"
     adds = "".join(f"            partial[{r * WORKGROUP}u + lid] += partial[{r * WORKGROUP}u + lid + s];\n"
                    for r in range(accumulators))
-    return ("".join(f"    partial[{r * WORKGROUP}u + lid] = acc{r};\n" for r in range(accumulators)) + f"""    workgroupBarrier();
+    return (stores + f"""    workgroupBarrier();
     for (var s = {_u(lanes // 2)}; s > 0u; s >>= 1u) {{
         if (lane < s) {{
 {adds}        }}
@@ -1199,7 +1199,8 @@ def _row_sum(lanes: int, rpt: int, ctx: BuildContext, scaled: bool = False) -> s
     declared = "var<private> row_scale: f32;  // set once the lanes are summed\n" if scaled else ""
     times = " * row_scale" if scaled else ""
     if ctx.subgroups:
-        lane_sum = f"""// Sum of the {lanes} lanes from slot first: of their lane groups' sums (a group per subgroup, at most).
+        lane_sum = f"""// Sum of the {lanes} lanes from slot first: of their lane groups' sums
+// (a group per subgroup, at most).
 fn lane_sum(first: u32) -> f32 {{
     let group = min(subgroup_size, {_u(lanes)});
     var sum = partial[first];
