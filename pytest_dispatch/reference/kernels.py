@@ -32,6 +32,7 @@ MAX_GRID = 65535
 MAX_STORAGE_BUFFERS = 8  # WebGPU default maxStorageBuffersPerShaderStage
 MAX_ROWS_PER_THREAD = 8  # keeps a matrix-vector workgroup's partial sums within 8 KiB
 MAX_ROWS_PER_WORKGROUP = 32
+CPU_SIMD_LANES = 8  # f32 lanes of lavapipe's 256-bit SIMD: the invocations one instruction runs
 TARGET_WORKGROUPS = 512  # enough to fill a large GPU several times over (H200: 512 beat 256, 1024, 2048)
 SHARD_ROW_MULTIPLE = 256  # shards split matrices on this many rows: a multiple of every row block
 
@@ -820,7 +821,7 @@ class Geometry:
 
 
 def matvec_geometry(n_rows: int, k: int, block: int | None = None, min_rows: int = 1,
-                    cpu: bool = False) -> Geometry:
+                    cpu: bool = False, attention: bool = False) -> Geometry:
     """The tallest row block (fewest repeated prologues and reductions) that still makes
     ``TARGET_WORKGROUPS`` workgroups, else the one that makes the most: a large GPU streams a
     matrix at full bandwidth only with many loads in flight. ``block`` forces the rows per
@@ -830,8 +831,16 @@ def matvec_geometry(n_rows: int, k: int, block: int | None = None, min_rows: int
     every workgroup repeats the prologue and every reduction step is a barrier, both pure
     cost, and lavapipe gains little from spreading one small dispatch over its threads. There,
     one workgroup for all the rows (for at most 256, a shard's multiple), one row per thread:
-    the shortest such block, so that padding rows do not cost loads, in the fewest lanes."""
+    the shortest such block, so that padding rows do not cost loads, in the fewest lanes. A row
+    long enough for 4 vec4 loads a lane instead gets ``CPU_SIMD_LANES`` lanes and rows per
+    thread as many as the block needs, so that one SIMD load reads consecutive memory of one
+    row rather than gathering from rows far apart (unless each workgroup repeats the token's
+    ``attention``, whose geometry stays as measured)."""
     if cpu and block is None:
+        if k // 4 >= 4 * CPU_SIMD_LANES and not attention:
+            slices = WORKGROUP // CPU_SIMD_LANES
+            rows_per_thread = min(MAX_ROWS_PER_THREAD, 2 ** math.ceil(math.log2(math.ceil(n_rows / slices))))
+            return Geometry(CPU_SIMD_LANES, rows_per_thread)
         rows = min(WORKGROUP, max(min_rows, 2 ** math.ceil(math.log2(n_rows))))
         return Geometry(WORKGROUP // rows, 1)
     k4 = k // 4
@@ -948,7 +957,8 @@ def matvec_spec(kernel: Kernel, graph: Graph, ctx: BuildContext) -> MatvecSpec:
         residual = next(t for t in add.input_tensors if t != product)
         accounted += 1
         spec = MatvecSpec(weights=matrix_pack("rows", weight_names, rows[0], k, ctx),
-                          geometry=matvec_geometry(rows[0], k, block=block, cpu=ctx.cpu), n_rows=rows[0],
+                          geometry=matvec_geometry(rows[0], k, block=block, cpu=ctx.cpu, attention=sdpa is not None),
+                          n_rows=rows[0],
                           epilogue="residual", residual=residual, out=add.output, **common)
     else:  # linear, qkv_proj, norm_lm_head
         routes, start = [], 0
