@@ -157,6 +157,17 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
 """
 
 
+def submitter(device, record):
+    """A function that submits one pass of ``record(compute_pass)``'s commands, without
+    waiting: the heat before a timed pass."""
+    def submit() -> None:
+        encoder = device.create_command_encoder()
+        record(compute := encoder.begin_compute_pass())
+        compute.end()
+        device.queue.submit([encoder.finish()])
+    return submit
+
+
 def streamed_buffer_bytes(device) -> int:
     """256 MiB, or the most one binding holds: far more than a GPU's last-level cache."""
     return min(256 << 20, device.limits["max-storage-buffer-binding-size"], device.limits["max-buffer-size"])
@@ -213,12 +224,7 @@ def bare_read_us(device, n_bytes: int, repeats: int = 48) -> float | None:
                 compute.dispatch_workgroups(groups)
         return record
 
-    def heat() -> None:
-        encoder = device.create_command_encoder()
-        reads(256)(compute := encoder.begin_compute_pass())
-        compute.end()
-        device.queue.submit([encoder.finish()])
-
+    heat = submitter(device, reads(256))
     timestamps.warm(device, heat, timestamps.WARM_UP_SECONDS)
     most = max(1, n_bytes // 16 // 256)  # workgroups that still have a vec4 per invocation
     best = min(timestamps.pass_seconds(device, reads(min(groups, most)), heat=heat, warm_up=0)
@@ -250,12 +256,7 @@ def copy_bandwidth(device, repeats: int = 10) -> float:
                 compute.dispatch_workgroups(size // 16 // 256 // 16)  # 4 rounds of 4 vec4 per invocation
         return record
 
-    def heat() -> None:
-        encoder = device.create_command_encoder()
-        copies(repeats)(compute := encoder.begin_compute_pass())
-        compute.end()
-        device.queue.submit([encoder.finish()])
-
+    heat = submitter(device, copies(repeats))
     timestamps.warm(device, heat, timestamps.WARM_UP_SECONDS)
     best = max(n / timestamps.pass_seconds(device, copies(n), heat=heat, warm_up=0) for n in (repeats, 5 * repeats))
     source.destroy()
