@@ -21,7 +21,7 @@ import numpy as np
 
 from pytest_dispatch import PACKAGE_DIR
 from pytest_dispatch.judgement import paired, settings
-from pytest_dispatch.measurement import devicelock, recorder, timestamps
+from pytest_dispatch.measurement import devicelock, instructions, recorder, timestamps
 
 DEFAULT_WARMUP = 3
 DEFAULT_ROUNDS = 30
@@ -78,6 +78,7 @@ class Measurement:
     sync_method: str = SYNC_METHOD
     gpu_us: np.ndarray | None = None  # from timestamp queries, when enabled
     gpu_is_indicative: bool = False  # timestamps of a CPU adapter
+    instructions: instructions.InstructionCount | None = None  # counted mode (--dispatch-instructions)
 
     @property
     def timed(self) -> bool:
@@ -137,7 +138,8 @@ class Measurement:
         data = {"name": self.name, "method": self.method, "warmup": self.warmup, "rounds": self.rounds,
                 "per_round": self.per_round}
         data.update({JSON_KEYS.get(field, field): value for field, value in values.items()})
-        data.update(sync_method=self.sync_method, gpu_is_indicative=self.gpu_is_indicative)
+        data.update(sync_method=self.sync_method, gpu_is_indicative=self.gpu_is_indicative,
+                    instructions=None if self.instructions is None else self.instructions.as_dict())
         return data
 
     @classmethod
@@ -154,7 +156,14 @@ class Measurement:
             values[key] = np.asarray(values[key], dtype=float)
         if values.get("gpu_us") is not None:
             values["gpu_us"] = np.asarray(values["gpu_us"], dtype=float)
+        if values.get("instructions") is not None:
+            values["instructions"] = instructions.InstructionCount.from_dict(values["instructions"])
         return cls(**values)
+
+    @property
+    def instructions_per_dispatch(self) -> float | None:
+        """Counted host instructions per dispatch (counted mode), else None."""
+        return None if self.instructions is None else self.instructions.per_dispatch(self.dispatches)
 
 
 # A measurement's JSON keys (results files, A/B messages), where they differ from its
@@ -207,9 +216,11 @@ class DispatchMeter:
     def __init__(self, request=None, *, device=None, timestamps_enabled: bool = False,
                  round_server: RoundServer | None = None, speedup_design: paired.Design | None = None,
                  lock: bool = True, min_rounds: int = settings.MIN_ROUNDS, max_time: float | None = None,
-                 timing: bool = True) -> None:
+                 timing: bool = True, counter: instructions.Counter | None = None) -> None:
         self._request = request
-        self.timing = timing  # False: counts only (--dispatch-disable-timing); no timed rounds
+        # counted mode (--dispatch-instructions): host instructions are counted, nothing is timed
+        self.counter = counter
+        self.timing = timing and counter is None  # False: no timed rounds (--dispatch-disable-timing)
         self.min_rounds = min_rounds  # with max_time: rounds stop at the cap once this many are taken
         self.max_time = max_time  # seconds of timed rounds per measurement (pytest-benchmark's max_time)
         self._device = device
@@ -261,7 +272,10 @@ class DispatchMeter:
         (``--dispatch-max-time``) the rounds stop at the cap once ``--dispatch-min-rounds``
         are taken.  The timed rounds run with the recorder's wrappers out of the way;
         the counts come from the warm-up and from counted rounds after the timed ones.
-        With timing off (``--dispatch-disable-timing``) only those are taken.
+        With timing off (``--dispatch-disable-timing``) only those are taken.  In counted
+        mode (``--dispatch-instructions``) nothing is timed: the host instructions of this
+        thread are counted over windows of K and 2K calls, a sync before each window and
+        none inside (a function that reads back inside itself has that wait counted too).
 
         In an A/B job (``pytest-dispatch ab``) the coordinator decides the rounds:
         as many as its paired comparison with the other version needs."""
@@ -305,7 +319,9 @@ class DispatchMeter:
         signed-rank, at ``confidence`` over all looks) clears ``at_least`` (pass) or falls
         below it (fail), or the cap is reached (fail, with the interval).  ``names`` label
         the two in the report (default: their qualified names).  With timing off
-        (--dispatch-disable-timing) both are only counted, nothing is asserted, and it returns None."""
+        (--dispatch-disable-timing), or in counted mode (--dispatch-instructions: host
+        instructions are not wall time), both are only counted, nothing is asserted, and it
+        returns None."""
         __tracebackhide__ = True
         if not at_least > 0:
             raise ValueError(f"at_least must be > 0, not {at_least!r}")
@@ -372,6 +388,10 @@ class DispatchMeter:
             for sampler in samplers:
                 for _ in range(CHECK_ROUNDS):
                     sampler.check_round(sync)
+            if self.counter is not None:
+                for sampler in samplers:
+                    if sampler.method == SEQUENTIAL:
+                        sampler.count_instructions(self.counter, sync)
         measurements = [sampler.measurement(warmup) for sampler in samplers]
         self.measurements.extend(measurements)
         return measurements
@@ -438,6 +458,7 @@ class _Sampler:
         self.gpu: list[float] = []
         self.round_counts: list[tuple[dict[str, int], dict[str, int]]] = []
         self.host_ns = dict.fromkeys(recorder.KINDS, 0.0)
+        self.instructions: instructions.InstructionCount | None = None
 
     def warm_up(self, warmup: int, sync: Callable[[], None]) -> None:
         """One scope per call: the first call may differ (lazy set-up); later ones must agree."""
@@ -490,6 +511,21 @@ class _Sampler:
         if self.stamper is not None:
             self.gpu.append(self.stamper.read_total_us())
 
+    def count_instructions(self, counter: instructions.Counter, sync: Callable[[], None]) -> None:
+        """Counted mode: one call counted to size the windows, then windows of K and 2K calls."""
+        __tracebackhide__ = True
+
+        def run(calls: int) -> None:
+            for _ in range(calls):
+                self.fn(*self.args, **self.kwargs)
+
+        with recorder.quiet():  # the recorder's wrappers are not the code measured
+            (probe,) = counter.count(run, [1], sync)
+            k = instructions.window_calls(probe.instructions, recorder.total(self.calls, "submits"))
+            sizes = [k, 2 * k] * instructions.WINDOW_PAIRS
+            dumps = counter.count(run, [k] * instructions.WARM_WINDOWS + sizes, sync)[instructions.WARM_WINDOWS:]
+        self.instructions = instructions.InstructionCount.from_windows(sizes, dumps, counter.tool)
+
     def measurement(self, warmup: int) -> Measurement:
         __tracebackhide__ = True
         _check_consistent(self.name, self.round_counts, "rounds")
@@ -519,4 +555,5 @@ class _Sampler:
             host_breakdown_us={kind: us / checked for kind, us in self.host_ns.items()},
             gpu_us=None if self.stamper is None else np.asarray(self.gpu, dtype=float) / self.per_round,
             gpu_is_indicative=self.stamper is not None and self.stamper.is_cpu_adapter,
+            instructions=self.instructions,
         )

@@ -44,7 +44,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """``--dispatch-ab=REF`` (or ``--dispatch-aa``): this process coordinates an A/B job
-    instead of running the tests itself."""
+    instead of running the tests itself.  ``--dispatch-instructions``: this process runs
+    the session again under callgrind (counted mode)."""
+    if options.get(config, "dispatch_instructions") and not options.get(config, "dispatch_ab") \
+            and not options.get(config, "dispatch_aa"):
+        return _relaunch_counted(config)
     base = options.get(config, "dispatch_ab")
     if options.get(config, "dispatch_aa"):
         base = base or "."
@@ -66,6 +70,21 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     return command.run(base, head, list(config.invocation_params.args), job_settings,
                        json_path=options.get(config, "dispatch_json"),
                        markdown_path=options.get(config, "dispatch_markdown"))
+
+
+def _relaunch_counted(config: pytest.Config) -> int | None:
+    """Counted mode: the session again under callgrind, its exit status; None (run here, timed)
+    in the relaunched session itself or where counting cannot run."""
+    from pytest_dispatch.measurement import instructions
+
+    if os.environ.get(instructions.COUNTED_ENV):
+        return None
+    try:
+        return instructions.relaunch(list(config.invocation_params.args), cwd=config.invocation_params.dir)
+    except instructions.CountingUnavailable as error:
+        config.issue_config_time_warning(
+            pytest.PytestWarning(f"--dispatch-instructions: {error}; this session is timed, not counted"), 2)
+        return None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -395,6 +414,7 @@ def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeter:
     ``with dispatch_meter.count() as c: ...`` counts; ``dispatch_meter.measure(fn)``
     times by the sequential method; ``dispatch_meter.single_op(fn)`` the naive way.
     """
+    from pytest_dispatch.measurement import instructions
     from pytest_dispatch.measurement.meter import DispatchMeter
 
     recorder.install("wgpu-native")
@@ -409,6 +429,7 @@ def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeter:
            "max_time": options.get(request.config, "dispatch_max_time"),
            "timing": not options.get(request.config, "dispatch_disable_timing"),
            **request.node.stash.get(TIMING_KEY, {})},
+        counter=instructions.session_counter() if options.get(request.config, "dispatch_instructions") else None,
     )
     request.node.stash[METER_KEY] = meter
     return meter

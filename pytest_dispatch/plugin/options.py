@@ -42,6 +42,9 @@ MEASURE_OPTIONS = (
     Option("dispatch_disable_timing", "Counts only: measure() takes no timed rounds and assert_speedup asserts "
            "nothing; counts, budgets and the count gate still run, timing shows 'off' (for CPU runners).", False,
            type="bool"),
+    Option("dispatch_instructions", "Counted mode: run the session again under Valgrind's callgrind and count each "
+           "measurement's host instructions per call (this thread's, deterministic) instead of timing it; "
+           "without valgrind, one line says so and the session runs timed.", False, type="bool"),
     Option("dispatch_min_rounds", "Rounds a measurement takes at the least under --dispatch-max-time.",
            settings.MIN_ROUNDS,
            type="rounds"),

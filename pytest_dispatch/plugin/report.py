@@ -32,6 +32,15 @@ _NUMBER_COLUMNS = (
     ("infl.", 5),
     ("budget", 6),
 )
+# Counted mode (--dispatch-instructions): host instructions instead of times.
+_COUNTED_COLUMNS = (
+    ("disp/call", 9),
+    ("sub/call", 8),
+    ("instr/call", 13),
+    ("instr/disp", 11),
+    ("spread", 7),
+    ("budget", 6),
+)
 _NUMBERS_WIDTH = sum(width + 1 for _, width in _NUMBER_COLUMNS)
 
 
@@ -75,10 +84,12 @@ class Label:
 class _Table:
     """Fixed number columns; the test column takes the rest of the width, no more than it needs."""
 
-    def __init__(self, labels: Iterable[Label], width: int) -> None:
+    def __init__(self, labels: Iterable[Label], width: int, columns=_NUMBER_COLUMNS) -> None:
         labels = set(labels)
+        self.columns = columns
+        numbers_width = sum(column_width + 1 for _, column_width in columns)
         longest = max((len(label) for label in labels), default=len("test"))
-        self.name_width = max(len("test"), min(longest, max(width - _NUMBERS_WIDTH, _NAME_MIN)))
+        self.name_width = max(len("test"), min(longest, max(width - numbers_width, _NAME_MIN)))
         self._texts = {label: label.fit(self.name_width) for label in labels}
         # Names that differ only in the middle (test_fused_is_... / test_fused_plus_is_...)
         # read alike once their start goes: those keep their start instead.
@@ -90,11 +101,11 @@ class _Table:
     def row(self, label: Label | str, cells: Iterable[str]) -> str:
         text = self._texts[label] if isinstance(label, Label) else label
         parts = [f"{text:<{self.name_width}}"]
-        parts += [f"{cut_keeping_end(cell, width):>{width}}" for (_, width), cell in zip(_NUMBER_COLUMNS, cells)]
+        parts += [f"{cut_keeping_end(cell, width):>{width}}" for (_, width), cell in zip(self.columns, cells)]
         return " ".join(parts).rstrip()
 
     def header(self) -> str:
-        return self.row("test", (name for name, _ in _NUMBER_COLUMNS))
+        return self.row("test", (name for name, _ in self.columns))
 
 
 def row_label(result: TestResult, measurement: Measurement | None, several: bool) -> Label:
@@ -133,6 +144,40 @@ def measurement_cells(result: TestResult, measurement: Measurement) -> tuple[str
             f"{inflation:.1f}x" if inflation else "",
             result.budget_verdict if measurement.method != SINGLE_OP else "",  # budgets judge sequential
     )
+
+
+def counted_cells(result: TestResult, measurement: Measurement) -> tuple[str, ...]:
+    """Counted mode: host instructions per call and per dispatch, and how repeatable they were."""
+    count = measurement.instructions
+    budget_cell = result.budget_verdict if measurement.method != SINGLE_OP else ""
+    if count is None:
+        return (str(measurement.dispatches), str(measurement.submits), "-", "-", "", budget_cell)
+    return (str(measurement.dispatches), str(measurement.submits), f"{count.per_call:,.0f}",
+            f"{count.per_dispatch(measurement.dispatches):,.0f}", f"{100 * count.spread:.2f}%", budget_cell)
+
+
+def counted_breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH) -> list[str]:
+    """Counted mode, -v: where a call's instructions ran, and wgpu's part by call kind."""
+    count = measurement.instructions
+    if count is None:
+        return []
+    total = count.per_call or 1.0
+    layers = ", ".join(f"{layer} {value:,.0f} ({100 * value / total:.0f}%)"
+                       for layer, value in count.by_layer.items() if round(value))
+    kinds = ", ".join(
+        f"{kind} {value / measurement.calls[kind]:,.0f}/call x{measurement.calls[kind]}"
+        if measurement.calls.get(kind) else f"{kind} {value:,.0f}"
+        for kind, value in count.by_kind.items() if round(value))
+    windows = ", ".join(f"{calls}: {value:,}" for calls, value in count.windows)
+    indent = " " * 6
+    lines = textwrap.wrap(f"instr/call by layer: {layers}", width, initial_indent="    ", subsequent_indent=indent)
+    lines += textwrap.wrap(f"inside wgpu by call kind: {kinds or 'none'}", width, initial_indent="    ",
+                           subsequent_indent=indent)
+    lines += textwrap.wrap(f"windows (calls: instructions): {windows}; fixed part {count.fixed:,.0f}",
+                           width, initial_indent="    ", subsequent_indent=indent)
+    if measurement.calls.get("readback"):
+        lines.append("    the measured function reads back: its wait for the GPU is counted too")
+    return lines
 
 
 def counts_cells(result: TestResult) -> tuple[str, ...]:
@@ -180,9 +225,14 @@ def render(
         rows += [(result, m, row_label(result, m, several)) for m in result.measurements]
         if not result.measurements:
             rows.append((result, None, row_label(result, None, False)))
-    table = _Table((label for _, _, label in rows), width)
+    counted = next((m.instructions for _, m, _ in rows if m is not None and m.instructions is not None), None)
+    table = _Table((label for _, _, label in rows), width, _COUNTED_COLUMNS if counted else _NUMBER_COLUMNS)
     lines = textwrap.wrap(header if gpu is None else f"adapter: {gpu.describe()}", width, subsequent_indent="  ")
-    if gpu is not None and gpu.is_cpu:
+    if counted:
+        lines.extend(textwrap.wrap(
+            f"counted ({counted.tool}): host instructions of the calling thread, not wall time; spread: "
+            "between the window pairs", width, subsequent_indent="  "))
+    elif gpu is not None and gpu.is_cpu:
         lines.append("CPU adapter: timings are CPU-emulated; counts are exact")
     lines.append(table.header())
     lines.append("-" * min(width, len(lines[-1])))
@@ -193,6 +243,11 @@ def render(
     for index, (result, measurement, label) in enumerate(rows):
         if measurement is None:
             lines.append(table.row(label, counts_cells(result)))
+        elif counted:
+            lines.append(table.row(label, counted_cells(result, measurement)))
+            if verbose:
+                lines.extend(breakdown_lines(measurement, width))
+                lines.extend(counted_breakdown_lines(measurement, width))
         else:
             lines.append(table.row(label, measurement_cells(result, measurement)))
             if measurement.timed and measurement.dispatches and np.median(measurement.wall_us) <= 0:

@@ -1,0 +1,504 @@
+"""Counted mode (``--dispatch-instructions``): host instructions counted by Valgrind's callgrind.
+
+A dispatch's cost is mostly host CPU work (validation, encoding, submit), and host
+work can be counted instead of timed: the count does not move with the machine's load.
+The session re-executes itself under ``valgrind --tool=callgrind`` with collection off
+(``relaunch``), in an environment fixed so that two sessions can be compared
+(``fixed_environment``).  For each measurement the meter then opens counting windows
+of K and 2K calls of the measured function (``Counter.count``): callgrind counts the
+calling thread only, between two client requests of a small C helper built at first
+use against ``valgrind/callgrind.h`` (``build_helper``), and writes one dump per
+window, read back by ``parse_dump``.  The slope of instructions over calls is the
+cost per call (``InstructionCount``); the wait for the GPU stays outside the windows.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import dataclasses
+import gc
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+COUNTED_ENV = "PYTEST_DISPATCH_COUNTED"  # in the relaunched session: the folder callgrind dumps into
+VALGRIND_VERSION_ENV = "PYTEST_DISPATCH_VALGRIND"  # in the relaunched session: `valgrind --version`
+PAD_ENV = "PYTEST_DISPATCH_PAD"  # pads the environment to a fixed size (see fixed_environment)
+HELPER_SOURCE = Path(__file__).with_name("callgrind_helper.c")
+# Arguments and environment of the relaunched session padded to this many bytes: their size
+# moves the initial stack, and with it the instructions of code that does not change.
+ENVIRONMENT_BYTES = 32768
+# Variables that change what the interpreter does, set or removed the same way for every session.
+# glibc's malloc moves its mmap threshold and trims its heap as a process's history dictates,
+# and its per-thread caches and fast bins make an allocation's path depend on what the
+# driver's threads freed: on lavapipe that moved a window's count 0.5% from one process to
+# the next.  Fixed thresholds, no caches and no fast bins: each allocation takes one path.
+FIXED_VARIABLES = {
+    "PYTHONHASHSEED": "0",
+    "PYTHONMALLOC": "pymalloc",
+    "GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=4194304:glibc.malloc.trim_threshold=1073741824:"
+                      "glibc.malloc.top_pad=268435456:glibc.malloc.mxfast=0:glibc.malloc.tcache_count=0",
+}
+REMOVED_VARIABLES = ("PYTHONPERFSUPPORT", "PYTHON_PERF_JIT_SUPPORT", "PYTHONTRACEMALLOC", "PYTHONDEVMODE",
+                     "PYTHONPROFILEIMPORTTIME", "PYTHONASYNCIODEBUG", "PYTHONMALLOCSTATS", "PYTHONBREAKPOINT")
+CALLGRIND_FLAGS = ("--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no", "-q")
+
+# A window holds at least this many instructions and, when the function submits, this many
+# submits: the driver retires finished submissions on the calling thread at moments the GPU
+# decides, and a larger window makes one retirement more or less a smaller share of it.
+WINDOW_INSTRUCTIONS = 20_000_000
+WINDOW_SUBMITS = 40
+MAX_WINDOW_CALLS = 100_000
+WINDOW_PAIRS = 2  # windows of K and 2K calls, this many times each (K, 2K, K, 2K)
+# A window of K calls first, not kept: the first calls after the recorder's wrappers are taken
+# out re-specialise the interpreter's caches.
+WARM_WINDOWS = 1
+
+# Where the counted instructions ran, by the object file they belong to (report order).
+LAYERS = ("interpreter", "cffi", "wgpu", "driver", "libc", "other")
+_LAYER_PATTERNS = (
+    ("wgpu", re.compile(r"wgpu_native|wgpu_dawn|webgpu_dawn|libdawn", re.I)),
+    ("cffi", re.compile(r"_cffi_backend|libffi", re.I)),
+    ("interpreter", re.compile(r"libpython|/python[0-9.]*$|/python[0-9.]*[^/]*$", re.I)),
+    ("libc", re.compile(r"/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|ld)[.-][^/]*$", re.I)),
+    ("driver", re.compile(r"vulkan|lvp|nvidia|radeon|amdgpu|amdvlk|intel|mesa|libLLVM|libdrm|swiftshader|"
+                          r"libgallium|libGLX|libEGL|libcuda", re.I)),
+)
+
+# A call into wgpu's library from outside it, by the function callgrind names (wgpu-core's
+# or Dawn's, after the C entry point's tail call), charged to a call kind of the recorder.
+_ENTRY_KINDS = (
+    ("encoder", ("createcommandencoder",)),
+    ("pass", ("begincomputepass",)),
+    ("set_pipeline", ("setpipeline",)),
+    ("set_bind_group", ("setbindgroup",)),
+    ("dispatch_indirect", ("dispatchworkgroupsindirect",)),
+    ("dispatch", ("dispatchworkgroups",)),
+    ("end_pass", ("computepassend", "computepassencoderend", "apiend")),
+    ("finish", ("encoderfinish", "apifinish")),
+    ("submit", ("queuesubmit", "apisubmit")),
+    ("write", ("writebuffer", "writetexture")),
+    ("copy", ("copybuffertobuffer", "copybuffertotexture", "copytexturetobuffer", "copytexturetotexture")),
+    ("readback", ("mapasync", "getmappedrange", "unmap", "devicepoll", "processevents", "instancetick")),
+    ("release", ("drop", "release")),
+)
+ENTRY_KINDS = tuple(kind for kind, _ in _ENTRY_KINDS) + ("other",)
+
+
+class CountingUnavailable(RuntimeError):
+    """Counted mode cannot run here; the message says why and what to do."""
+
+
+class CountingError(RuntimeError):
+    """A counting window failed (callgrind wrote no dump for it)."""
+
+
+# -- the relaunch (in the process pytest was started in)
+
+
+def valgrind_executable() -> str:
+    """valgrind's path; CountingUnavailable where it cannot run."""
+    if sys.platform != "linux" or platform.machine() not in ("x86_64", "aarch64", "arm64"):
+        raise CountingUnavailable(f"counting needs Valgrind on Linux (x86-64 or arm64), not {sys.platform} "
+                                  f"{platform.machine()}")
+    path = shutil.which("valgrind")
+    if path is None:
+        raise CountingUnavailable("valgrind is not on PATH (Debian/Ubuntu: apt-get install valgrind)")
+    return path
+
+
+def valgrind_version(valgrind: str) -> str:
+    """'valgrind-3.19.0'."""
+    done = subprocess.run([valgrind, "--version"], capture_output=True, text=True)
+    return done.stdout.strip() or "valgrind-?"
+
+
+def _cache_folder() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "pytest-dispatch"
+
+
+def build_helper(valgrind: str | None = None) -> Path:
+    """The client-request helper, compiled once per source and Valgrind into the user's cache
+    folder (``cc -shared`` against ``valgrind/callgrind.h``); CountingUnavailable without
+    a C compiler or the header."""
+    valgrind = valgrind or valgrind_executable()
+    source = HELPER_SOURCE.read_bytes()
+    version = os.environ.get(VALGRIND_VERSION_ENV) or valgrind_version(valgrind)
+    digest = hashlib.sha256(source + version.encode() + platform.machine().encode()).hexdigest()[:12]
+    target = _cache_folder() / f"callgrind-helper-{digest}.so"
+    if target.exists():
+        return target
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None:
+        raise CountingUnavailable("no C compiler to build the callgrind helper (Debian/Ubuntu: apt-get install gcc)")
+    include = Path(valgrind).resolve().parent.parent / "include"  # a valgrind installed under a prefix
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=".callgrind-helper-", suffix=".so", dir=target.parent)
+    os.close(handle)
+    done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", f"-I{include}", "-o", temp, str(HELPER_SOURCE)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        Path(temp).unlink(missing_ok=True)
+        first = (done.stderr.strip().splitlines() or ["?"])[0]
+        raise CountingUnavailable(f"cannot build the callgrind helper ({first}): it needs valgrind/callgrind.h "
+                                  "(Debian/Ubuntu: apt-get install valgrind)")
+    os.replace(temp, target)
+    return target
+
+
+def fixed_environment(environ: Mapping[str, str], args: Sequence[str], dump_folder: str,
+                      valgrind_release: str) -> dict[str, str]:
+    """The relaunched session's environment: the user's, with the interpreter's switches fixed
+    and padded so that arguments plus environment take ``ENVIRONMENT_BYTES`` (another checkout
+    path or an unrelated variable then moves no count)."""
+    env = {key: value for key, value in environ.items() if key not in REMOVED_VARIABLES and key != PAD_ENV}
+    env.update(FIXED_VARIABLES)
+    env[COUNTED_ENV] = dump_folder
+    env[VALGRIND_VERSION_ENV] = valgrind_release
+    used = sum(len(key) + len(value) + 2 for key, value in env.items()) + sum(len(arg) + 1 for arg in args)
+    target = ENVIRONMENT_BYTES
+    while target < used + len(PAD_ENV) + 64:
+        target += 4096
+    env[PAD_ENV] = "x" * (target - used - len(PAD_ENV) - 2)
+    return env
+
+
+def relaunch(pytest_args: Sequence[str], *, cwd: str | os.PathLike,
+             announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> int:
+    """Run this pytest session again under callgrind; its exit status.
+
+    CountingUnavailable (before anything ran) where Valgrind or the helper cannot be had."""
+    valgrind = valgrind_executable()
+    release = valgrind_version(valgrind)
+    os.environ[VALGRIND_VERSION_ENV] = release
+    build_helper(valgrind)
+    with tempfile.TemporaryDirectory(prefix="pytest-dispatch-callgrind-") as dumps:
+        command = [valgrind, *CALLGRIND_FLAGS, f"--callgrind-out-file={dumps}/callgrind.%p",
+                   sys.executable, "-m", "pytest", *pytest_args]
+        env = fixed_environment(os.environ, command, dumps, release)
+        announce(f"dispatch: counting host instructions under callgrind ({release}); "
+                 "the session runs 10-50x slower")
+        return subprocess.run(command, env=env, cwd=cwd).returncode
+
+
+# -- in the relaunched session
+
+
+_counter: "Counter | None | bool" = False  # False: not looked up yet
+
+
+def session_counter() -> "Counter | None":
+    """This process's counter when it runs counted (relaunched under callgrind), else None."""
+    global _counter
+    if _counter is False:
+        folder = os.environ.get(COUNTED_ENV)
+        _counter = None
+        if folder:
+            helper = Helper(build_helper(shutil.which("valgrind") or "valgrind"))
+            if helper.running_on_valgrind():
+                _counter = Counter(helper, Path(folder))
+    return _counter or None
+
+
+class Helper:
+    """The C helper's client requests (no-ops outside Valgrind)."""
+
+    def __init__(self, path: Path) -> None:
+        self._lib = ctypes.CDLL(str(path))
+        self._lib.pytest_dispatch_window_close.argtypes = [ctypes.c_char_p]
+        self.window_open = self._lib.pytest_dispatch_window_open
+        self.window_close = self._lib.pytest_dispatch_window_close
+        self.start_instrumentation = self._lib.pytest_dispatch_start_instrumentation
+        self.stop_instrumentation = self._lib.pytest_dispatch_stop_instrumentation
+
+    def running_on_valgrind(self) -> bool:
+        return bool(self._lib.pytest_dispatch_running_on_valgrind())
+
+
+@dataclasses.dataclass(frozen=True)
+class Dump:
+    """One window's counts, read from callgrind's dump of it."""
+
+    instructions: int
+    by_object: Mapping[str, int]  # self instructions by object file
+    by_entry: Mapping[str, int]  # inclusive instructions of calls into wgpu's library, by callee
+
+    def by_layer(self) -> dict[str, int]:
+        layers = dict.fromkeys(LAYERS, 0)
+        for path, value in self.by_object.items():
+            layers[layer_of(path)] += value
+        return layers
+
+    def by_kind(self) -> dict[str, int]:
+        kinds = dict.fromkeys(ENTRY_KINDS, 0)
+        for name, value in self.by_entry.items():
+            kinds[kind_of_entry(name)] += value
+        return kinds
+
+
+def layer_of(object_path: str) -> str:
+    """The layer an object file belongs to (LAYERS)."""
+    for layer, pattern in _LAYER_PATTERNS:
+        if pattern.search(object_path):
+            return layer
+    return "other"
+
+
+def kind_of_entry(function: str) -> str:
+    """The call kind (ENTRY_KINDS) of a function wgpu's library was entered by."""
+    plain = re.sub(r"[^a-z]", "", function.lower().rsplit("::", 1)[-1] if "::" in function else function.lower())
+    qualified = re.sub(r"[^a-z]", "", function.lower())
+    for kind, needles in _ENTRY_KINDS:
+        if any(needle in plain or needle in qualified for needle in needles):
+            return kind
+    return "other"
+
+
+def _is_wgpu_object(path: str | None) -> bool:
+    return path is not None and layer_of(path) == "wgpu"
+
+
+def parse_dump(lines: Iterable[str]) -> Dump:
+    """A callgrind dump (its text format, names compressed or not): the total, self cost by
+    object file, and the inclusive cost of each call into wgpu's library from outside it."""
+    names: dict[str, dict[str, str]] = {"ob": {}, "fn": {}}
+
+    def name(space: str, text: str) -> str:
+        text = text.strip()
+        if text.startswith("("):
+            ident, _, rest = text[1:].partition(")")
+            if rest.strip():
+                names[space][ident] = rest.strip()
+            return names[space].get(ident, ident)
+        return text
+
+    total = None
+    obj = callee_obj = callee_fn = None
+    in_call = False
+    by_object: collections.Counter[str] = collections.Counter()
+    by_entry: collections.Counter[str] = collections.Counter()
+    for line in lines:
+        head = line[:1]
+        if head.isdigit() or head in "+-*":
+            parts = line.split()
+            cost = int(parts[1]) if len(parts) > 1 else 0
+            if in_call:  # the inclusive cost of the call just named
+                in_call = False
+                if _is_wgpu_object(callee_obj) and not _is_wgpu_object(obj):
+                    by_entry[callee_fn or "?"] += cost
+                callee_obj = None  # cob= holds for one call
+            else:
+                by_object[obj or "?"] += cost
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            if line.startswith(("summary:", "totals:")) and total is None:
+                total = int(line.split(":", 1)[1].split()[0])
+            continue
+        if key == "ob":
+            obj = name("ob", value)
+        elif key == "fn":
+            name("fn", value)
+            callee_obj = None
+        elif key == "cob":
+            callee_obj = name("ob", value)
+        elif key == "cfn":
+            callee_fn = name("fn", value)
+        elif key == "calls":
+            in_call = True
+            callee_obj = callee_obj or obj
+        elif key in ("fl", "fi", "fe", "cfi", "cfl"):
+            continue
+    if total is None:
+        total = sum(by_object.values())
+    return Dump(total, dict(by_object), dict(by_entry))
+
+
+class Counter:
+    """Counting windows around calls of a function, in a session relaunched under callgrind."""
+
+    def __init__(self, helper: Helper, dump_folder: Path) -> None:
+        self.helper = helper
+        self.dump_folder = dump_folder
+        self._dumps = 0
+        self.tool = os.environ.get(VALGRIND_VERSION_ENV, "valgrind").replace("valgrind-", "callgrind ")
+
+    def count(self, run: Callable[[int], None], sizes: Sequence[int], between: Callable[[], None]) -> list[Dump]:
+        """One window per size: ``run(size)`` counted, ``between()`` (the wait for the GPU)
+        before each window, not counted.  The interpreter's cyclic garbage collector is
+        paused meanwhile (it would run at moments that depend on what ran before)."""
+        paths = []
+        gc_was_enabled = gc.isenabled()
+        gc.collect()
+        gc.disable()
+        self.helper.start_instrumentation()
+        try:
+            for size in sizes:
+                between()
+                self._dumps += 1
+                label = f"pytest-dispatch window {self._dumps}"
+                self.helper.window_open()
+                run(size)
+                self.helper.window_close(label.encode())
+                paths.append((self.dump_folder / f"callgrind.{os.getpid()}.{self._dumps}", label))
+            between()
+        finally:
+            self.helper.stop_instrumentation()
+            if gc_was_enabled:
+                gc.enable()
+        return [self._read(path, label) for path, label in paths]
+
+    @staticmethod
+    def _read(path: Path, label: str) -> Dump:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            raise CountingError(f"callgrind wrote no dump for {label} ({path}): was the session started "
+                                "with callgrind's --callgrind-out-file by --dispatch-instructions?") from None
+        path.unlink(missing_ok=True)
+        if f"Trigger: Client Request: {label}" not in text:
+            raise CountingError(f"{path} is not the dump of {label}")
+        return parse_dump(text.splitlines())
+
+
+def window_calls(instructions_per_call: float, submits_per_call: int) -> int:
+    """K: the calls of the smaller window, so that it holds WINDOW_INSTRUCTIONS and WINDOW_SUBMITS."""
+    by_instructions = -(-WINDOW_INSTRUCTIONS // max(int(instructions_per_call), 1))
+    by_submits = -(-WINDOW_SUBMITS // submits_per_call) if submits_per_call else 1
+    return int(min(max(by_instructions, by_submits, 1), MAX_WINDOW_CALLS))
+
+
+# -- what a measurement keeps
+
+
+def _slope(calls: Sequence[int], values: Sequence[float]) -> tuple[float, float]:
+    """Least-squares line through (calls, values): (per call, fixed part of a window)."""
+    n = len(calls)
+    mean_x = sum(calls) / n
+    mean_y = sum(values) / n
+    var_x = sum((x - mean_x) ** 2 for x in calls)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(calls, values)) / var_x
+    return slope, mean_y - slope * mean_x
+
+
+@dataclasses.dataclass(frozen=True)
+class InstructionCount:
+    """Host instructions of the calling thread per call of a measured function, counted by
+    callgrind in windows of K and 2K calls: ``per_call`` is the slope, ``fixed`` what a
+    window costs beyond its calls.  ``by_layer`` splits ``per_call`` by where it ran
+    (LAYERS); ``by_kind`` gives the part inside wgpu's library by call kind (ENTRY_KINDS)."""
+
+    per_call: float
+    fixed: float
+    windows: tuple[tuple[int, int], ...]  # (calls, instructions) of each window
+    by_layer: Mapping[str, float]
+    by_kind: Mapping[str, float]
+    tool: str = "callgrind"
+
+    @classmethod
+    def from_windows(cls, sizes: Sequence[int], dumps: Sequence[Dump], tool: str = "callgrind") -> "InstructionCount":
+        per_call, fixed = _slope(sizes, [d.instructions for d in dumps])
+        layers = [d.by_layer() for d in dumps]
+        kinds = [d.by_kind() for d in dumps]
+        by_layer = {layer: _slope(sizes, [x[layer] for x in layers])[0] for layer in LAYERS}
+        by_kind = {kind: _slope(sizes, [x[kind] for x in kinds])[0] for kind in ENTRY_KINDS}
+        return cls(per_call, fixed, tuple(zip(sizes, (d.instructions for d in dumps))), by_layer, by_kind, tool)
+
+    def per_dispatch(self, dispatches: int) -> float:
+        return self.per_call / max(dispatches, 1)
+
+    @property
+    def spread(self) -> float:
+        """The largest relative difference between the per-call slopes of consecutive K/2K pairs
+        of windows (0 with one pair): how repeatable this count was."""
+        slopes = [(big - small) / (big_calls - small_calls)
+                  for (small_calls, small), (big_calls, big) in zip(self.windows[::2], self.windows[1::2])
+                  if big_calls != small_calls]
+        if len(slopes) < 2 or not self.per_call:
+            return 0.0
+        return (max(slopes) - min(slopes)) / abs(self.per_call)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"per_call": self.per_call, "fixed_per_window": self.fixed,
+                "windows": [list(window) for window in self.windows],
+                "by_layer_per_call": dict(self.by_layer), "by_kind_per_call": dict(self.by_kind),
+                "tool": self.tool, "thread": "calling"}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "InstructionCount":
+        windows = tuple((int(calls), int(value)) for calls, value in data["windows"])
+        return cls(float(data["per_call"]), float(data["fixed_per_window"]), windows,
+                   {str(k): float(v) for k, v in data["by_layer_per_call"].items()},
+                   {str(k): float(v) for k, v in data["by_kind_per_call"].items()}, str(data.get("tool", "callgrind")))
+
+
+# -- what two counted runs must share to be compared
+
+
+@dataclasses.dataclass(frozen=True)
+class Software:
+    """What a count depends on besides the code measured: equal fingerprints, comparable counts."""
+
+    python: str
+    wgpu: str  # wgpu-py
+    implementation: str  # e.g. "wgpu-native 0.32.0"
+    backend: str
+    adapter: str
+    driver: str
+    valgrind: str
+    cpu_vendor: str
+    machine: str
+    numpy: str
+
+    @property
+    def fingerprint(self) -> str:
+        text = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def differences(self, other: "Software") -> list[str]:
+        """'python 3.11.7 -> 3.12.1' for each field that differs."""
+        mine, theirs = dataclasses.asdict(self), dataclasses.asdict(other)
+        return [f"{key} {theirs[key]} -> {value}" for key, value in mine.items() if theirs[key] != value]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "fingerprint": self.fingerprint}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Software":
+        return cls(**{field.name: str(data.get(field.name, "?")) for field in dataclasses.fields(cls)})
+
+    @classmethod
+    def here(cls, gpu) -> "Software":
+        """This process's, with ``gpu`` a GpuInfo."""
+        import numpy
+        import wgpu
+
+        return cls(
+            python=f"{platform.python_implementation()} {platform.python_version()}",
+            wgpu=str(getattr(wgpu, "__version__", "?")),
+            implementation=f"{gpu.implementation} {gpu.implementation_version}",
+            backend=gpu.backend, adapter=gpu.adapter_name, driver=gpu.driver,
+            valgrind=os.environ.get(VALGRIND_VERSION_ENV, "?"), cpu_vendor=_cpu_vendor(),
+            machine=platform.machine(), numpy=numpy.__version__,
+        )
+
+
+def _cpu_vendor() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith(("vendor_id", "CPU implementer")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
