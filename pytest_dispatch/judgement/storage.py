@@ -19,7 +19,7 @@ from typing import Any, Callable, TextIO
 
 import numpy as np
 
-from pytest_dispatch import __version__
+from pytest_dispatch._meta import __version__
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.meter import measurement_key

@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from pytest_dispatch import PACKAGE_DIR
+from pytest_dispatch._meta import PACKAGE_DIR
 from pytest_dispatch.judgement import paired, settings
 from pytest_dispatch.measurement import devicelock, recorder, timestamps
 
