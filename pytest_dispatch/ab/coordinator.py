@@ -22,6 +22,7 @@ from pytest_dispatch.ab.channel import Channel, ChannelClosed
 from pytest_dispatch.ab.trees import source_roots
 from pytest_dispatch.judgement import paired, settings as gate_settings
 from pytest_dispatch.judgement.results import TestResult
+from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement, measurement_key
 
 SIDE_ENV = "PYTEST_DISPATCH_AB_SIDE"  # set in workers: the pytest twin must not start a job there
@@ -279,7 +280,7 @@ class Job:
         adjusted = paired.adjust_family({**self.timing, **current}, self.settings.alpha)
         for key, last in due.items():
             verdict = current[key]
-            if adjusted[key].status != paired.INCONCLUSIVE or last:
+            if adjusted[key].status != Status.INCONCLUSIVE or last:
                 self.timing[key] = verdict
                 self.progress(f"    {_name(key)}: x{verdict.ratio:.3f} ({verdict.interval_text} over "
                               f"{verdict.sessions} sessions): {verdict.status}")

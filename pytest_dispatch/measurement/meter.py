@@ -21,6 +21,7 @@ import numpy as np
 
 from pytest_dispatch._meta import PACKAGE_DIR
 from pytest_dispatch.judgement import paired, settings
+from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement import devicelock, recorder, timestamps
 
 DEFAULT_WARMUP = 3
@@ -408,12 +409,12 @@ class Speedup:
 
     @property
     def passed(self) -> bool:
-        return self.verdict.status == paired.PASSED
+        return self.verdict.status == Status.PASSED
 
     @property
     def summary(self) -> str:
         v = self.verdict
-        if v.status == paired.PASSED:
+        if v.status == Status.PASSED:
             outcome = f"shown: lower bound > {self.at_least:g}x required"
         else:
             outcome = f"NOT shown ({v.reason or f'upper bound < {self.at_least:g}x required'})"
