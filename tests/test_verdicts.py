@@ -7,6 +7,7 @@ from helpers import measurement
 from pytest_dispatch.judgement import gate
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.measurement.key import MeasurementKey
 
 NODE = "tests/test_model.py::test_forward"
 
@@ -52,3 +53,24 @@ def test_budget_outcomes_keep_their_strings():
     assert result.budget_verdict == "ok"
     result.budget_lines = ["dispatch budget exceeded"]
     assert result.budget_verdict == "fail"
+
+
+def test_a_measurement_key_survives_a_name_holding_double_colons():
+    for name in ("attn::f16", ":lead", "trail:", "50% of::it", "%3A%3A", "plain"):
+        key = MeasurementKey("tests/t.py::TestX::test_a[x::y]", name)
+        assert MeasurementKey.parse(str(key)) == key
+    assert str(MeasurementKey("t.py::test_a", "fused")) == "t.py::test_a::fused"  # unchanged for plain names
+
+
+def test_the_gate_names_a_measurement_whose_name_holds_double_colons():
+    verdicts = judged(measurement(name="attn::f16", dispatches=10), measurement(name="attn::f16", dispatches=12),
+                      comparable=False)
+    assert verdicts.failure_lines == ["attn::f16 dispatches regressed: 10 -> 12 per call (+2: matvec +2)"]
+
+
+def test_an_ab_comparison_takes_its_key_apart_with_the_name_whole():
+    from pytest_dispatch.ab.verdicts import Comparison
+
+    comparison = Comparison(str(MeasurementKey(NODE, "attn::f16")), None, measurement(name="attn::f16"))
+    assert (comparison.nodeid, comparison.name, comparison.status) == (NODE, "attn::f16", Status.NEW)
+    assert comparison.line().startswith("attn::f16 new: 10 dispatches per call, only in the head")

@@ -15,6 +15,7 @@ from pytest_dispatch.judgement import paired
 from pytest_dispatch.judgement.gate import CountVerdict, compare_counts
 from pytest_dispatch.judgement.stats import format_us
 from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.meter import Measurement
 
 TALLY_ORDER = (Status.REGRESSED, Status.IMPROVED, Status.UNCHANGED, Status.INCONCLUSIVE, Status.NEW, Status.REMOVED)
@@ -35,11 +36,11 @@ class Comparison:
 
     @property
     def name(self) -> str:
-        return self.key.rsplit("::", 1)[-1]
+        return MeasurementKey.parse(self.key).name
 
     @property
     def nodeid(self) -> str:
-        return self.key.rsplit("::", 1)[0]
+        return MeasurementKey.parse(self.key).nodeid
 
     @property
     def counts(self) -> list[CountVerdict]:

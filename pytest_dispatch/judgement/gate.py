@@ -19,7 +19,8 @@ from pytest_dispatch.judgement import settings as gate_settings, stats, storage
 from pytest_dispatch.judgement.budget import COUNT_KINDS
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.judgement.status import Status
-from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement, measurement_key
+from pytest_dispatch.measurement.key import MeasurementKey
+from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement
 
 TIMING_METRIC = "us_per_call"
 DEFAULTS = gate_settings.DEFAULTS
@@ -28,7 +29,7 @@ DEFAULTS = gate_settings.DEFAULTS
 def sequential_measurements(results: Iterable[TestResult]) -> dict[str, Measurement]:
     """The measurements a gate compares, by key."""
     return {
-        measurement_key(result.nodeid, m.name): m for result in results for m in result.measurements
+        str(MeasurementKey(result.nodeid, m.name)): m for result in results for m in result.measurements
         if m.method == SEQUENTIAL
     }
 
@@ -149,7 +150,7 @@ class TestVerdicts:
 
 def _name(key: str) -> str:
     """The measurement's name: the test is known from context."""
-    return key.rsplit("::", 1)[-1]
+    return MeasurementKey.parse(key).name
 
 
 class Gate:
@@ -179,7 +180,7 @@ class Gate:
         for measurement in result.measurements:
             if measurement.method != SEQUENTIAL:
                 continue
-            key = measurement_key(result.nodeid, measurement.name)
+            key = str(MeasurementKey(result.nodeid, measurement.name))
             base = self.baseline.get(key)
             if base is None:
                 verdicts.missing.append(key)
