@@ -30,6 +30,7 @@ from pathlib import Path
 
 from pytest_dispatch import cli
 from pytest_dispatch.judgement import history
+from pytest_dispatch.measurement.key import MeasurementKey
 
 TEST_FILE = textwrap.dedent('''
     import time
@@ -136,7 +137,7 @@ def main() -> int:
     document = json.loads(history_output(storage, "--json"))
     print(text)
     (gpu,) = document["gpus"]
-    series = {s["key"].rsplit("::", 2)[-2]: s for s in gpu["series"]}
+    series = {MeasurementKey.parse(s["key"]).nodeid.rsplit("::", 1)[-1]: s for s in gpu["series"]}
     for name, s in series.items():
         medians = " ".join(f"{p['median_us']:.1f}" for p in s["points"])
         print(f"{name} run medians (µs/dispatch, commit order): {medians}")

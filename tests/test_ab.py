@@ -16,6 +16,7 @@ import pytest
 
 from pytest_dispatch.ab import command, coordinator
 from pytest_dispatch.judgement import paired
+from pytest_dispatch.judgement.status import Status
 
 TEST_FILE = """
 import os, time
@@ -265,7 +266,7 @@ def _job_with_sessions(log_ratios: dict[str, list[float]]) -> coordinator.Job:
     """A job that has measured these per-session log-ratios (nothing run)."""
     job = coordinator.Job.__new__(coordinator.Job)
     job.settings, job.overrides, job.timing, job.progress = coordinator.Settings(), {}, {}, lambda line: None
-    job.session_verdicts = {key: [paired.PairedVerdict(paired.INCONCLUSIVE, math.exp(x), 0.0, math.inf, 0.99, 10, 0.1,
+    job.session_verdicts = {key: [paired.PairedVerdict(Status.INCONCLUSIVE, math.exp(x), 0.0, math.inf, 0.99, 10, 0.1,
                                                        10.0, 10.0 * math.exp(x), 1.0) for x in logs]
                             for key, logs in log_ratios.items()}
     return job
@@ -280,12 +281,12 @@ def test_a_change_keeps_its_sessions_until_it_holds_across_the_jobs_measurements
     job = _job_with_sessions({key: values[:4] for key, values in logs.items()})
     job._look(final=False)
     alone = paired.judge_sessions(job.session_verdicts["t::slow"], job.settings.question(), job.settings.design())
-    assert alone.status == paired.REGRESSED and "t::slow" not in job.timing
+    assert alone.status == Status.REGRESSED and "t::slow" not in job.timing
     for key, verdicts in _job_with_sessions(logs).session_verdicts.items():
         job.session_verdicts[key] = verdicts[:8]
     job._look(final=False)
-    assert job.timing["t::slow"].status == paired.REGRESSED
-    assert paired.adjust_family(job.timing, job.settings.alpha)["t::slow"].status == paired.REGRESSED
+    assert job.timing["t::slow"].status == Status.REGRESSED
+    assert paired.adjust_family(job.timing, job.settings.alpha)["t::slow"].status == Status.REGRESSED
 
 
 def test_among_many_unchanged_measurements_a_job_catches_ten_percent_and_raises_no_false_alarm():
@@ -308,8 +309,8 @@ def test_among_many_unchanged_measurements_a_job_catches_ten_percent_and_raises_
                     job.session_verdicts[key] = full[key][:session]
             job._look(final=session == settings.max_sessions)
         final = paired.adjust_family(job.timing, settings.alpha)
-        false_alarms += sum(final[f"t::{i}"].status == paired.REGRESSED for i in range(nulls))
-        caught += sum(final[f"t::{i}"].status == paired.REGRESSED for i in range(nulls, nulls + changes))
+        false_alarms += sum(final[f"t::{i}"].status == Status.REGRESSED for i in range(nulls))
+        caught += sum(final[f"t::{i}"].status == Status.REGRESSED for i in range(nulls, nulls + changes))
     assert false_alarms <= 2, false_alarms  # of 1,200 unchanged measurements (alpha 0.01: 12 allowed)
     assert caught >= 0.9 * jobs * changes, caught  # stopping at its own look and BH at the end: 129 of 240
 

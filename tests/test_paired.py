@@ -12,6 +12,7 @@ import pytest
 from scipy import stats as sps
 
 from pytest_dispatch.judgement import paired
+from pytest_dispatch.judgement.status import Status
 
 
 def feed(a: np.ndarray, b: np.ndarray, per_round: int = 5, sync_ns: int = 200_000):
@@ -36,13 +37,13 @@ def run_trials(ratio: float, trials: int, seed: int, design=paired.Design(), **n
 
 def test_false_alarms_stay_under_alpha_with_process_effects_drift_and_autocorrelation():
     verdicts = run_trials(1.0, 300, seed=1, process_sd=0.005, drift_sd=0.01, autocorrelation=0.3)
-    flagged = sum(v.status in (paired.REGRESSED, paired.IMPROVED) for v in verdicts)
+    flagged = sum(v.status in (Status.REGRESSED, Status.IMPROVED) for v in verdicts)
     assert flagged <= sps.binom.ppf(0.999, 300, 0.01), flagged
 
 
 def test_ten_percent_is_caught_within_the_first_looks():
     verdicts = run_trials(1.10, 100, seed=2)
-    assert sum(v.status == paired.REGRESSED for v in verdicts) >= 95
+    assert sum(v.status == Status.REGRESSED for v in verdicts) >= 95
     assert np.median([v.pairs for v in verdicts]) <= 60
 
 
@@ -50,24 +51,24 @@ def test_a_large_process_effect_is_reported_not_hidden():
     # two processes 10% apart for their whole life look like a change: the engine cannot
     # tell them from one, which is why the job pins both workers to one CPU (see ab.coordinator)
     verdicts = run_trials(1.0, 20, seed=3, process_sd=0.1)
-    assert any(v.status != paired.UNCHANGED for v in verdicts)
+    assert any(v.status != Status.UNCHANGED for v in verdicts)
 
 
 def test_drift_shared_by_both_sides_cancels_in_the_pairs():
     verdicts = run_trials(1.0, 50, seed=4, drift_sd=0.05, process_sd=0.0)
-    assert sum(v.status == paired.REGRESSED for v in verdicts) == 0
+    assert sum(v.status == Status.REGRESSED for v in verdicts) == 0
     assert np.median([v.ratio for v in verdicts]) == pytest.approx(1.0, abs=0.01)
 
 
 def test_unchanged_is_shown_early_when_the_noise_is_low():
     verdicts = run_trials(1.0, 20, seed=5, sigma=0.005, process_sd=0.0, drift_sd=0.0, outlier_fraction=0.0)
-    assert all(v.status == paired.UNCHANGED and v.pairs == 30 for v in verdicts)
+    assert all(v.status == Status.UNCHANGED and v.pairs == 30 for v in verdicts)
 
 
 def test_caps_end_inconclusive_with_the_reason():
     design = paired.Design(first=10, batch=10, max_pairs=40, max_seconds=60)
     (verdict,) = run_trials(1.02, 1, seed=6, design=design, sigma=0.2)
-    assert verdict.status == paired.INCONCLUSIVE and verdict.pairs == 40
+    assert verdict.status == Status.INCONCLUSIVE and verdict.pairs == 40
     assert "straddles the 2% tolerance" in verdict.reason
 
 
@@ -76,7 +77,7 @@ def test_time_cap_stops_adding_pairs():
     a, b = paired.simulate_pairs(np.random.default_rng(7), 300, sigma=0.3)
     verdict = paired.run_sequential(feed(a, b), paired.ChangeQuestion(0.02), paired.Design(max_seconds=15),
                                     clock=lambda: next(clock))
-    assert verdict.status == paired.INCONCLUSIVE and "time cap 15 s" in verdict.reason and verdict.pairs < 300
+    assert verdict.status == Status.INCONCLUSIVE and "time cap 15 s" in verdict.reason and verdict.pairs < 300
 
 
 @pytest.mark.parametrize("order", paired.ORDERS)
@@ -113,10 +114,10 @@ def test_speedup_question_passes_fails_and_reads_as_a_speedup():
     jitter = np.random.default_rng(8).lognormal(0, 0.02, (2, 300))
     verdict = paired.run_sequential(feed(fast * jitter[0], slow * jitter[1]), paired.SpeedupQuestion(2.0),
                                     paired.Design(first=20, batch=20, max_pairs=200, alpha=0.05))
-    assert verdict.status == paired.PASSED and verdict.ratio == pytest.approx(3.0, rel=0.03)
+    assert verdict.status == Status.PASSED and verdict.ratio == pytest.approx(3.0, rel=0.03)
     failing = paired.run_sequential(feed(fast * jitter[0], slow * jitter[1]), paired.SpeedupQuestion(4.0),
                                     paired.Design(first=20, batch=20, max_pairs=200, alpha=0.05))
-    assert failing.status == paired.FAILED and failing.high < 4.0
+    assert failing.status == Status.FAILED and failing.high < 4.0
 
 
 def test_rounds_within_the_sync_noise_are_inconclusive_not_a_crash():
@@ -124,17 +125,17 @@ def test_rounds_within_the_sync_noise_are_inconclusive_not_a_crash():
         return 100_000, 200_000, 1  # faster than the empty sync: negative once it is subtracted
 
     verdict = paired.run_sequential(take_round, paired.ChangeQuestion(0.02), paired.Design())
-    assert verdict.status == paired.INCONCLUSIVE and "raise per_round" in verdict.reason
+    assert verdict.status == Status.INCONCLUSIVE and "raise per_round" in verdict.reason
 
 
 def test_bh_across_the_session_turns_a_lone_marginal_call_into_inconclusive():
-    strong = paired.PairedVerdict(paired.REGRESSED, 1.5, 1.4, 1.6, 0.998, 30, 1.0, 10, 15, 1e-9)
-    marginal = paired.PairedVerdict(paired.REGRESSED, 1.05, 1.03, 1.08, 0.998, 300, 9.0, 10, 10.5, 0.009)
-    nulls = {f"n{i}": paired.PairedVerdict(paired.UNCHANGED, 1.0, 0.99, 1.01, 0.998, 30, 1.0, 10, 10, 1.0)
+    strong = paired.PairedVerdict(Status.REGRESSED, 1.5, 1.4, 1.6, 0.998, 30, 1.0, 10, 15, 1e-9)
+    marginal = paired.PairedVerdict(Status.REGRESSED, 1.05, 1.03, 1.08, 0.998, 300, 9.0, 10, 10.5, 0.009)
+    nulls = {f"n{i}": paired.PairedVerdict(Status.UNCHANGED, 1.0, 0.99, 1.01, 0.998, 30, 1.0, 10, 10, 1.0)
              for i in range(20)}
     adjusted = paired.adjust_family({"strong": strong, "marginal": marginal, **nulls}, alpha=0.01)
-    assert adjusted["strong"].status == paired.REGRESSED
-    assert adjusted["marginal"].status == paired.INCONCLUSIVE and "Benjamini-Hochberg" in adjusted["marginal"].reason
+    assert adjusted["strong"].status == Status.REGRESSED
+    assert adjusted["marginal"].status == Status.INCONCLUSIVE and "Benjamini-Hochberg" in adjusted["marginal"].reason
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -147,7 +148,7 @@ def test_bad_designs_are_one_line_errors(kwargs, message):
 
 
 def test_verdicts_travel_as_json():
-    verdict = paired.PairedVerdict(paired.INCONCLUSIVE, math.nan, 0.0, math.inf, 0.998, 1, 0.1, 1.0, 1.0, 1.0, "x")
+    verdict = paired.PairedVerdict(Status.INCONCLUSIVE, math.nan, 0.0, math.inf, 0.998, 1, 0.1, 1.0, 1.0, 1.0, "x")
     data = verdict.as_dict()
     assert data["ratio"] is None and data["high"] is None
     back = paired.PairedVerdict.from_dict(data)
@@ -161,7 +162,7 @@ def test_verdicts_travel_as_json():
 def session_verdicts(rng, sessions: int, ratio: float, process_sd: float, within_sd: float = 0.02):
     """One within-session verdict per session: the log-ratio of a fresh process pair."""
     logs = np.log(ratio) + rng.normal(0, process_sd, sessions) + rng.normal(0, within_sd, sessions)
-    return [paired.PairedVerdict(paired.INCONCLUSIVE, float(np.exp(x)), 0.0, math.inf, 0.99, 10, 0.1, 10.0,
+    return [paired.PairedVerdict(Status.INCONCLUSIVE, float(np.exp(x)), 0.0, math.inf, 0.99, 10, 0.1, 10.0,
                                  10.0 * float(np.exp(x)), 1.0) for x in logs]
 
 
@@ -173,8 +174,8 @@ def test_sessions_keep_false_alarms_under_alpha_when_processes_differ():
         verdicts = session_verdicts(rng, design.max_sessions, 1.0, process_sd=0.15)
         for look in design.look_points:
             verdict = paired.judge_sessions(verdicts[:look], question, design)
-            if verdict.status != paired.INCONCLUSIVE:
-                flagged += verdict.status in (paired.REGRESSED, paired.IMPROVED)
+            if verdict.status != Status.INCONCLUSIVE:
+                flagged += verdict.status in (Status.REGRESSED, Status.IMPROVED)
                 break
     assert flagged <= sps.binom.ppf(0.999, 1000, design.alpha), flagged
 
@@ -184,7 +185,7 @@ def test_pairs_alone_would_call_a_process_difference_a_change():
     rng = np.random.default_rng(21)
     a, b = paired.simulate_pairs(rng, 300, process_sd=0.15, sigma=0.02, drift_sd=0.0, outlier_fraction=0.0)
     alone = paired.judge_rounds((_rounds(a), _rounds(b)), paired.ChangeQuestion(0.02), paired.Design())
-    assert alone.status in (paired.REGRESSED, paired.IMPROVED)
+    assert alone.status in (Status.REGRESSED, Status.IMPROVED)
 
 
 def _rounds(per_call_us):
@@ -198,9 +199,9 @@ def test_sessions_decide_a_large_change_and_unchanged_code_when_processes_agree(
     rng = np.random.default_rng(22)
     design, question = paired.SessionDesign(), paired.ChangeQuestion(0.02)
     large = paired.judge_sessions(session_verdicts(rng, 4, 1.5, process_sd=0.02), question, design)
-    assert large.status == paired.REGRESSED and large.sessions == 4 and large.low > 1.02
+    assert large.status == Status.REGRESSED and large.sessions == 4 and large.low > 1.02
     same = paired.judge_sessions(session_verdicts(rng, 4, 1.0, process_sd=0.001, within_sd=0.001), question, design)
-    assert same.status == paired.UNCHANGED
+    assert same.status == Status.UNCHANGED
 
 
 def test_session_design_looks_and_its_checks():
@@ -210,4 +211,4 @@ def test_session_design_looks_and_its_checks():
         paired.SessionDesign(first=1)
     lone = paired.judge_sessions(session_verdicts(np.random.default_rng(0), 1, 1.0, 0.1), paired.ChangeQuestion(),
                                  paired.SessionDesign())
-    assert lone.status == paired.INCONCLUSIVE and "fewer than 2 sessions" in lone.reason
+    assert lone.status == Status.INCONCLUSIVE and "fewer than 2 sessions" in lone.reason

@@ -22,7 +22,9 @@ from pytest_dispatch.ab.channel import Channel, ChannelClosed
 from pytest_dispatch.ab.trees import source_roots
 from pytest_dispatch.judgement import paired, settings as gate_settings
 from pytest_dispatch.judgement.results import TestResult
-from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement, measurement_key
+from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.measurement.key import MeasurementKey
+from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement
 
 SIDE_ENV = "PYTEST_DISPATCH_AB_SIDE"  # set in workers: the pytest twin must not start a job there
 CPU_ENV = worker.CPU_ENV
@@ -240,7 +242,7 @@ class Job:
                     self._run_test(nodeid, running, following, f"[{position + 1}/{len(plan)}]")
                 self._look(final=self.session >= design.max_sessions)
                 plan = [(nodeid, running) for nodeid, running in plan if len(running) == 2 and any(
-                    key.startswith(nodeid + "::") and key not in self.timing for key in self.session_verdicts)]
+                    MeasurementKey.parse(key).nodeid == nodeid and key not in self.timing for key in self.session_verdicts)]
                 if plan:
                     for side in self.sides:
                         side.stop()
@@ -279,7 +281,7 @@ class Job:
         adjusted = paired.adjust_family({**self.timing, **current}, self.settings.alpha)
         for key, last in due.items():
             verdict = current[key]
-            if adjusted[key].status != paired.INCONCLUSIVE or last:
+            if adjusted[key].status != Status.INCONCLUSIVE or last:
                 self.timing[key] = verdict
                 self.progress(f"    {_name(key)}: x{verdict.ratio:.3f} ({verdict.interval_text} over "
                               f"{verdict.sessions} sessions): {verdict.status}")
@@ -383,7 +385,7 @@ class Job:
         side.kill()
         pending.pop(lost.side, None)
         self._problem(f"{side.name}: {nodeid}: {lost.why}")
-        for key in [k for k in self.notes if k.startswith(nodeid + "::")]:
+        for key in [k for k in self.notes if MeasurementKey.parse(k).nodeid == nodeid]:
             self.notes[key] = self.notes[key] or f"the {side.name} worker was lost"
         others = []  # what the other side says meanwhile is kept for the test's loop
         try:
@@ -472,9 +474,10 @@ class Job:
             for nodeid, result in results.items():
                 for measurement in result.measurements:
                     if measurement.method == SEQUENTIAL:
-                        entry = list(keys.get(measurement_key(nodeid, measurement.name), (None, None)))
+                        key = str(MeasurementKey(nodeid, measurement.name))
+                        entry = list(keys.get(key, (None, None)))
                         entry[index] = measurement
-                        keys[measurement_key(nodeid, measurement.name)] = tuple(entry)
+                        keys[key] = tuple(entry)
         for key in list(adjusted) + list(self.notes):
             keys.setdefault(key, (None, None))
         for key, (base, head) in keys.items():
@@ -551,7 +554,7 @@ def _ranges(numbers: list[int]) -> str:
 
 
 def _name(key: str) -> str:
-    return key.rsplit("::", 1)[-1]
+    return MeasurementKey.parse(key).name
 
 
 def run_job(base_tree: Path, head_tree: Path, pytest_args: list[str], settings: Settings,

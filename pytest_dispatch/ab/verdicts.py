@@ -14,10 +14,11 @@ from typing import Any
 from pytest_dispatch.judgement import paired
 from pytest_dispatch.judgement.gate import CountVerdict, compare_counts
 from pytest_dispatch.judgement.stats import format_us
+from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.meter import Measurement
 
-NEW, REMOVED = "new", "removed"
-STATUSES = (paired.REGRESSED, paired.IMPROVED, paired.UNCHANGED, paired.INCONCLUSIVE, NEW, REMOVED)
+TALLY_ORDER = (Status.REGRESSED, Status.IMPROVED, Status.UNCHANGED, Status.INCONCLUSIVE, Status.NEW, Status.REMOVED)
 SCHEMA = "pytest-dispatch-ab/2"  # docs/schema.md
 EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -35,11 +36,11 @@ class Comparison:
 
     @property
     def name(self) -> str:
-        return self.key.rsplit("::", 1)[-1]
+        return MeasurementKey.parse(self.key).name
 
     @property
     def nodeid(self) -> str:
-        return self.key.rsplit("::", 1)[0]
+        return MeasurementKey.parse(self.key).nodeid
 
     @property
     def counts(self) -> list[CountVerdict]:
@@ -48,28 +49,28 @@ class Comparison:
         return compare_counts(self.base, self.head)
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status:
         if self.base is None:
-            return NEW
+            return Status.NEW
         if self.head is None:
-            return REMOVED
-        statuses = {v.status for v in self.counts} | {self.timing.status if self.timing else paired.INCONCLUSIVE}
-        for status in (paired.REGRESSED, paired.IMPROVED):
+            return Status.REMOVED
+        statuses = {v.status for v in self.counts} | {self.timing.status if self.timing else Status.INCONCLUSIVE}
+        for status in (Status.REGRESSED, Status.IMPROVED):
             if status in statuses:
                 return status
-        return paired.INCONCLUSIVE if paired.INCONCLUSIVE in statuses else paired.UNCHANGED
+        return Status.INCONCLUSIVE if Status.INCONCLUSIVE in statuses else Status.UNCHANGED
 
     @property
     def failed(self) -> bool:
-        return self.status == paired.REGRESSED
+        return self.status == Status.REGRESSED
 
     def line(self) -> str:
         """``name status: what was seen`` - the one line shown for this measurement."""
-        if self.status in (NEW, REMOVED):
+        if self.status in (Status.NEW, Status.REMOVED):
             side = self.head or self.base
             return f"{self.name} {self.status}: {side.dispatches} dispatches per call, only in the " \
                    f"{'head' if self.base is None else 'base'}"
-        parts = [v.summary for v in self.counts if v.status != paired.UNCHANGED]
+        parts = [v.summary for v in self.counts if v.status != Status.UNCHANGED]
         timing = self.timing
         if timing is not None and not math.isnan(timing.ratio):
             per_dispatch = (f"{format_us(self._median(self.base, 0))} -> "
@@ -79,7 +80,7 @@ class Comparison:
             if timing.p_adjusted is not None:
                 detail += f", p={timing.p_adjusted:.2g} adj."
             parts.append(f"time per call {timing.status}: {per_dispatch} ({detail})"
-                         + (f"; {timing.reason}" if timing.status == paired.INCONCLUSIVE and timing.reason else ""))
+                         + (f"; {timing.reason}" if timing.status == Status.INCONCLUSIVE and timing.reason else ""))
         elif timing is not None:
             parts.append(f"time per call inconclusive: {timing.reason}")
         elif self.note:
@@ -128,7 +129,7 @@ class Outcome:
         return EXIT_REGRESSED if self.regressed or self.head_failed else EXIT_OK
 
     def tally(self) -> str:
-        counts = {status: sum(c.status == status for c in self.comparisons) for status in STATUSES}
+        counts = {status: sum(c.status == status for c in self.comparisons) for status in TALLY_ORDER}
         return ", ".join(f"{n} {status}" for status, n in counts.items() if n) or "nothing measured"
 
     def lines(self) -> list[str]:

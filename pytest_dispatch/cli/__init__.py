@@ -25,6 +25,7 @@ from typing import Any, Sequence
 from pytest_dispatch.cli.progress import Progress
 from pytest_dispatch.judgement import gate, history, settings, storage
 from pytest_dispatch.judgement.results import TestResult
+from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.plugin import report
 
 EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT = 0, 1, 2
@@ -55,7 +56,7 @@ def _markdown_table(results: list[TestResult], verdicts: dict[str, gate.TestVerd
     for result in results:
         verdict = verdicts.get(result.nodeid) if verdicts else None
         for measurement in result.measurements:
-            key = gate.measurement_key(result.nodeid, measurement.name)
+            key = str(MeasurementKey(result.nodeid, measurement.name))
             text = "; ".join(verdict.lines(key)) if verdict else result.budget_verdict
             wall = report.median_text(measurement)
             method = " (single-op)" if measurement.method == "single-op" else ""

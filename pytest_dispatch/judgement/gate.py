@@ -18,18 +18,18 @@ from typing import Any, Iterable, Mapping, Sequence
 from pytest_dispatch.judgement import settings as gate_settings, stats, storage
 from pytest_dispatch.judgement.budget import COUNT_KINDS
 from pytest_dispatch.judgement.results import TestResult
-from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement, measurement_key
+from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.measurement.key import MeasurementKey
+from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement
 
 TIMING_METRIC = "us_per_call"
-INCOMPARABLE = "incomparable"
-TIMING_OFF = "off: timing disabled (--dispatch-disable-timing) here or in the baseline; counts compared only"
 DEFAULTS = gate_settings.DEFAULTS
 
 
 def sequential_measurements(results: Iterable[TestResult]) -> dict[str, Measurement]:
     """The measurements a gate compares, by key."""
     return {
-        measurement_key(result.nodeid, m.name): m for result in results for m in result.measurements
+        str(MeasurementKey(result.nodeid, m.name)): m for result in results for m in result.measurements
         if m.method == SEQUENTIAL
     }
 
@@ -37,14 +37,14 @@ def sequential_measurements(results: Iterable[TestResult]) -> dict[str, Measurem
 @dataclasses.dataclass(frozen=True)
 class CountVerdict:
     metric: str
-    status: str  # regressed, improved, unchanged
+    status: Status  # regressed, improved, unchanged
     baseline: int
     current: int
     kernel_delta: Mapping[str, int]
 
     @property
     def failed(self) -> bool:
-        return self.status == "regressed"
+        return self.status == Status.REGRESSED
 
     @property
     def summary(self) -> str:
@@ -64,14 +64,40 @@ def compare_counts(baseline: Measurement, current: Measurement) -> list[CountVer
     verdicts = []
     for kind in COUNT_KINDS:
         before, now = baseline.count(kind), current.count(kind)
-        status = "regressed" if now > before else "improved" if now < before else "unchanged"
+        status = Status.REGRESSED if now > before else Status.IMPROVED if now < before else Status.UNCHANGED
         delta: dict[str, int] = {}
-        if kind == "dispatches" and status != "unchanged":
+        if kind == "dispatches" and status != Status.UNCHANGED:
             names = set(baseline.by_kernel) | set(current.by_kernel)
             changes = {n: current.by_kernel.get(n, 0) - baseline.by_kernel.get(n, 0) for n in names}
             delta = dict(sorted(((n, d) for n, d in changes.items() if d), key=lambda item: (-abs(item[1]), item[0])))
         verdicts.append(CountVerdict(kind, status, before, now, delta))
     return verdicts
+
+
+@dataclasses.dataclass(frozen=True)
+class UnjudgedTiming:
+    """Time that was not judged, and why: timing off, a baseline of another GPU, times below the sync's noise."""
+
+    status: Status  # off, incomparable or inconclusive
+    reason: str
+
+    @property
+    def failed(self) -> bool:
+        return False
+
+    def line(self, label: str) -> str:
+        return f"{label} {self.status}: {self.reason}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "summary": f"{self.status}: {self.reason}"}
+
+
+TIMING_OFF = UnjudgedTiming(Status.OFF, "timing disabled (--dispatch-disable-timing) here or in the baseline; "
+                                        "counts compared only")
+INCOMPARABLE = UnjudgedTiming(Status.INCOMPARABLE, "baseline from another GPU (fingerprint differs); "
+                                                   "counts compared only")
+BELOW_SYNC_NOISE = UnjudgedTiming(Status.INCONCLUSIVE, "non-positive times (the sync's noise exceeds the work; "
+                                                       "raise per_round)")
 
 
 @dataclasses.dataclass
@@ -81,21 +107,19 @@ class TestVerdicts:
     __test__ = False
 
     counts: dict[str, list[CountVerdict]] = dataclasses.field(default_factory=dict)  # key -> verdicts
-    timing: dict[str, stats.TimingVerdict | str] = dataclasses.field(default_factory=dict)  # str: why not judged
+    timing: dict[str, stats.TimingVerdict | UnjudgedTiming] = dataclasses.field(default_factory=dict)
     missing: list[str] = dataclasses.field(default_factory=list)  # measurements with no baseline
 
     @property
     def failure_lines(self) -> list[str]:
         lines = [f"{_name(key)} {v.summary}" for key, verdicts in self.counts.items() for v in verdicts if v.failed]
-        lines += [self._timing_line(k, v) for k, v in self.timing.items()
-                  if isinstance(v, stats.TimingVerdict) and v.failed]
+        lines += [self._timing_line(k, v) for k, v in self.timing.items() if v.failed]
         return lines
 
     @property
     def improved(self) -> bool:
-        return any(v.status == "improved" for verdicts in self.counts.values() for v in verdicts) or any(
-            isinstance(v, stats.TimingVerdict) and v.status == "improved" for v in self.timing.values()
-        )
+        return any(v.status == Status.IMPROVED for verdicts in self.counts.values() for v in verdicts) or any(
+            v.status == Status.IMPROVED for v in self.timing.values())
 
     def lines(self, key: str | None = None) -> list[str]:
         """Every verdict, one line each naming its measurement, for the report; only
@@ -103,26 +127,20 @@ class TestVerdicts:
         out = []
         for count_key, verdicts in self.counts.items():
             if key in (None, count_key):
-                changed = [f"{_name(count_key)} {v.summary}" for v in verdicts if v.status != "unchanged"]
+                changed = [f"{_name(count_key)} {v.summary}" for v in verdicts if v.status != Status.UNCHANGED]
                 out.extend(changed or [f"{_name(count_key)} counts unchanged ({verdicts[0].current} dispatches per call)"])
         for timing_key, verdict in self.timing.items():
             if key in (None, timing_key):
-                out.append(self._timing_line(timing_key, verdict) if isinstance(verdict, stats.TimingVerdict)
-                           else f"{_name(timing_key)} {TIMING_METRIC} {verdict}")
+                out.append(self._timing_line(timing_key, verdict))
         out.extend(f"no baseline for {k}: not compared" for k in self.missing if key in (None, k))
         return out
 
     @staticmethod
-    def _timing_line(key: str, verdict: stats.TimingVerdict) -> str:
+    def _timing_line(key: str, verdict: stats.TimingVerdict | UnjudgedTiming) -> str:
         return verdict.line(f"{_name(key)} {TIMING_METRIC}")
 
     def as_dict(self) -> dict[str, Any]:
-        timing = {}
-        for key, verdict in self.timing.items():
-            if isinstance(verdict, stats.TimingVerdict):
-                timing[key] = {"metric": TIMING_METRIC, **verdict.as_dict()}
-            else:
-                timing[key] = {"metric": TIMING_METRIC, "status": verdict.split(":")[0], "summary": verdict}
+        timing = {key: {"metric": TIMING_METRIC, **verdict.as_dict()} for key, verdict in self.timing.items()}
         return {
             "counts": {key: {v.metric: v.as_dict() for v in verdicts} for key, verdicts in self.counts.items()},
             "timing": timing,
@@ -132,7 +150,7 @@ class TestVerdicts:
 
 def _name(key: str) -> str:
     """The measurement's name: the test is known from context."""
-    return key.rsplit("::", 1)[-1]
+    return MeasurementKey.parse(key).name
 
 
 class Gate:
@@ -162,7 +180,7 @@ class Gate:
         for measurement in result.measurements:
             if measurement.method != SEQUENTIAL:
                 continue
-            key = measurement_key(result.nodeid, measurement.name)
+            key = str(MeasurementKey(result.nodeid, measurement.name))
             base = self.baseline.get(key)
             if base is None:
                 verdicts.missing.append(key)
@@ -172,13 +190,13 @@ class Gate:
                                     else TIMING_OFF)
         return verdicts
 
-    def _judge_timing(self, key: str, current: Measurement, overrides):
+    def _judge_timing(self, key: str, current: Measurement, overrides) -> stats.TimingVerdict | UnjudgedTiming:
         if not self.comparable:
-            return f"{INCOMPARABLE}: baseline from another GPU (fingerprint differs); counts compared only"
+            return INCOMPARABLE
         now = current.median_us_per_call
         runs = [value for value in self.stored.get(key, []) if value > 0]
         if now <= 0 or not runs:
-            return "inconclusive: non-positive times (the sync's noise exceeds the work; raise per_round)"
+            return BELOW_SYNC_NOISE
         self._current[key] = (runs, now)
         if overrides:
             self._overrides[key] = {k: v for k, v in overrides.items() if k in DEFAULTS}

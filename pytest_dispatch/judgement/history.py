@@ -37,7 +37,7 @@ def _median_interval(samples: tuple[float, ...]) -> tuple[float, float]:
 class RunMeasurement:
     """One sequential measurement of one stored run."""
 
-    key: str  # "{nodeid}::{measurement name}"
+    key: str  # str(MeasurementKey)
     median_us: float  # median wall µs per dispatch (sync subtracted)
     median_us_per_call: float  # the same per call of the measured function (what the gate judges)
     samples_us: tuple[float, ...]  # wall µs per dispatch, one per round
@@ -73,7 +73,7 @@ class StoredRun:
 
     @property
     def medians(self) -> dict[str, float]:
-        """Median wall µs per dispatch of each sequential measurement, by ``"{nodeid}::{name}"``."""
+        """Median wall µs per dispatch of each sequential measurement, by key (``str(MeasurementKey)``)."""
         return {key: m.median_us for key, m in self.measurements.items()}
 
     @property

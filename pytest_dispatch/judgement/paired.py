@@ -28,9 +28,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from pytest_dispatch.judgement import settings
+from pytest_dispatch.judgement.status import Status
 
-REGRESSED, IMPROVED, UNCHANGED, INCONCLUSIVE = "regressed", "improved", "unchanged", "inconclusive"
-PASSED, FAILED = "passed", "failed"
 ORDERS = settings.PAIR_ORDERS
 _EXACT_MAX_PAIRS = 400  # beyond this the signed-rank null is normal to far better than its use needs
 
@@ -140,7 +139,7 @@ class PairedVerdict:
     is set once a session's family is known (Benjamini-Hochberg).
     """
 
-    status: str
+    status: Status
     ratio: float
     low: float
     high: float
@@ -168,6 +167,7 @@ class PairedVerdict:
     @classmethod
     def from_dict(cls, data: dict) -> "PairedVerdict":
         values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
+        values["status"] = Status(values["status"])
         for name, missing in (("ratio", math.nan), ("high", math.inf), ("a_median", math.nan),
                               ("b_median", math.nan)):
             if values.get(name) is None:
@@ -189,20 +189,21 @@ class ChangeQuestion:
     def bound(self) -> float:
         return math.log1p(self.tolerance)
 
-    def classify(self, low: float, high: float) -> str | None:
+    def classify(self, low: float, high: float) -> Status | None:
         """The status an interval of the log-ratio shows, None while it straddles a bound."""
         if low > self.bound:
-            return REGRESSED
+            return Status.REGRESSED
         if high < -self.bound:
-            return IMPROVED
+            return Status.IMPROVED
         if low >= -self.bound and high <= self.bound:
-            return UNCHANGED
+            return Status.UNCHANGED
         return None
 
-    def decide(self, d: np.ndarray, one_sided_alpha: float, looks: int) -> tuple[str | None, float, float, float, float]:
+    def decide(self, d: np.ndarray, one_sided_alpha: float,
+               looks: int) -> tuple[Status | None, float, float, float, float]:
         estimate, low, high = walsh_interval(d, one_sided_alpha)
         status = self.classify(low, high)
-        upward = status == REGRESSED or (status != IMPROVED and estimate >= 0)
+        upward = status == Status.REGRESSED or (status != Status.IMPROVED and estimate >= 0)
         p = signed_rank_p(d, self.bound, "greater") if upward else signed_rank_p(d, -self.bound, "less")
         return status, estimate, low, high, min(1.0, p * looks)
 
@@ -216,14 +217,15 @@ class SpeedupQuestion:
 
     at_least: float
 
-    def decide(self, d: np.ndarray, one_sided_alpha: float, looks: int) -> tuple[str | None, float, float, float, float]:
+    def decide(self, d: np.ndarray, one_sided_alpha: float,
+               looks: int) -> tuple[Status | None, float, float, float, float]:
         bound = math.log(self.at_least)
         estimate, low, high = walsh_interval(d, one_sided_alpha)
         p_pass = min(1.0, signed_rank_p(d, bound, "greater") * looks)
         if low > bound:
-            return PASSED, estimate, low, high, p_pass
+            return Status.PASSED, estimate, low, high, p_pass
         if high < bound:
-            return FAILED, estimate, low, high, min(1.0, signed_rank_p(d, bound, "less") * looks)
+            return Status.FAILED, estimate, low, high, min(1.0, signed_rank_p(d, bound, "less") * looks)
         return None, estimate, low, high, p_pass
 
     def undecided_reason(self, low: float, high: float) -> str:
@@ -278,8 +280,8 @@ def run_sequential(take_round: TakeRound, question, design: Design, *,
                 sides[side].add(*take_round(side))
         verdict = judge_rounds(sides, question, design, clock() - start)
         timed_out = clock() - start >= design.max_seconds
-        if verdict.status != INCONCLUSIVE or target >= design.max_pairs or timed_out:
-            if verdict.status == INCONCLUSIVE and timed_out and target < design.max_pairs:
+        if verdict.status != Status.INCONCLUSIVE or target >= design.max_pairs or timed_out:
+            if verdict.status == Status.INCONCLUSIVE and timed_out and target < design.max_pairs:
                 verdict = dataclasses.replace(
                     verdict, reason=f"{verdict.reason} after {verdict.pairs} pairs (time cap {design.max_seconds:g} s)")
             if progress:
@@ -298,27 +300,27 @@ def _first_side(order: str, pair_index: int, rng: random.Random) -> int:
 
 
 def judge_rounds(sides: Sequence[Rounds], question, design: Design, seconds: float = 0.0) -> PairedVerdict:
-    """The question's verdict on the pairs taken so far (INCONCLUSIVE while undecided)."""
+    """The question's verdict on the pairs taken so far (Status.INCONCLUSIVE while undecided)."""
     a, b = sides[0].per_call_us(), sides[1].per_call_us()
     n = min(a.size, b.size)
     a, b = a[:n], b[:n]
     confidence = 1 - 2 * design.alpha_per_look
     a_median, b_median = float(np.median(a)), float(np.median(b))
     if n < 2 or min(a.min(), b.min()) <= 0:
-        return PairedVerdict(INCONCLUSIVE, math.nan, 0.0, math.inf, confidence, n, seconds, a_median, b_median, 1.0,
-                             "rounds at or below zero once the sync is subtracted: the work per round is within "
-                             "the sync's noise; raise per_round")
+        return PairedVerdict(Status.INCONCLUSIVE, math.nan, 0.0, math.inf, confidence, n, seconds, a_median,
+                             b_median, 1.0, "rounds at or below zero once the sync is subtracted: the work per "
+                             "round is within the sync's noise; raise per_round")
     d = np.log(b) - np.log(a)
     status, estimate, low, high, p = question.decide(d, design.alpha_per_look, design.looks)
     reason = "" if status else question.undecided_reason(low, high)
-    return PairedVerdict(status or INCONCLUSIVE, math.exp(estimate), math.exp(low), math.exp(high), confidence, n,
-                         seconds, a_median, b_median, p, reason)
+    return PairedVerdict(status or Status.INCONCLUSIVE, math.exp(estimate), math.exp(low), math.exp(high),
+                         confidence, n, seconds, a_median, b_median, p, reason)
 
 
 def _as_final(verdict: PairedVerdict, question) -> PairedVerdict:
     """A speedup that is still undecided at the cap fails (it was not shown)."""
-    if isinstance(question, SpeedupQuestion) and verdict.status == INCONCLUSIVE:
-        return dataclasses.replace(verdict, status=FAILED, reason=verdict.reason + " at the cap: not shown")
+    if isinstance(question, SpeedupQuestion) and verdict.status == Status.INCONCLUSIVE:
+        return dataclasses.replace(verdict, status=Status.FAILED, reason=verdict.reason + " at the cap: not shown")
     return verdict
 
 
@@ -336,9 +338,9 @@ def adjust_family(verdicts: dict[str, PairedVerdict], alpha: float) -> dict[str,
     out = {}
     for key, p_adjusted in zip(keys, adjusted):
         verdict = dataclasses.replace(verdicts[key], p_adjusted=float(p_adjusted))
-        if verdict.status in (REGRESSED, IMPROVED) and p_adjusted >= alpha:
+        if verdict.status in (Status.REGRESSED, Status.IMPROVED) and p_adjusted >= alpha:
             verdict = dataclasses.replace(
-                verdict, status=INCONCLUSIVE,
+                verdict, status=Status.INCONCLUSIVE,
                 reason=f"{verdict.status} alone (p={verdict.p_value:.2g}) but not across the session's "
                        f"{len(keys)} measurements (Benjamini-Hochberg p={p_adjusted:.2g} >= {alpha:g})")
         out[key] = verdict
@@ -405,7 +407,7 @@ def judge_sessions(sessions: Sequence[PairedVerdict], question: ChangeQuestion,
     b_median = float(np.median([v.b_median for v in usable])) if usable else math.nan
     if len(usable) < 2:
         reason = (sessions[0].reason if sessions and not usable else "") or "fewer than 2 sessions measured it"
-        return PairedVerdict(INCONCLUSIVE, math.nan if not usable else usable[0].ratio, 0.0, math.inf, confidence,
+        return PairedVerdict(Status.INCONCLUSIVE, math.nan if not usable else usable[0].ratio, 0.0, math.inf, confidence,
                              pairs, seconds, a_median, b_median, 1.0, reason, sessions=len(sessions))
     e = np.log([v.ratio for v in usable])
     mean, n = float(np.mean(e)), e.size
@@ -414,12 +416,12 @@ def judge_sessions(sessions: Sequence[PairedVerdict], question: ChangeQuestion,
     low, high = mean - quantile * se, mean + quantile * se
     status = question.classify(low, high)
     looks = len(design.look_points)
-    upward = status == REGRESSED or (status != IMPROVED and mean >= 0)
+    upward = status == Status.REGRESSED or (status != Status.IMPROVED and mean >= 0)
     bound = question.bound if upward else -question.bound
     t = (mean - bound) / se if se > 0 else math.copysign(math.inf, mean - bound)
     p = float(stats.t.sf(t, n - 1) if upward else stats.t.cdf(t, n - 1))
     reason = "" if status else f"{question.undecided_reason(low, high)} after {n} sessions"
-    return PairedVerdict(status or INCONCLUSIVE, math.exp(mean), math.exp(low), math.exp(high), confidence, pairs,
+    return PairedVerdict(status or Status.INCONCLUSIVE, math.exp(mean), math.exp(low), math.exp(high), confidence, pairs,
                          seconds, a_median, b_median, min(1.0, p * looks), reason, sessions=n)
 
 

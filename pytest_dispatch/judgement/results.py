@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from pytest_dispatch.judgement.budget import COUNT_KINDS, Observation
+from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.meter import SEQUENTIAL, SINGLE_OP, Measurement
 
@@ -32,10 +33,10 @@ class TestResult:
     gate_overrides: dict[str, float] = dataclasses.field(default_factory=dict)  # the marker's alpha/threshold
 
     @property
-    def budget_verdict(self) -> str:
+    def budget_verdict(self) -> Status:
         if self.budget_lines is None:
-            return "-"
-        return "fail" if self.budget_lines else "ok"
+            return Status.NO_BUDGET
+        return Status.OVER_BUDGET if self.budget_lines else Status.WITHIN_BUDGET
 
     def single_op_inflation(self, measurement: Measurement) -> float | None:
         """single-op / sequential median wall per dispatch, for the same function name."""

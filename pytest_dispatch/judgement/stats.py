@@ -14,10 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from pytest_dispatch.judgement.status import Status
+
 __all__ = [
     "Interval",
     "TimingVerdict",
-    "TIMING_STATUSES",
     "MIN_STORED_RUNS",
     "median_ci",
     "ratio_of_medians_ci",
@@ -25,7 +26,6 @@ __all__ = [
     "simulate_lavapipe_rounds",
 ]
 
-TIMING_STATUSES = ("regressed", "improved", "unchanged", "inconclusive")
 BOOTSTRAP_RESAMPLES = 9999
 
 
@@ -175,7 +175,7 @@ class TimingVerdict:
     """
 
     key: str
-    status: str  # one of TIMING_STATUSES
+    status: Status  # regressed, improved, unchanged or inconclusive
     baseline_median: float
     current_median: float
     ratio: float
@@ -190,7 +190,7 @@ class TimingVerdict:
     @property
     def failed(self) -> bool:
         """True when this verdict should fail the gate."""
-        return self.status == "regressed"
+        return self.status == Status.REGRESSED
 
     @property
     def summary(self) -> str:
@@ -277,7 +277,7 @@ def judge_against_runs(
         if key not in conclusive:
             centre = float(np.exp(np.mean(np.log(runs))))
             verdicts[key] = TimingVerdict(
-                key, "inconclusive", centre, current, current / centre, None, None, None, a, t_min, runs.size,
+                key, Status.INCONCLUSIVE, centre, current, current / centre, None, None, None, a, t_min, runs.size,
                 f"{runs.size} stored run(s) of this GPU, {min_runs} needed to learn the run-to-run spread; "
                 "for timing use an A/B job (pytest-dispatch ab --base REF)")
             continue
@@ -285,11 +285,11 @@ def judge_against_runs(
         ratio = math.exp(math.log(current) - centre)
         half = float(stats.t.isf(a / 2, dof)) * scale
         spread = Interval(1.0, math.exp(-half), math.exp(half), 1 - a)
-        status = "unchanged"
+        status = Status.UNCHANGED
         if adjusted_up[key] < a and ratio >= 1 + t_min:
-            status = "regressed"
+            status = Status.REGRESSED
         elif adjusted_down[key] < a and ratio <= 1 / (1 + t_min):
-            status = "improved"
+            status = Status.IMPROVED
         upward = ratio >= 1
         verdicts[key] = TimingVerdict(
             key, status, math.exp(centre), current, ratio, spread, (p_up if upward else p_down)[key],

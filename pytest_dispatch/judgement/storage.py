@@ -19,10 +19,10 @@ from typing import Any, Callable, TextIO
 
 import numpy as np
 
-from pytest_dispatch import __version__
+from pytest_dispatch._meta import __version__
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.gpu import GpuInfo
-from pytest_dispatch.measurement.meter import measurement_key
+from pytest_dispatch.measurement.key import MeasurementKey
 
 SCHEMA_VERSION = 2  # docs/schema.md; 2 gave every per-call figure its _per_call suffix
 READABLE_SCHEMAS = (1, 2)
@@ -87,7 +87,7 @@ def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
 def _gate_entry(result: TestResult, measurement) -> dict[str, Any] | None:
     if not result.gate:
         return None
-    key = measurement_key(result.nodeid, measurement.name)
+    key = str(MeasurementKey(result.nodeid, measurement.name))
     return {
         "counts": result.gate["counts"].get(key),
         "timing": result.gate["timing"].get(key),

@@ -19,9 +19,11 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from pytest_dispatch import PACKAGE_DIR
+from pytest_dispatch._meta import PACKAGE_DIR
 from pytest_dispatch.judgement import paired, settings
+from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement import devicelock, instructions, recorder, timestamps
+from pytest_dispatch.measurement.key import MeasurementKey
 
 DEFAULT_WARMUP = 3
 DEFAULT_ROUNDS = 30
@@ -173,11 +175,6 @@ class Measurement:
 JSON_KEYS = {"dispatches": "dispatches_per_call", "calls": "calls_per_call", "by_kernel": "by_kernel_per_call",
              "host_us": "host_us_per_call", "wall_us": "wall_us_per_call",
              "host_breakdown_us": "host_breakdown_us_per_call", "gpu_us": "gpu_us_per_call"}
-
-
-def measurement_key(nodeid: str, name: str) -> str:
-    """The one name of a measurement across runs, files and A/B sides."""
-    return f"{nodeid}::{name}"
 
 
 def _kernel_difference(first: dict[str, int], other: dict[str, int]) -> str:
@@ -398,7 +395,7 @@ class DispatchMeter:
 
     def _key(self, name: str) -> str:
         nodeid = self._request.node.nodeid if self._request is not None else ""
-        return measurement_key(nodeid, name)
+        return str(MeasurementKey(nodeid, name))
 
     def _claim_name(self, name: str, method: str) -> None:
         """A name (with its method) identifies a measurement within its test (reports,
@@ -428,12 +425,12 @@ class Speedup:
 
     @property
     def passed(self) -> bool:
-        return self.verdict.status == paired.PASSED
+        return self.verdict.status == Status.PASSED
 
     @property
     def summary(self) -> str:
         v = self.verdict
-        if v.status == paired.PASSED:
+        if v.status == Status.PASSED:
             outcome = f"shown: lower bound > {self.at_least:g}x required"
         else:
             outcome = f"NOT shown ({v.reason or f'upper bound < {self.at_least:g}x required'})"

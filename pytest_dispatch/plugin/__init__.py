@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_dispatch import PACKAGE_DIR
+from pytest_dispatch._meta import PACKAGE_DIR
 from pytest_dispatch.judgement import budget, settings
 from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
@@ -196,10 +196,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     baseline = config.stash.get(BASELINE_KEY, None)
     if baseline is not None:
         from pytest_dispatch.judgement import gate
+        from pytest_dispatch.measurement.key import MeasurementKey
 
         collected = {item.nodeid for item in items}
         family = sum(1 for key in gate.sequential_measurements(baseline.results)
-                     if key.rsplit("::", 1)[0] in collected)
+                     if MeasurementKey.parse(key).nodeid in collected)
         config.stash[GATE_KEY] = baseline.gate(options.gate_settings(config), family_size=family)
 
 

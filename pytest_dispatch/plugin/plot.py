@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from pytest_dispatch.judgement.results import TestResult
-from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement, measurement_key
+from pytest_dispatch.measurement.key import MeasurementKey
+from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement
 
 
 def _pyplot():
@@ -63,7 +64,7 @@ def plot_session(folder: str | Path, results: Sequence[TestResult],
     for result in results:
         for measurement in result.measurements:
             if measurement.method == SEQUENTIAL and measurement.dispatches and measurement.timed:
-                base = (baseline or {}).get(measurement_key(result.nodeid, measurement.name))
+                base = (baseline or {}).get(str(MeasurementKey(result.nodeid, measurement.name)))
                 paths.append(plot_measurement(folder, result.nodeid, measurement, base
                                               if base is None or base.timed else None))
     return paths

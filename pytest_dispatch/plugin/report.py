@@ -12,6 +12,7 @@ import numpy as np
 
 from pytest_dispatch.judgement import stats
 from pytest_dispatch.judgement.results import TestResult
+from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.meter import SINGLE_OP, Measurement
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 DEFAULT_WIDTH = 100  # when the terminal's width is unknown (not a terminal, no COLUMNS)
 MIN_WIDTH = DEFAULT_WIDTH  # the table needs this much (a 27-character name and the numbers)
 _NAME_MIN = 27  # a narrow terminal still gets this much of a name
-TIMING_OFF = "off"  # a timing cell with --dispatch-disable-timing
 _NUMBER_COLUMNS = (
     ("disp/call", 9),
     ("sub/call", 8),
@@ -126,14 +126,14 @@ def _interval_text(samples: np.ndarray) -> str:
 def median_text(measurement: Measurement) -> str:
     """Median wall µs per dispatch, for one-figure listings."""
     if not measurement.timed:
-        return TIMING_OFF
+        return Status.OFF
     return f"{np.median(measurement.wall_us_per_dispatch):.1f}" if measurement.dispatches else "-"
 
 
 def measurement_cells(result: TestResult, measurement: Measurement) -> tuple[str, ...]:
     inflation = result.single_op_inflation(measurement)
     if not measurement.timed:
-        return (str(measurement.dispatches), str(measurement.submits), TIMING_OFF, TIMING_OFF, TIMING_OFF, "",
+        return (str(measurement.dispatches), str(measurement.submits), Status.OFF, Status.OFF, Status.OFF, "",
                 result.budget_verdict if measurement.method != SINGLE_OP else "")
     return (
             str(measurement.dispatches),
@@ -277,11 +277,10 @@ def gate_summary(baseline, verdicts: Mapping[str, "TestVerdicts"], late_regressi
     for test in verdicts.values():
         for per_key in test.counts.values():
             for verdict in per_key:
-                if verdict.status != "unchanged":
+                if verdict.status != Status.UNCHANGED:
                     statuses[f"counts {verdict.status}"] = statuses.get(f"counts {verdict.status}", 0) + 1
         for verdict in test.timing.values():
-            status = verdict.status if hasattr(verdict, "status") else verdict.split(":")[0]
-            statuses[f"timing {status}"] = statuses.get(f"timing {status}", 0) + 1
+            statuses[f"timing {verdict.status}"] = statuses.get(f"timing {verdict.status}", 0) + 1
         if test.missing:
             statuses["no baseline"] = statuses.get("no baseline", 0) + len(test.missing)
     where = (f" and {baseline.stored_runs} stored run(s) of this GPU" if baseline.comparable

@@ -54,7 +54,7 @@ class DispatchReporter:
                 if key in final:
                     early = verdicts.timing[key]
                     verdicts.timing[key] = final[key]
-                    if final[key].failed and not (hasattr(early, "failed") and early.failed):
+                    if final[key].failed and not early.failed:
                         self.late_regressions.append(final[key].summary)
             result.gate = verdicts.as_dict()
 

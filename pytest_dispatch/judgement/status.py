@@ -1,0 +1,23 @@
+"""The outcome of every verdict, one word each; the values are the strings the JSON files hold."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Status(enum.StrEnum):
+    """What a verdict decided (counts, timing, A/B, budget, speedup)."""
+
+    REGRESSED = "regressed"  # worse: fails the test (or the A/B job)
+    IMPROVED = "improved"
+    UNCHANGED = "unchanged"
+    INCONCLUSIVE = "inconclusive"  # not enough evidence either way; never fails
+    INCOMPARABLE = "incomparable"  # the baseline is of another GPU: time not compared
+    NEW = "new"  # A/B: measured only on the head
+    REMOVED = "removed"  # A/B: measured only on the base
+    OFF = "off"  # timing disabled (--dispatch-disable-timing) here or in the baseline
+    PASSED = "passed"  # assert_speedup: the speedup was shown
+    FAILED = "failed"  # assert_speedup: not shown
+    WITHIN_BUDGET = "ok"
+    OVER_BUDGET = "fail"
+    NO_BUDGET = "-"

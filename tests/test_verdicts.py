@@ -1,0 +1,76 @@
+"""Verdicts are objects with a Status whose values are the JSON strings (no GPU needed)."""
+
+import json
+
+from helpers import measurement
+
+from pytest_dispatch.judgement import gate
+from pytest_dispatch.judgement.results import TestResult
+from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.measurement.key import MeasurementKey
+
+NODE = "tests/test_model.py::test_forward"
+
+
+def judged(baseline, current, comparable=True):
+    return gate.Gate([TestResult(NODE, [baseline], {})], comparable=comparable).judge(TestResult(NODE, [current], {}))
+
+
+def test_the_status_values_are_the_json_strings():
+    assert json.dumps([Status.REGRESSED, Status.INCOMPARABLE, Status.OFF, Status.NO_BUDGET]) == \
+        '["regressed", "incomparable", "off", "-"]'
+    assert f"{Status.OVER_BUDGET:>6}" == "  fail" and Status("passed") is Status.PASSED
+
+
+def test_timing_of_another_gpu_is_a_verdict_object_not_a_string():
+    verdicts = judged(measurement(dispatches=10), measurement(dispatches=12), comparable=False)
+    (timing,) = verdicts.timing.values()
+    assert timing.status is Status.INCOMPARABLE and not timing.failed
+    data = json.loads(json.dumps(verdicts.as_dict()))
+    (entry,) = data["timing"].values()
+    assert entry["status"] == "incomparable" and entry["summary"].startswith("incomparable: baseline from another GPU")
+    (counts,) = data["counts"].values()
+    assert counts["dispatches"]["status"] == "regressed"
+    assert any("us_per_call incomparable" in line for line in verdicts.lines())
+
+
+def test_timing_off_is_a_verdict_object_with_status_off():
+    verdicts = judged(measurement(), measurement(rounds=0))
+    (timing,) = verdicts.timing.values()
+    assert timing.status is Status.OFF and verdicts.as_dict()["timing"][f"{NODE}::model"]["status"] == "off"
+    assert not verdicts.failure_lines and not verdicts.improved
+
+
+def test_fewer_dispatches_is_improved_through_the_status():
+    verdicts = judged(measurement(dispatches=12), measurement(dispatches=10), comparable=False)
+    assert verdicts.improved and not verdicts.failure_lines
+
+
+def test_budget_outcomes_keep_their_strings():
+    result = TestResult(NODE, [], {})
+    assert result.budget_verdict is Status.NO_BUDGET and result.budget_verdict == "-"
+    result.budget_lines = []
+    assert result.budget_verdict == "ok"
+    result.budget_lines = ["dispatch budget exceeded"]
+    assert result.budget_verdict == "fail"
+
+
+def test_a_measurement_key_survives_a_name_holding_double_colons():
+    for name in ("attn::f16", ":lead", "trail:", "50% of::it", "%3A%3A", "plain"):
+        key = MeasurementKey("tests/t.py::TestX::test_a[x::y]", name)
+        assert MeasurementKey.parse(str(key)) == key
+    assert str(MeasurementKey("t.py::test_a", "fused")) == "t.py::test_a::fused"  # unchanged for plain names
+
+
+def test_the_gate_names_a_measurement_whose_name_holds_double_colons():
+    verdicts = judged(measurement(name="attn::f16", dispatches=10), measurement(name="attn::f16", dispatches=12),
+                      comparable=False)
+    assert verdicts.failure_lines == ["attn::f16 dispatches regressed: 10 -> 12 per call (+2: matvec +2)"]
+
+
+def test_an_ab_comparison_takes_its_key_apart_with_the_name_whole():
+    from pytest_dispatch.ab.verdicts import Comparison
+
+    comparison = Comparison(str(MeasurementKey(NODE, "attn::f16")), None, measurement(name="attn::f16"))
+    assert (comparison.nodeid, comparison.name, comparison.status) == (NODE, "attn::f16", Status.NEW)
+    assert comparison.line().startswith("attn::f16 new: 10 dispatches per call, only in the head")
