@@ -86,6 +86,7 @@ class ReferenceModel:
             raise ValueError("dtype='f16' needs a device created with the 'shader-f16' feature; use dtype='f32'")
         if max_seq_len < 1:
             raise ValueError(f"max_seq_len={max_seq_len} must be at least 1")
+        self.config.check_max_seq_len(max_seq_len)
         self.level, self.dtype, self.max_seq_len = level, dtype, max_seq_len
         self.encoding = encoding
         self.weights = random_weights(self.config, seed) if weights is None else load_weights(weights, self.config)
@@ -404,14 +405,14 @@ class ReferenceModel:
                 if _buffer_key(binding) in self._buffers or isinstance(resource, Stack):
                     continue
                 if isinstance(resource, Pack):
-                    packed = resource.materialize(self.weights).astype(self._numpy_dtype(resource.dtype))
+                    packed = resource.materialize(self.weights, self._numpy_dtype(resource.dtype))
                     for shard in range(resource.n_shards):
                         self._buffers[(resource, shard)] = self._upload(
                             resource.shard(packed, shard), f"{program.label}.weights[{shard}]")
                 elif self.graph.tensors[resource].kind == "weight":
                     spec = self.graph.tensors[resource]
                     self._buffers[resource] = self._upload(
-                        self.weights[resource].astype(self._numpy_dtype(spec.dtype)), resource)
+                        np.asarray(self.weights[resource], dtype=self._numpy_dtype(spec.dtype)), resource)
 
     def _create_state_buffers(self) -> None:
         """KV caches, the host-visible outputs (logits, next token) and stacked activations."""
