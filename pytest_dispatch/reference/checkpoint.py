@@ -282,8 +282,9 @@ def hf_config(config: ModelConfig) -> dict:
     if scaling is not None:
         hf["rope_scaling"] = {"rope_type": scaling.kind, "factor": scaling.factor}
         if scaling.kind == "llama3":
-            hf["rope_scaling"].update(low_freq_factor=scaling.low_freq_factor, high_freq_factor=scaling.high_freq_factor,
-                                      original_max_position_embeddings=scaling.original_max_position_embeddings)
+            hf["rope_scaling"].update(
+                low_freq_factor=scaling.low_freq_factor, high_freq_factor=scaling.high_freq_factor,
+                original_max_position_embeddings=scaling.original_max_position_embeddings)
     if config.sliding_window is not None:
         hf.update(use_sliding_window=True, sliding_window=config.sliding_window, max_window_layers=0)
     return hf
@@ -321,3 +322,30 @@ def load_pretrained(path: str | os.PathLike) -> tuple[ModelConfig, dict[str, Sto
         tensors.update(read_safetensors(folder / file))
     return config, tensors
 
+
+
+def load_tokenizer(path: str | os.PathLike):
+    """The ``tokenizers.Tokenizer`` of a checkpoint folder's ``tokenizer.json``, or None where the
+    folder has none. Needs the ``hf`` extra (the ``tokenizers`` library)."""
+    file = Path(path).expanduser() / "tokenizer.json"
+    if not file.is_file():
+        return None
+    try:
+        import tokenizers
+    except ImportError:
+        raise ValueError(f"{file}: reading it needs the tokenizers library; pip install 'pytest-dispatch[hf]' "
+                         f"(or pass tokenizer=False to from_pretrained for token ids only)") from None
+    return tokenizers.Tokenizer.from_file(str(file))
+
+
+def eos_token_ids(path: str | os.PathLike) -> tuple[int, ...]:
+    """The end-of-sequence token ids of a checkpoint folder: ``generation_config.json``'s, else
+    ``config.json``'s (an id or a list of ids); none where neither names one."""
+    folder = Path(path).expanduser()
+    for name in ("generation_config.json", "config.json"):
+        file = folder / name
+        if file.is_file():
+            value = json.loads(file.read_text()).get("eos_token_id")
+            if value is not None:
+                return tuple(int(v) for v in (value if isinstance(value, list) else [value]))
+    return ()

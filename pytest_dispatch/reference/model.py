@@ -29,7 +29,7 @@ from pytest_dispatch.measurement.gpu import gpu_info
 from .config import ModelConfig, get_config
 from .graph import ACT, ACTIVATION, CACHE, F32, LEVELS, NEXT_TOKEN, OUTPUT, Kernel, build_graph, schedule
 from .kernels import Binding, BuildContext, Pack, Program, Stack, build_program, rebound_source
-from .checkpoint import load_pretrained
+from .checkpoint import eos_token_ids, load_pretrained, load_tokenizer
 from .weights import load_weights, random_weights
 
 ENCODINGS = encoding.ENCODINGS
@@ -115,6 +115,8 @@ class ReferenceModel:
             size=_round16(4 * self.config.vocab_size), usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
         self._create_pipelines()
         self._grids: dict[int, list] = {}  # n_tokens -> workgroup grid of each program
+        self.tokenizer = None  # a tokenizers.Tokenizer, for generate_text (from_pretrained sets it)
+        self.eos_token_ids: tuple[int, ...] = ()  # generate_text stops at these
         self.reset()
 
     # ----------------------------------------------------------------------------------------
@@ -122,12 +124,17 @@ class ReferenceModel:
     # ----------------------------------------------------------------------------------------
 
     @classmethod
-    def from_pretrained(cls, device: wgpu.GPUDevice, path, **kwargs) -> "ReferenceModel":
+    def from_pretrained(cls, device: wgpu.GPUDevice, path, *, tokenizer: bool = True, **kwargs) -> "ReferenceModel":
         """The model of a Hugging Face checkpoint folder: ``config.json`` and ``*.safetensors``
-        (Qwen2 or Llama-style; see ``checkpoint.load_pretrained``). ``kwargs`` as for the
-        constructor (``level``, ``dtype``, ``max_seq_len``...)."""
+        (Qwen2 or Llama-style; see ``checkpoint.load_pretrained``), with its ``tokenizer.json``
+        for ``generate_text`` where there is one (the ``hf`` extra; ``tokenizer=False`` skips
+        it) and its end-of-sequence ids. ``kwargs`` as for the constructor (``level``,
+        ``dtype``, ``max_seq_len``...)."""
         config, arrays = load_pretrained(path)
-        return cls(device, config, weights=load_weights(arrays, config, where=str(path)), **kwargs)
+        model = cls(device, config, weights=load_weights(arrays, config, where=str(path)), **kwargs)
+        model.tokenizer = load_tokenizer(path) if tokenizer else None
+        model.eos_token_ids = eos_token_ids(path)
+        return model
 
     @property
     def encoding(self) -> str:
@@ -209,6 +216,19 @@ class ReferenceModel:
         self.position = len(prompt) + n - 1
         self.last_token = out[-1]
         return out
+
+    def generate_text(self, text: str, max_new_tokens: int = 32, *, tokens_per_submit: int = 1) -> str:
+        """The greedy continuation of ``text`` (at most ``max_new_tokens`` tokens, ending before
+        the first end-of-sequence token), encoded and decoded by ``self.tokenizer``."""
+        if self.tokenizer is None:
+            raise ValueError("generate_text needs a tokenizer: load the model with ReferenceModel.from_pretrained "
+                             "from a folder with tokenizer.json (and the 'hf' extra), or set model.tokenizer")
+        prompt = self.tokenizer.encode(text).ids
+        if not prompt:
+            raise ValueError(f"generate_text: {text!r} encodes to no tokens; give a longer prompt")
+        tokens = self.generate(prompt, max_new_tokens, tokens_per_submit=tokens_per_submit)
+        ends = [i for i, token in enumerate(tokens) if token in self.eos_token_ids]
+        return self.tokenizer.decode(tokens[:ends[0]] if ends else tokens, skip_special_tokens=True)
 
     def expected_dispatches(self, n_tokens: int | None = None) -> Counter:
         """Dispatches per forward by kernel label, from the schedule. The same for any
