@@ -30,7 +30,7 @@ _NUMPY_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64":
 SUPPORTED_MODEL_TYPES = ("qwen2", "llama")
 STORAGE_DTYPES = ("float32", "float16", "bfloat16")  # config.json's torch_dtype / dtype
 DEFAULT_ROPE_THETA = 10_000.0  # Qwen2Config's and LlamaConfig's, where config.json has none
-_CHUNK_ELEMENTS = 1 << 22  # elements compared at a time when checking that two tensors are equal
+_CHUNK_ELEMENTS = 1 << 22  # elements of a stored tensor converted at a time (row_blocks, tensors_equal)
 
 
 class StoredTensor:
@@ -122,6 +122,17 @@ def tensors_equal(a, b) -> bool:
         if not np.array_equal(_rows(a, start, stop), _rows(b, start, stop)):
             return False
     return True
+
+
+def row_blocks(array):
+    """``(first row, rows)`` blocks of a 2-D array or ``StoredTensor``: an array whole, a stored
+    tensor a few MB at a time (each converted from the file as it comes)."""
+    if not isinstance(array, StoredTensor):
+        yield 0, np.asarray(array)
+        return
+    step = max(1, _CHUNK_ELEMENTS // max(1, int(np.prod(array.shape[1:], dtype=np.int64))))
+    for start in range(0, array.shape[0], step):
+        yield start, array.rows(start, min(start + step, array.shape[0]))
 
 
 def _rows(array, start: int, stop: int) -> np.ndarray:

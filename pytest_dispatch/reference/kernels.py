@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .checkpoint import row_blocks
 from .config import ModelConfig
 from .graph import ACT, F32, NEXT_TOKEN, U32, Graph, Kernel, Op, View
 
@@ -81,8 +82,8 @@ class Pack:
     head_dim: int = 0  # rope_pairs
 
     def materialize(self, weights, dtype=np.float32) -> np.ndarray:
-        """The packed array in ``dtype``, filled one weight tensor at a time (each converted
-        from ``weights`` once, then dropped), so packing costs the pack and one tensor."""
+        """The packed array in ``dtype``, filled a block of rows at a time (a tensor read from a
+        checkpoint is converted block by block), so packing costs the pack, not its tensors too."""
         if self.layout == "vector":
             flat = np.concatenate([np.asarray(weights[name], dtype=np.float64).ravel() for name in self.tensors])
             return np.pad(flat, (0, -len(flat) % 4)).astype(dtype)
@@ -93,15 +94,15 @@ class Pack:
             destination = np.empty(starts[-1], dtype=np.int64)  # packed row of each stacked row
             destination[rope_pair_order(starts[-1], self.head_dim, self.block)] = np.arange(starts[-1])
         for index, name in enumerate(self.tensors):
-            tensor = np.asarray(weights[name])
-            if self.layout == "rows":
-                out[starts[index]:starts[index + 1]] = tensor
-            elif self.layout == "rope_pairs":
-                out[destination[starts[index]:starts[index + 1]]] = tensor
-            else:  # gate_up: blocks of half a block of gate rows, then as many up rows
-                half, row = self.block // 2, np.arange(len(tensor))
-                out[(row // half) * self.block + index * half + row % half] = tensor
-            del tensor
+            for first, block in row_blocks(weights[name]):
+                rows = np.arange(first, first + len(block))
+                if self.layout == "rows":
+                    out[starts[index] + first:starts[index] + first + len(block)] = block
+                elif self.layout == "rope_pairs":
+                    out[destination[starts[index] + rows]] = block
+                else:  # gate_up: blocks of half a block of gate rows, then as many up rows
+                    half = self.block // 2
+                    out[(rows // half) * self.block + index * half + rows % half] = block
         return out
 
     def shard(self, array: np.ndarray, index: int) -> np.ndarray:

@@ -36,6 +36,7 @@ ENCODINGS = encoding.ENCODINGS
 DTYPES = ("f32", "f16")
 FORWARD_UNIFORM_BYTES = 16  # kernels.Forward: n_tokens, start_pos and padding
 MAX_QUERIES = 4096  # timestamps in one query set (WebGPU's limit)
+UPLOAD_FLUSH_BYTES = 256 << 20  # weights uploaded between waits for the GPU (see _create_weight_buffers)
 HEATING_FORWARDS = 8  # before each timed pass of time_kernels: milliseconds of work on a large GPU
 
 # Pipelines and layouts are shared by every model on a device: a pipeline is keyed by (label,
@@ -419,6 +420,11 @@ class ReferenceModel:
     def _create_weight_buffers(self) -> None:
         """Upload every weight a program binds: packs (shards of re-laid-out matrices) and
         plain weight tensors (norm weights of the eager level)."""
+        # A buffer created with data stays in host memory (wgpu's staging copy, for a GPU of its
+        # own) until a submission completes: wait for one every UPLOAD_FLUSH_BYTES, so loading
+        # a checkpoint holds a few packs in host memory, not the whole model.
+        flush = self.device.create_buffer(size=16, usage=_STORAGE, label="upload flush")
+        uploaded = 0
         for program in self.programs:
             for binding in program.bindings:
                 resource = binding.resource
@@ -429,6 +435,11 @@ class ReferenceModel:
                     for shard in range(resource.n_shards):
                         self._buffers[(resource, shard)] = self._upload(
                             resource.shard(packed, shard), f"{program.label}.weights[{shard}]")
+                    uploaded += packed.nbytes
+                    del packed
+                    if uploaded >= UPLOAD_FLUSH_BYTES:
+                        self.device.queue.read_buffer(flush, 0, 16)  # submits, then waits for the GPU
+                        uploaded = 0
                 elif self.graph.tensors[resource].kind == "weight":
                     spec = self.graph.tensors[resource]
                     self._buffers[resource] = self._upload(
