@@ -84,7 +84,9 @@ def checkpoint(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp(name)
     model = perturbed_model(hf_config(case)).to(case["storage"])
     kwargs = {"max_shard_size": case["shard"]} if case["shard"] else {}
-    model.save_pretrained(folder, safe_serialization=True, **kwargs)
+    if "safe_serialization" in inspect.signature(model.save_pretrained).parameters:  # transformers 4.x
+        kwargs["safe_serialization"] = True
+    model.save_pretrained(folder, **kwargs)
     if case.get("by_hand"):  # transformers 4.x's dialect, as most Hub checkpoints are
         (folder / "config.json").write_text(json.dumps({
             "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_act": "silu",
@@ -93,7 +95,9 @@ def checkpoint(request, tmp_path_factory):
             "rms_norm_eps": 1e-5, "rope_theta": case["theta"], "tie_word_embeddings": False,
             "torch_dtype": "bfloat16", "transformers_version": "4.43.1", "use_cache": True,
             **case["widths"]}, indent=2))
-    reference = transformers.AutoModelForCausalLM.from_pretrained(folder).float().eval()
+    # Loaded in float32 (the stored weights widen exactly), so transformers' rotary tables are too.
+    dtype_key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+    reference = transformers.AutoModelForCausalLM.from_pretrained(folder, **{dtype_key: torch.float32}).eval()
     shards = sorted(p.name for p in folder.glob("*.safetensors"))
     config_text = json.loads((folder / "config.json").read_text())
     rope = {k: config_text[k] for k in ("rope_theta", "rope_scaling", "rope_parameters") if k in config_text}
