@@ -337,15 +337,16 @@ def load_pretrained(path: str | os.PathLike) -> tuple[ModelConfig, dict[str, Sto
 
 def load_tokenizer(path: str | os.PathLike):
     """The ``tokenizers.Tokenizer`` of a checkpoint folder's ``tokenizer.json``, or None where the
-    folder has none. Needs the ``hf`` extra (the ``tokenizers`` library)."""
+    folder has none. Needs the ``hf`` extra (the ``tokenizers`` library): without it, an
+    ``ImportError`` saying so in one line."""
     file = Path(path).expanduser() / "tokenizer.json"
     if not file.is_file():
         return None
     try:
         import tokenizers
     except ImportError:
-        raise ValueError(f"{file}: reading it needs the tokenizers library; pip install 'pytest-dispatch[hf]' "
-                         f"(or pass tokenizer=False to from_pretrained for token ids only)") from None
+        raise ImportError(f"{file} needs the tokenizers library to be read: "
+                          f"pip install 'pytest-dispatch[hf]'") from None
     return tokenizers.Tokenizer.from_file(str(file))
 
 

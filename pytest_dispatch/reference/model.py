@@ -118,6 +118,8 @@ class ReferenceModel:
         self._grids: dict[int, list] = {}  # n_tokens -> workgroup grid of each program
         self.tokenizer = None  # a tokenizers.Tokenizer, for generate_text (from_pretrained sets it)
         self.eos_token_ids: tuple[int, ...] = ()  # generate_text stops at these
+        self._no_tokenizer = ("load the model with ReferenceModel.from_pretrained from a folder with tokenizer.json "
+                              "(and the 'hf' extra), or set model.tokenizer")
         self.reset()
 
     # ----------------------------------------------------------------------------------------
@@ -129,11 +131,15 @@ class ReferenceModel:
         """The model of a Hugging Face checkpoint folder: ``config.json`` and ``*.safetensors``
         (Qwen2 or Llama-style; see ``checkpoint.load_pretrained``), with its ``tokenizer.json``
         for ``generate_text`` where there is one (the ``hf`` extra; ``tokenizer=False`` skips
-        it) and its end-of-sequence ids. ``kwargs`` as for the constructor (``level``,
+        it; without the extra the model loads, and ``generate_text`` says what to install) and its
+        end-of-sequence ids. ``kwargs`` as for the constructor (``level``,
         ``dtype``, ``max_seq_len``...)."""
         config, arrays = load_pretrained(path)
         model = cls(device, config, weights=load_weights(arrays, config, where=str(path)), **kwargs)
-        model.tokenizer = load_tokenizer(path) if tokenizer else None
+        try:
+            model.tokenizer = load_tokenizer(path) if tokenizer else None
+        except ImportError as error:  # token ids in and out still work
+            model._no_tokenizer = str(error)
         model.eos_token_ids = eos_token_ids(path)
         return model
 
@@ -222,8 +228,7 @@ class ReferenceModel:
         """The greedy continuation of ``text`` (at most ``max_new_tokens`` tokens, ending before
         the first end-of-sequence token), encoded and decoded by ``self.tokenizer``."""
         if self.tokenizer is None:
-            raise ValueError("generate_text needs a tokenizer: load the model with ReferenceModel.from_pretrained "
-                             "from a folder with tokenizer.json (and the 'hf' extra), or set model.tokenizer")
+            raise ValueError(f"generate_text needs a tokenizer: {self._no_tokenizer}")
         prompt = self.tokenizer.encode(text).ids
         if not prompt:
             raise ValueError(f"generate_text: {text!r} encodes to no tokens; give a longer prompt")

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -105,3 +106,14 @@ def test_numpy_reference_loads_an_npz(tmp_path):
 def test_hf_config_round_trips(qkv_bias, tied):
     config = dataclasses.replace(ODD, qkv_bias=qkv_bias, tie_embeddings=tied)
     assert config_from_hf(hf_config(config), name=ODD.name) == config
+
+
+def test_without_the_hf_extra_a_tokenizer_json_is_named_and_token_ids_still_work(tmp_path, gpu_device, monkeypatch):
+    folder = checkpoint(tmp_path / "words", ODD, random_weights(ODD, seed=6))
+    (folder / "tokenizer.json").write_text("{}")
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # import tokenizers fails, as where it is not installed
+    model = ReferenceModel.from_pretrained(gpu_device, folder, max_seq_len=MAX_SEQ)
+    assert len(model.generate(PROMPT, 2)) == 2
+    with pytest.raises(ValueError, match=r"generate_text needs a tokenizer: .*words/tokenizer.json needs the "
+                                         r"tokenizers library to be read: pip install 'pytest-dispatch\[hf\]'$"):
+        model.generate_text("w1 w2")
