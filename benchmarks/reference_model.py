@@ -18,23 +18,38 @@ token to the host each step); dispatches/token there are the CUDA kernels of one
     python benchmarks/reference_model.py --config tiny
     python benchmarks/reference_model.py --config qwen2.5-0.5b --runs 10 --json results.json
     python benchmarks/reference_model.py --config qwen2.5-0.5b --dtype f16 --peer torch --kernel-times
+
+A checkpoint folder (config.json, *.safetensors, tokenizer.json with the 'hf' extra) runs from a
+cold start instead: the time to load it, build the model and read back the first token, the
+peak resident memory beside the checkpoint's size on disk, then the text and tokens/s.
+``--load-only`` stops after converting every tensor once (the loader's own memory);
+``--write-checkpoint DIR`` writes random weights of ``--config`` there as a bfloat16 checkpoint:
+
+    python benchmarks/reference_model.py --config qwen2.5-0.5b --write-checkpoint /tmp/q05
+    python benchmarks/reference_model.py --checkpoint /tmp/q05 --load-only
+    python benchmarks/reference_model.py --checkpoint ~/models/Qwen2.5-0.5B-Instruct --dtype f16 --prompt "Hello"
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
-import statistics
-import sys
 import time
 
-import numpy as np
-import wgpu
+STARTED = time.perf_counter()  # the cold start: before numpy, wgpu and the model are imported
 
-from pytest_dispatch import count_dispatches
-from pytest_dispatch.measurement import gpu, recorder, timestamps
-from pytest_dispatch.reference import (
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import wgpu  # noqa: E402
+
+from pytest_dispatch import count_dispatches  # noqa: E402
+from pytest_dispatch.measurement import gpu, recorder, timestamps  # noqa: E402
+from pytest_dispatch.reference import (  # noqa: E402
     CONFIGS,
     DTYPES,
     ENCODINGS,
@@ -42,8 +57,11 @@ from pytest_dispatch.reference import (
     ReferenceModel,
     get_config,
     hf_config,
+    load_pretrained,
+    load_weights,
     random_weights,
 )
+from pytest_dispatch.reference.graph import weight_names  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -70,6 +88,15 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="WebGPU implementation: wgpu (wgpu-native) or dawn")
     parser.add_argument("--peer", choices=["torch"], help="add rows for transformers' Qwen2 on PyTorch CUDA")
     parser.add_argument("--peer-compile", action="store_true", help="with --peer torch, also try torch.compile")
+    parser.add_argument("--checkpoint", metavar="DIR", help="run this Hugging Face checkpoint folder from a cold "
+                        "start (--level, --dtype, --tokens, --prompt) instead of the table")
+    parser.add_argument("--prompt", help="with --checkpoint: the text to continue (needs tokenizer.json and the "
+                        "'hf' extra); without it, --prompt-len random token ids")
+    parser.add_argument("--level", default="fused+", choices=LEVELS, help="with --checkpoint (default %(default)s)")
+    parser.add_argument("--load-only", action="store_true", help="with --checkpoint: load and convert each "
+                        "tensor once, print the peak memory, build no model")
+    parser.add_argument("--write-checkpoint", metavar="DIR", help="write random weights of --config to DIR as a "
+                        "bfloat16 safetensors checkpoint, then exit")
     args = parser.parse_args(argv)
     args.levels = _choices(parser, "--levels", args.levels, LEVELS)
     args.encodings = _choices(parser, "--encodings", args.encodings, ENCODINGS)
@@ -422,9 +449,103 @@ def _rates(results) -> dict:
             "ttft_ms_std": ttft_ms[1]}
 
 
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory so far (Linux's ru_maxrss is in KiB, macOS's in bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else 1024 * peak
+
+
+def write_checkpoint(config, folder: Path, seed: int) -> None:
+    """``config``'s random weights (``random_weights``' scales) as one bfloat16 ``model.safetensors``
+    and a config.json, a tensor at a time (never the whole model in memory)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shapes = weight_names(config)
+    header, offset = {}, 0
+    for name, shape in shapes.items():
+        size = 2 * int(np.prod(shape))
+        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    rng = np.random.default_rng(seed)
+    with open(folder / "model.safetensors", "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text)
+        for name, shape in shapes.items():
+            if name.endswith("norm.weight"):
+                array = 1.0 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
+            elif name.endswith(".bias"):
+                array = 0.1 * rng.standard_normal(shape, dtype=np.float32)
+            else:
+                array = rng.standard_normal(shape, dtype=np.float32) * np.float32(1.0 / np.sqrt(shape[1]))
+            f.write((array.view(np.uint32) >> 16).astype("<u2").tobytes())
+            del array
+    (folder / "config.json").write_text(json.dumps({**hf_config(config), "torch_dtype": "bfloat16"}, indent=2))
+    print(f"# wrote {folder}: {config.name}, {config.n_params / 1e6:.1f}M parameters, "
+          f"{(folder / 'model.safetensors').stat().st_size / 1e6:.0f} MB")
+
+
+def run_checkpoint(args) -> None:
+    """A checkpoint from a cold start: load, build, first token, then the text and tokens/s."""
+    folder = Path(args.checkpoint).expanduser()
+    on_disk = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
+    before = peak_rss_bytes()
+
+    def memory(what: str) -> None:
+        peak = peak_rss_bytes()
+        print(f"# peak resident memory {what}: {peak / 1e6:.0f} MB = {peak / on_disk:.2f}x the checkpoint's "
+              f"{on_disk / 1e6:.0f} MB on disk ({(peak - before) / 1e6:.0f} MB = {(peak - before) / on_disk:.2f}x "
+              f"over the {before / 1e6:.0f} MB before loading)")
+
+    if args.load_only:
+        start = time.perf_counter()
+        config, tensors = load_pretrained(folder)
+        weights = load_weights(tensors, config, where=str(folder))
+        for name in weights:
+            np.asarray(weights[name], dtype=np.float32)  # what a consumer does with each, one at a time
+        print(f"# {config.name}: {len(weights)} tensors loaded and converted to float32 in "
+              f"{time.perf_counter() - start:.2f} s")
+        memory("after loading")
+        return
+    adapter, device = request_device(args.dtype, args.impl)
+    print(f"# adapter: {adapter.info['device']} ({adapter.info['adapter_type']}, {adapter.info['backend_type']})")
+    start = time.perf_counter()
+    model = ReferenceModel.from_pretrained(device, folder, level=args.level, dtype=args.dtype,
+                                           max_seq_len=args.tokens + max(args.prompt_len, 512) + 1)
+    built = time.perf_counter()
+    config = model.config
+    if args.prompt is not None and model.tokenizer is None:
+        sys.exit(f"--prompt needs {folder}/tokenizer.json and the 'hf' extra (pip install 'pytest-dispatch[hf]')")
+    prompt = (model.tokenizer.encode(args.prompt).ids if args.prompt is not None else
+              [int(t) for t in np.random.default_rng(args.seed).integers(0, config.vocab_size, args.prompt_len)])
+    first = model.forward(prompt)
+    now = time.perf_counter()
+    print(f"# {config.name}: {config.n_layers} layers, {config.n_params / 1e6:.1f}M parameters, {args.dtype}, "
+          f"{args.level}; rope_theta {config.rope_theta:g}, scaling {config.rope_scaling}")
+    print(f"# cold start: imports and device {start - STARTED:.2f} s, from_pretrained (load, upload, pipelines) "
+          f"{built - start:.2f} s, first token of a {len(prompt)}-token prompt {1000 * (now - built):.0f} ms; "
+          f"time to first token {now - STARTED:.2f} s")
+    memory("after the first token")
+    model.generate(prompt, 2)  # warm: the decode grid's first use
+    start = time.perf_counter()
+    tokens = model.generate(prompt, 1 + args.tokens, tokens_per_submit=max(args.tokens_per_submit or [1]))
+    seconds = time.perf_counter() - start
+    print(f"# greedy generate of {1 + args.tokens} tokens: {(1 + args.tokens) / seconds:.1f} tokens/s "
+          f"(prefill included; tokens_per_submit {max(args.tokens_per_submit or [1])})")
+    if model.tokenizer is not None and args.prompt is not None:
+        print(f"{args.prompt!r} -> {model.generate_text(args.prompt, max_new_tokens=1 + args.tokens)!r}")
+    else:
+        print(f"# tokens: {tokens}")
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     config = get_config(args.config, widths=args.widths)
+    if args.write_checkpoint:
+        write_checkpoint(config, Path(args.write_checkpoint).expanduser(), args.seed)
+        return
+    if args.checkpoint:
+        run_checkpoint(args)
+        return
     if args.peer == "torch":
         try:
             import torch  # noqa: F401  (before wgpu creates an adapter: the other order crashes on CUDA hosts)

@@ -11,11 +11,13 @@ fused speedups. One model definition (``graph.build_graph``) is run at three fus
 
     model = ReferenceModel(device, "tiny", level="fused+", encoding="single-pass")
     tokens = model.generate([1, 2, 3, 4, 5], n=8, tokens_per_submit=8)  # tokens stay on the GPU
+    model = ReferenceModel.from_pretrained(device, "~/models/Qwen2.5-0.5B-Instruct", dtype="f16")
+    model.generate_text("Hello", max_new_tokens=32)  # with tokenizer.json and the 'hf' extra
     model.expected_dispatches()  # Counter: kernel label -> dispatches per forward
 """
 
-from .checkpoint import hf_config, load_pretrained, read_safetensors
-from .config import CONFIGS, ModelConfig, get_config
+from .checkpoint import StoredTensor, hf_config, load_pretrained, load_tokenizer, read_safetensors
+from .config import CONFIGS, ModelConfig, RopeScaling, get_config
 from .graph import LEVELS, build_graph, dispatches_per_layer, expected_dispatches, schedule
 from .model import DTYPES, ENCODINGS, ReferenceModel
 from .numpy_model import NumpyReference
@@ -29,12 +31,15 @@ __all__ = [
     "ModelConfig",
     "NumpyReference",
     "ReferenceModel",
+    "RopeScaling",
+    "StoredTensor",
     "build_graph",
     "dispatches_per_layer",
     "expected_dispatches",
     "get_config",
     "hf_config",
     "load_pretrained",
+    "load_tokenizer",
     "load_weights",
     "random_weights",
     "read_safetensors",

@@ -9,6 +9,9 @@ A config has two independent halves:
 
 ``get_config("qwen2.5-0.5b", widths="tiny")`` keeps Qwen2.5-0.5B's 24 layers with the tiny
 widths, so dispatch-count tests see the real structure without 2 GB of weights.
+
+The rest (``rope_theta``, ``rope_scaling``, ``rms_eps``, ``sliding_window``) changes the
+numbers a forward computes, not its kernels.
 """
 
 from __future__ import annotations
@@ -19,6 +22,36 @@ from dataclasses import dataclass
 # Fields that decide the dispatch structure; everything else is a width.
 STRUCTURE_FIELDS = ("n_layers", "qkv_bias", "tie_embeddings")
 WIDTH_FIELDS = ("d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size")
+ROPE_SCALINGS = ("linear", "llama3")
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """A rescaling of RoPE's inverse frequencies, as Hugging Face's ``rope_type`` names it.
+
+    ``linear``: every frequency divided by ``factor`` (positions / factor). ``llama3`` (Llama
+    3.1/3.2): wavelengths shorter than ``original_max_position_embeddings / high_freq_factor``
+    kept, longer than ``original_max_position_embeddings / low_freq_factor`` divided by
+    ``factor``, those between interpolated (see ``kernels.rope_inv_freq``).
+    """
+
+    kind: str
+    factor: float
+    low_freq_factor: float = 0.0  # llama3 only
+    high_freq_factor: float = 0.0  # llama3 only
+    original_max_position_embeddings: int = 0  # llama3 only
+
+    def __post_init__(self) -> None:
+        if self.kind not in ROPE_SCALINGS:
+            raise ValueError(f"rope scaling {self.kind!r} is not implemented; the reference model implements "
+                             f"{', '.join(ROPE_SCALINGS)}")
+        if not self.factor > 0:
+            raise ValueError(f"rope scaling {self.kind!r}: factor must be > 0, got {self.factor}")
+        if self.kind == "llama3" and not (0 < self.low_freq_factor < self.high_freq_factor
+                                          and self.original_max_position_embeddings > 0):
+            raise ValueError(f"rope scaling 'llama3' needs 0 < low_freq_factor < high_freq_factor and "
+                             f"original_max_position_embeddings > 0; got {self.low_freq_factor}, "
+                             f"{self.high_freq_factor}, {self.original_max_position_embeddings}")
 
 
 @dataclass(frozen=True)
@@ -37,6 +70,10 @@ class ModelConfig:
     rms_eps: float = 1e-6
     tie_embeddings: bool = True
     qkv_bias: bool = True
+    rope_scaling: RopeScaling | None = None
+    # Sliding-window attention's window (tokens), where some layer uses it; the model computes
+    # full attention, so it refuses a max_seq_len over the window (check_max_seq_len).
+    sliding_window: int | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -52,8 +89,20 @@ class ModelConfig:
         # Attention splits 256 invocations into head_dim lanes; rotary pairs need an even head_dim.
         if self.head_dim > 256 or 256 % self.head_dim:
             problems.append(f"head_dim ({self.head_dim}) must divide 256 (8, 16, 32, 64, 128 or 256)")
+        if not self.rope_theta > 0:
+            problems.append(f"rope_theta ({self.rope_theta}) must be > 0")
+        if self.sliding_window is not None and self.sliding_window < 1:
+            problems.append(f"sliding_window ({self.sliding_window}) must be >= 1 or None")
         if problems:
             raise ValueError(f"config {self.name!r}: " + "; ".join(problems))
+
+    def check_max_seq_len(self, max_seq_len: int) -> None:
+        """Refuse a KV cache longer than the sliding window: past it, full attention (all this
+        model computes) and sliding-window attention give different logits."""
+        if self.sliding_window is not None and self.sliding_window < max_seq_len:
+            raise ValueError(f"config {self.name!r}: sliding-window attention over {self.sliding_window} tokens is "
+                             f"not implemented and max_seq_len={max_seq_len} is longer; build the model with "
+                             f"max_seq_len <= {self.sliding_window}")
 
     @property
     def q_dim(self) -> int:

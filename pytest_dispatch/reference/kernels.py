@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .checkpoint import row_blocks
 from .config import ModelConfig
 from .graph import ACT, F32, NEXT_TOKEN, U32, Graph, Kernel, Op, View
 
@@ -80,21 +81,29 @@ class Pack:
     n_shards: int = 1
     head_dim: int = 0  # rope_pairs
 
-    def materialize(self, weights) -> np.ndarray:
+    def materialize(self, weights, dtype=np.float32) -> np.ndarray:
+        """The packed array in ``dtype``, filled a block of rows at a time (a tensor read from a
+        checkpoint is converted block by block), so packing costs the pack, not its tensors too."""
         if self.layout == "vector":
             flat = np.concatenate([np.asarray(weights[name], dtype=np.float64).ravel() for name in self.tensors])
-            return np.pad(flat, (0, -len(flat) % 4))
-        if self.layout in ("rows", "rope_pairs"):
-            stacked = np.concatenate([np.asarray(weights[name]) for name in self.tensors], axis=0)
-            if self.layout == "rope_pairs":
-                stacked = stacked[rope_pair_order(len(stacked), self.head_dim, self.block)]
-        else:  # gate_up
-            gate, up = (np.asarray(weights[name]) for name in self.tensors)
-            half = self.block // 2
-            n_blocks = math.ceil(gate.shape[0] / half)
-            padded = [np.pad(m, ((0, n_blocks * half - m.shape[0]), (0, 0))) for m in (gate, up)]
-            stacked = np.stack([p.reshape(n_blocks, half, -1) for p in padded], axis=1).reshape(-1, self.cols)
-        return np.pad(stacked, ((0, self.rows - stacked.shape[0]), (0, 0)))
+            return np.pad(flat, (0, -len(flat) % 4)).astype(dtype)
+        out = np.zeros((self.rows, self.cols), dtype=dtype)
+        lengths = [weights[name].shape[0] for name in self.tensors]
+        starts = np.cumsum([0, *lengths])
+        if self.layout == "rope_pairs":
+            destination = np.empty(starts[-1], dtype=np.int64)  # packed row of each stacked row
+            destination[rope_pair_order(starts[-1], self.head_dim, self.block)] = np.arange(starts[-1])
+        for index, name in enumerate(self.tensors):
+            for first, block in row_blocks(weights[name]):
+                rows = np.arange(first, first + len(block))
+                if self.layout == "rows":
+                    out[starts[index] + first:starts[index] + first + len(block)] = block
+                elif self.layout == "rope_pairs":
+                    out[destination[starts[index] + rows]] = block
+                else:  # gate_up: blocks of half a block of gate rows, then as many up rows
+                    half = self.block // 2
+                    out[(rows // half) * self.block + index * half + rows % half] = block
+        return out
 
     def shard(self, array: np.ndarray, index: int) -> np.ndarray:
         if self.layout == "vector":
@@ -475,17 +484,31 @@ def embedding_reference(table: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     return table[tokens]
 
 
-def rope_inv_freq(head_dim: int, theta: float) -> np.ndarray:
-    """Qwen2RotaryEmbedding's inverse frequencies, theta^(-2j/D) for j < D/2."""
-    return 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+def rope_inv_freq(config: ModelConfig) -> np.ndarray:
+    """The rotary embedding's inverse frequencies: theta^(-2j/D) for j < D/2, rescaled as
+    ``config.rope_scaling`` says (the frequencies of transformers' ``ROPE_INIT_FUNCTIONS``)."""
+    d = config.head_dim
+    inv_freq = 1.0 / config.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
+    scaling = config.rope_scaling
+    if scaling is None:
+        return inv_freq
+    if scaling.kind == "linear":
+        return inv_freq / scaling.factor
+    # llama3: keep short wavelengths, divide long ones by factor, interpolate in between.
+    context = scaling.original_max_position_embeddings
+    wavelength = 2 * math.pi / inv_freq
+    divided = np.where(wavelength > context / scaling.low_freq_factor, inv_freq / scaling.factor, inv_freq)
+    smooth = (context / wavelength - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor)
+    between = (wavelength >= context / scaling.high_freq_factor) & (wavelength <= context / scaling.low_freq_factor)
+    return np.where(between, (1 - smooth) * divided / scaling.factor + smooth * divided, divided)
 
 
-def rope_angles_reference(positions: np.ndarray, head_dim: int, theta: float) -> np.ndarray:
-    return positions[:, None].astype(np.float64) * rope_inv_freq(head_dim, theta)[None, :]
+def rope_angles_reference(positions: np.ndarray, config: ModelConfig) -> np.ndarray:
+    return positions[:, None].astype(np.float64) * rope_inv_freq(config)[None, :]
 
 
 def _inv_freq_const(ctx: BuildContext) -> str:
-    values = rope_inv_freq(ctx.config.head_dim, ctx.config.rope_theta).astype(np.float32)
+    values = rope_inv_freq(ctx.config).astype(np.float32)
     return f"const INV_FREQ = array<f32, {len(values)}>({', '.join(_f32(v) for v in values)});"
 
 

@@ -29,13 +29,14 @@ from pytest_dispatch.measurement.gpu import gpu_info
 from .config import ModelConfig, get_config
 from .graph import ACT, ACTIVATION, CACHE, F32, LEVELS, NEXT_TOKEN, OUTPUT, Kernel, build_graph, schedule
 from .kernels import Binding, BuildContext, Pack, Program, Stack, build_program, rebound_source
-from .checkpoint import load_pretrained
+from .checkpoint import eos_token_ids, load_pretrained, load_tokenizer
 from .weights import load_weights, random_weights
 
 ENCODINGS = encoding.ENCODINGS
 DTYPES = ("f32", "f16")
 FORWARD_UNIFORM_BYTES = 16  # kernels.Forward: n_tokens, start_pos and padding
 MAX_QUERIES = 4096  # timestamps in one query set (WebGPU's limit)
+UPLOAD_FLUSH_BYTES = 256 << 20  # weights uploaded between waits for the GPU (see _create_weight_buffers)
 HEATING_FORWARDS = 8  # before each timed pass of time_kernels: milliseconds of work on a large GPU
 
 # Pipelines and layouts are shared by every model on a device: a pipeline is keyed by (label,
@@ -86,6 +87,7 @@ class ReferenceModel:
             raise ValueError("dtype='f16' needs a device created with the 'shader-f16' feature; use dtype='f32'")
         if max_seq_len < 1:
             raise ValueError(f"max_seq_len={max_seq_len} must be at least 1")
+        self.config.check_max_seq_len(max_seq_len)
         self.level, self.dtype, self.max_seq_len = level, dtype, max_seq_len
         self.encoding = encoding
         self.weights = random_weights(self.config, seed) if weights is None else load_weights(weights, self.config)
@@ -114,6 +116,10 @@ class ReferenceModel:
             size=_round16(4 * self.config.vocab_size), usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
         self._create_pipelines()
         self._grids: dict[int, list] = {}  # n_tokens -> workgroup grid of each program
+        self.tokenizer = None  # a tokenizers.Tokenizer, for generate_text (from_pretrained sets it)
+        self.eos_token_ids: tuple[int, ...] = ()  # generate_text stops at these
+        self._no_tokenizer = ("load the model with ReferenceModel.from_pretrained from a folder with tokenizer.json "
+                              "(and the 'hf' extra), or set model.tokenizer")
         self.reset()
 
     # ----------------------------------------------------------------------------------------
@@ -121,12 +127,21 @@ class ReferenceModel:
     # ----------------------------------------------------------------------------------------
 
     @classmethod
-    def from_pretrained(cls, device: wgpu.GPUDevice, path, **kwargs) -> "ReferenceModel":
+    def from_pretrained(cls, device: wgpu.GPUDevice, path, *, tokenizer: bool = True, **kwargs) -> "ReferenceModel":
         """The model of a Hugging Face checkpoint folder: ``config.json`` and ``*.safetensors``
-        (Qwen2 or Llama-style; see ``checkpoint.load_pretrained``). ``kwargs`` as for the
-        constructor (``level``, ``dtype``, ``max_seq_len``...)."""
+        (Qwen2 or Llama-style; see ``checkpoint.load_pretrained``), with its ``tokenizer.json``
+        for ``generate_text`` where there is one (the ``hf`` extra; ``tokenizer=False`` skips
+        it; without the extra the model loads, and ``generate_text`` says what to install) and its
+        end-of-sequence ids. ``kwargs`` as for the constructor (``level``,
+        ``dtype``, ``max_seq_len``...)."""
         config, arrays = load_pretrained(path)
-        return cls(device, config, weights=load_weights(arrays, config, where=str(path)), **kwargs)
+        model = cls(device, config, weights=load_weights(arrays, config, where=str(path)), **kwargs)
+        try:
+            model.tokenizer = load_tokenizer(path) if tokenizer else None
+        except ImportError as error:  # token ids in and out still work
+            model._no_tokenizer = str(error)
+        model.eos_token_ids = eos_token_ids(path)
+        return model
 
     @property
     def encoding(self) -> str:
@@ -208,6 +223,18 @@ class ReferenceModel:
         self.position = len(prompt) + n - 1
         self.last_token = out[-1]
         return out
+
+    def generate_text(self, text: str, max_new_tokens: int = 32, *, tokens_per_submit: int = 1) -> str:
+        """The greedy continuation of ``text`` (at most ``max_new_tokens`` tokens, ending before
+        the first end-of-sequence token), encoded and decoded by ``self.tokenizer``."""
+        if self.tokenizer is None:
+            raise ValueError(f"generate_text needs a tokenizer: {self._no_tokenizer}")
+        prompt = self.tokenizer.encode(text).ids
+        if not prompt:
+            raise ValueError(f"generate_text: {text!r} encodes to no tokens; give a longer prompt")
+        tokens = self.generate(prompt, max_new_tokens, tokens_per_submit=tokens_per_submit)
+        ends = [i for i, token in enumerate(tokens) if token in self.eos_token_ids]
+        return self.tokenizer.decode(tokens[:ends[0]] if ends else tokens, skip_special_tokens=True)
 
     def expected_dispatches(self, n_tokens: int | None = None) -> Counter:
         """Dispatches per forward by kernel label, from the schedule. The same for any
@@ -398,20 +425,30 @@ class ReferenceModel:
     def _create_weight_buffers(self) -> None:
         """Upload every weight a program binds: packs (shards of re-laid-out matrices) and
         plain weight tensors (norm weights of the eager level)."""
+        # A buffer created with data stays in host memory (wgpu's staging copy, for a GPU of its
+        # own) until a submission completes: wait for one every UPLOAD_FLUSH_BYTES, so loading
+        # a checkpoint holds a few packs in host memory, not the whole model.
+        flush = self.device.create_buffer(size=16, usage=_STORAGE, label="upload flush")
+        uploaded = 0
         for program in self.programs:
             for binding in program.bindings:
                 resource = binding.resource
                 if _buffer_key(binding) in self._buffers or isinstance(resource, Stack):
                     continue
                 if isinstance(resource, Pack):
-                    packed = resource.materialize(self.weights).astype(self._numpy_dtype(resource.dtype))
+                    packed = resource.materialize(self.weights, self._numpy_dtype(resource.dtype))
                     for shard in range(resource.n_shards):
                         self._buffers[(resource, shard)] = self._upload(
                             resource.shard(packed, shard), f"{program.label}.weights[{shard}]")
+                    uploaded += packed.nbytes
+                    del packed
+                    if uploaded >= UPLOAD_FLUSH_BYTES:
+                        self.device.queue.read_buffer(flush, 0, 16)  # submits, then waits for the GPU
+                        uploaded = 0
                 elif self.graph.tensors[resource].kind == "weight":
                     spec = self.graph.tensors[resource]
                     self._buffers[resource] = self._upload(
-                        self.weights[resource].astype(self._numpy_dtype(spec.dtype)), resource)
+                        np.asarray(self.weights[resource], dtype=self._numpy_dtype(spec.dtype)), resource)
 
     def _create_state_buffers(self) -> None:
         """KV caches, the host-visible outputs (logits, next token) and stacked activations."""

@@ -48,7 +48,7 @@ def evaluate(ops: Iterable[Op], env: MutableMapping[str, np.ndarray], *, config:
             out = K.embedding_reference(env[op.inputs[0]], np.asarray(tokens))
         elif op.kind == "rope_angles":
             positions = start_pos + np.arange(n_tokens)
-            out = K.rope_angles_reference(positions, config.head_dim, op.attrs["theta"])
+            out = K.rope_angles_reference(positions, config)
         elif op.kind == "cache_append":
             out = K.cache_append_reference(env[op.output], env[op.inputs[0]], start_pos)
         elif op.kind == "sdpa":
@@ -68,6 +68,7 @@ class NumpyReference:
 
     def __init__(self, config: ModelConfig | str, *, seed: int = 0, weights=None, max_seq_len: int = 256):
         self.config = get_config(config)
+        self.config.check_max_seq_len(max_seq_len)
         self.graph: Graph = build_graph(self.config)
         source = random_weights(self.config, seed) if weights is None else load_weights(weights, self.config)
         self.weights = {name: np.asarray(array, dtype=np.float64) for name, array in source.items()}

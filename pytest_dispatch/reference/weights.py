@@ -33,6 +33,7 @@ from typing import Mapping
 
 import numpy as np
 
+from .checkpoint import StoredTensor, tensors_equal
 from .config import ModelConfig
 from .graph import weight_names
 
@@ -56,18 +57,20 @@ def random_weights(config: ModelConfig, seed: int = 0) -> dict[str, np.ndarray]:
 
 def load_weights(source: str | os.PathLike | Mapping[str, np.ndarray], config: ModelConfig, *,
                  where: str = "weights mapping") -> dict[str, np.ndarray]:
-    """The arrays ``config`` needs from an ``.npz`` path or a mapping of name -> array,
-    checked for presence and shape (one-line ``ValueError`` naming the array and ``where``
-    otherwise)."""
+    """The arrays ``config`` needs from an ``.npz`` path or a mapping of name -> array (or
+    ``checkpoint.StoredTensor``), checked for presence and shape (one-line ``ValueError``
+    naming the array and ``where`` otherwise). Arrays come back as float32; stored tensors
+    stay on disk until a consumer converts them (``np.asarray``), one at a time."""
     if isinstance(source, (str, os.PathLike)):
         with np.load(source) as archive:
             return _checked({name: archive[name] for name in archive.files}, config, where=os.fspath(source))
     return _checked(source, config, where=where)
 
 
-def _checked(arrays: Mapping[str, np.ndarray], config: ModelConfig, where: str) -> dict[str, np.ndarray]:
+def _checked(arrays: Mapping[str, np.ndarray | StoredTensor], config: ModelConfig, where: str
+             ) -> dict[str, np.ndarray | StoredTensor]:
     embed, head = "model.embed_tokens.weight", "lm_head.weight"
-    if config.tie_embeddings and head in arrays and embed in arrays and not np.array_equal(arrays[head], arrays[embed]):
+    if config.tie_embeddings and head in arrays and embed in arrays and not tensors_equal(arrays[head], arrays[embed]):
         raise ValueError(f"{where}: {head!r} differs from {embed!r} but config {config.name!r} ties them; "
                          f"the checkpoint is untied: use a config with tie_embeddings=False")
     weights = {}
@@ -75,9 +78,9 @@ def _checked(arrays: Mapping[str, np.ndarray], config: ModelConfig, where: str) 
         if name not in arrays:
             raise ValueError(f"{where}: missing array {name!r} of shape {shape} needed by config {config.name!r}; "
                              f"export every Qwen2 parameter (see pytest_dispatch.reference.weights)")
-        array = np.asarray(arrays[name])
-        if array.shape != shape:
-            raise ValueError(f"{where}: {name!r} has shape {array.shape}, config {config.name!r} needs {shape}; "
-                             f"load the checkpoint that matches the config")
-        weights[name] = array.astype(np.float32, copy=False)
+        array = arrays[name] if isinstance(arrays[name], StoredTensor) else np.asarray(arrays[name])
+        if tuple(array.shape) != shape:
+            raise ValueError(f"{where}: {name!r} has shape {tuple(array.shape)}, config {config.name!r} needs "
+                             f"{shape}; load the checkpoint that matches the config")
+        weights[name] = array if isinstance(array, StoredTensor) else array.astype(np.float32, copy=False)
     return weights

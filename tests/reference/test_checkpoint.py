@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from pytest_dispatch.reference import (
     random_weights,
     read_safetensors,
 )
+from pytest_dispatch.reference import checkpoint as checkpoint_module
 from pytest_dispatch.reference.checkpoint import config_from_hf
 
 from ._helpers import ODD, write_safetensors
@@ -47,11 +49,12 @@ def test_read_safetensors_round_trips_f32_f16_and_bf16(tmp_path):
                             ("BF16", (array.view(np.uint32) & 0xFFFF0000).view(np.float32))):
         write_safetensors(tmp_path / "t.safetensors", {"x": array}, dtype)
         read = read_safetensors(tmp_path / "t.safetensors")["x"]
-        assert read.shape == (3, 5) and np.array_equal(read.astype(np.float32), expected.astype(np.float32)), dtype
+        assert read.shape == (3, 5) and np.array_equal(np.asarray(read, np.float32), expected.astype(np.float32)), dtype
 
 
 @pytest.mark.parametrize("shards", [1, 3])
-def test_from_pretrained_runs_the_checkpoint(tmp_path, gpu_device, shards):
+def test_from_pretrained_runs_the_checkpoint(tmp_path, gpu_device, shards, monkeypatch):
+    monkeypatch.setattr(checkpoint_module, "_CHUNK_ELEMENTS", 1000)  # packs filled from many blocks of rows
     weights = random_weights(ODD, seed=5)
     folder = checkpoint(tmp_path / "odd-checkpoint", ODD, weights, shards=shards)
     config, arrays = load_pretrained(folder)
@@ -103,3 +106,14 @@ def test_numpy_reference_loads_an_npz(tmp_path):
 def test_hf_config_round_trips(qkv_bias, tied):
     config = dataclasses.replace(ODD, qkv_bias=qkv_bias, tie_embeddings=tied)
     assert config_from_hf(hf_config(config), name=ODD.name) == config
+
+
+def test_without_the_hf_extra_a_tokenizer_json_is_named_and_token_ids_still_work(tmp_path, gpu_device, monkeypatch):
+    folder = checkpoint(tmp_path / "words", ODD, random_weights(ODD, seed=6))
+    (folder / "tokenizer.json").write_text("{}")
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # import tokenizers fails, as where it is not installed
+    model = ReferenceModel.from_pretrained(gpu_device, folder, max_seq_len=MAX_SEQ)
+    assert len(model.generate(PROMPT, 2)) == 2
+    with pytest.raises(ValueError, match=r"generate_text needs a tokenizer: .*words/tokenizer.json needs the "
+                                         r"tokenizers library to be read: pip install 'pytest-dispatch\[hf\]'$"):
+        model.generate_text("w1 w2")

@@ -9,15 +9,17 @@ from pytest_dispatch.reference import NumpyReference, random_weights
 from ._helpers import ODD
 
 
-def textbook_qwen2_logits(config, w, tokens):
-    """Last-position logits of Hugging Face Qwen2 over the whole sequence, without a cache."""
+def textbook_qwen2_logits(config, w, tokens, inv_freq=None):
+    """Last-position logits of Hugging Face Qwen2 over the whole sequence, without a cache
+    (``inv_freq``: the rotary frequencies, unscaled ones of ``config.rope_theta`` by default)."""
     c = config
     t_count, d, half = len(tokens), c.head_dim, c.head_dim // 2
 
     def rms_norm(x, weight):
         return x / np.sqrt((x * x).mean(-1, keepdims=True) + c.rms_eps) * weight
 
-    inv_freq = 1.0 / c.rope_theta ** (np.arange(0, d, 2) / d)
+    if inv_freq is None:
+        inv_freq = 1.0 / c.rope_theta ** (np.arange(0, d, 2) / d)
     angles = np.arange(t_count)[:, None] * inv_freq
     cos, sin = np.cos(np.concatenate([angles] * 2, -1)), np.sin(np.concatenate([angles] * 2, -1))
 
