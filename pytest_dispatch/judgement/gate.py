@@ -19,10 +19,12 @@ from pytest_dispatch.judgement import settings as gate_settings, stats, storage
 from pytest_dispatch.judgement.budget import COUNT_KINDS
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement
 
 TIMING_METRIC = "us_per_call"
+INSTRUCTIONS_METRIC = "instructions_per_call"
 DEFAULTS = gate_settings.DEFAULTS
 
 
@@ -100,6 +102,60 @@ BELOW_SYNC_NOISE = UnjudgedTiming(Status.INCONCLUSIVE, "non-positive times (the 
                                                        "raise per_round)")
 
 
+@dataclasses.dataclass(frozen=True)
+class InstructionVerdict:
+    """Counted host instructions per call against the newest counted run of the same software.
+
+    Counts repeat to well within ``tolerance`` (docs/RESULTS.md), so a ratio inside it is
+    evidence of no change: ``unchanged``; beyond it ``regressed`` or ``improved``.  Counted
+    with other software (Python, wgpu, driver, valgrind, CPU vendor): ``incomparable``; a
+    baseline that was not counted: ``off``."""
+
+    status: Status
+    baseline: float | None
+    current: float | None
+    tolerance: float
+    reason: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status == Status.REGRESSED
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline and self.current is not None:
+            return self.current / self.baseline
+        return None
+
+    def line(self, label: str) -> str:
+        if self.ratio is None:
+            return f"{label} {self.status}: {self.reason}"
+        return (f"{label} {self.status}: {self.baseline:,.0f} -> {self.current:,.0f} host instructions per call "
+                f"(x{self.ratio:.4f}; counted, tolerance {100 * self.tolerance:g}%)")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"metric": INSTRUCTIONS_METRIC, "status": self.status, "baseline": self.baseline,
+                "current": self.current, "ratio": self.ratio, "tolerance": self.tolerance, "reason": self.reason}
+
+
+def compare_instructions(baseline: Measurement, current: Measurement, tolerance: float,
+                         software_differences: Sequence[str] | None) -> InstructionVerdict:
+    """``software_differences``: what differs between the two runs' software; None when the
+    baseline was not counted."""
+    now = current.instructions.per_call
+    if baseline.instructions is None or software_differences is None:
+        return InstructionVerdict(Status.OFF, None, now, tolerance,
+                                  "the baseline was not counted: save one with --dispatch-instructions --dispatch-save")
+    if software_differences:
+        return InstructionVerdict(Status.INCOMPARABLE, baseline.instructions.per_call, now, tolerance,
+                                  "counted with other software (" + ", ".join(software_differences) + ")")
+    before = baseline.instructions.per_call
+    ratio = now / before if before else float("inf")
+    status = (Status.REGRESSED if ratio > 1 + tolerance else Status.IMPROVED if ratio < 1 / (1 + tolerance)
+              else Status.UNCHANGED)
+    return InstructionVerdict(status, before, now, tolerance)
+
+
 @dataclasses.dataclass
 class TestVerdicts:
     """The gate's verdicts for one test: what fails it, what to tell the user."""
@@ -109,17 +165,19 @@ class TestVerdicts:
     counts: dict[str, list[CountVerdict]] = dataclasses.field(default_factory=dict)  # key -> verdicts
     timing: dict[str, stats.TimingVerdict | UnjudgedTiming] = dataclasses.field(default_factory=dict)
     missing: list[str] = dataclasses.field(default_factory=list)  # measurements with no baseline
+    instructions: dict[str, InstructionVerdict] = dataclasses.field(default_factory=dict)  # counted mode
 
     @property
     def failure_lines(self) -> list[str]:
         lines = [f"{_name(key)} {v.summary}" for key, verdicts in self.counts.items() for v in verdicts if v.failed]
         lines += [self._timing_line(k, v) for k, v in self.timing.items() if v.failed]
+        lines += [v.line(f"{_name(k)} {INSTRUCTIONS_METRIC}") for k, v in self.instructions.items() if v.failed]
         return lines
 
     @property
     def improved(self) -> bool:
         return any(v.status == Status.IMPROVED for verdicts in self.counts.values() for v in verdicts) or any(
-            v.status == Status.IMPROVED for v in self.timing.values())
+            v.status == Status.IMPROVED for v in [*self.timing.values(), *self.instructions.values()])
 
     def lines(self, key: str | None = None) -> list[str]:
         """Every verdict, one line each naming its measurement, for the report; only
@@ -132,6 +190,9 @@ class TestVerdicts:
         for timing_key, verdict in self.timing.items():
             if key in (None, timing_key):
                 out.append(self._timing_line(timing_key, verdict))
+        for counted_key, verdict in self.instructions.items():
+            if key in (None, counted_key):
+                out.append(verdict.line(f"{_name(counted_key)} {INSTRUCTIONS_METRIC}"))
         out.extend(f"no baseline for {k}: not compared" for k in self.missing if key in (None, k))
         return out
 
@@ -144,6 +205,7 @@ class TestVerdicts:
         return {
             "counts": {key: {v.metric: v.as_dict() for v in verdicts} for key, verdicts in self.counts.items()},
             "timing": timing,
+            "instructions": {key: verdict.as_dict() for key, verdict in self.instructions.items()},
             "missing": list(self.missing),
         }
 
@@ -165,8 +227,12 @@ class Gate:
         settings: Mapping[str, float] | None = None,
         family_size: int | None = None,
         stored: Mapping[str, Sequence[float]] | None = None,
+        software_differences: Sequence[str] | None = None,
+        instruction_tolerance: float = gate_settings.INSTRUCTION_TOLERANCE,
     ) -> None:
         self.baseline = sequential_measurements(baseline)
+        self.software_differences = software_differences  # None: the baseline was not counted
+        self.instruction_tolerance = instruction_tolerance
         self.comparable = comparable
         self.settings = {**DEFAULTS, **(settings or {})}
         self.family_size = family_size
@@ -186,6 +252,10 @@ class Gate:
                 verdicts.missing.append(key)
                 continue
             verdicts.counts[key] = compare_counts(base, measurement)
+            if measurement.instructions is not None:  # counted mode: nothing was timed
+                verdicts.instructions[key] = compare_instructions(base, measurement, self.instruction_tolerance,
+                                                                  self.software_differences)
+                continue
             verdicts.timing[key] = (self._judge_timing(key, measurement, overrides) if measurement.timed and base.timed
                                     else TIMING_OFF)
         return verdicts
@@ -222,14 +292,17 @@ class Baseline:
     results: list[TestResult]
     comparable: bool
     stored: Mapping[str, Sequence[float]] = dataclasses.field(default_factory=dict)  # key -> per-call medians
+    software_differences: Sequence[str] | None = None  # counted mode: what differs; None: not counted
 
     @property
     def stored_runs(self) -> int:
         return max((len(values) for values in self.stored.values()), default=0)
 
-    def gate(self, settings: Mapping[str, float], family_size: int | None = None) -> Gate:
+    def gate(self, settings: Mapping[str, float], family_size: int | None = None,
+             instruction_tolerance: float = gate_settings.INSTRUCTION_TOLERANCE) -> Gate:
         return Gate(self.results, comparable=self.comparable, settings=settings, family_size=family_size,
-                    stored=self.stored if self.comparable else None)
+                    stored=self.stored if self.comparable else None,
+                    software_differences=self.software_differences, instruction_tolerance=instruction_tolerance)
 
 
 def stored_medians(storage_root, fingerprint: str, name: str) -> dict[str, list[float]]:
@@ -255,17 +328,30 @@ def stored_of(documents: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
     return series
 
 
-def find_baseline(store: storage.BaselineStore, fingerprint: str, name: str) -> Baseline | None:
+def find_baseline(store: storage.BaselineStore, fingerprint: str, name: str,
+                  software: "Software | None" = None) -> Baseline | None:
     """The newest run named ``name`` for this GPU (with the stored runs' times), else for
-    another GPU (timing incomparable).
+    another GPU (timing incomparable).  In counted mode (``software``: this run's) the
+    newest counted run of this GPU, where there is one.
 
     Raises storage.BaselineError for a file that cannot be read."""
     path = store.find(fingerprint, name)
     comparable = path is not None
+    document = None
+    if software is not None and comparable:
+        for candidate in reversed(store.files(fingerprint, name)):
+            loaded = storage.load_document(candidate)
+            if storage.counted_of(loaded) is not None:
+                path, document = candidate, loaded
+                break
     if path is None:
         path = store.find_other_gpu(name)
     if path is None:
         return None
-    document = storage.load_document(path)
+    document = document or storage.load_document(path)
     stored = stored_medians(store.root, fingerprint, name) if comparable else {}
-    return Baseline(str(path), storage.results_of(document), comparable, stored)
+    differences = None
+    counted = storage.counted_of(document)
+    if software is not None and counted is not None:
+        differences = software.differences(Software.from_dict(counted))
+    return Baseline(str(path), storage.results_of(document), comparable, stored, differences)

@@ -24,8 +24,8 @@ from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.key import MeasurementKey
 
-SCHEMA_VERSION = 2  # docs/schema.md; 2 gave every per-call figure its _per_call suffix
-READABLE_SCHEMAS = (1, 2)
+SCHEMA_VERSION = 3  # docs/schema.md; 2 gave every per-call figure its _per_call suffix; 3 counted instructions
+READABLE_SCHEMAS = (1, 2, 3)
 
 
 def _stats(samples_seconds: list[float]) -> dict[str, Any]:
@@ -117,8 +117,10 @@ def _commit_info() -> dict[str, Any]:
         return {"id": None, "error": str(error)}
 
 
-def session_json(results: list[TestResult], gpu: GpuInfo | None) -> dict[str, Any]:
-    """The whole session's document."""
+def session_json(results: list[TestResult], gpu: GpuInfo | None,
+                 counted: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The whole session's document; ``counted``: in counted mode, the software counted with
+    (``instructions.Software.as_dict``)."""
     import pytest_benchmark
 
     return {
@@ -131,8 +133,15 @@ def session_json(results: list[TestResult], gpu: GpuInfo | None) -> dict[str, An
             "schema": SCHEMA_VERSION,
             "version": __version__,
             "tests": [result.as_dict() for result in results],
+            "counted": counted,
         },
     }
+
+
+def counted_of(document: dict[str, Any]) -> dict[str, Any] | None:
+    """The software a counted run was counted with; None for a timed run."""
+    counted = document["pytest_dispatch"].get("counted")
+    return counted if isinstance(counted, dict) else None
 
 
 def write_json_atomically(path: str | os.PathLike, document: dict[str, Any]) -> Path:
@@ -287,6 +296,10 @@ class BaselineStore:
         """The name a file was saved under (``<time>_<commit>_<name>.json``)."""
         parts = Path(path).stem.split("_", 2)
         return parts[2] if len(parts) == 3 else Path(path).stem
+
+    def files(self, fingerprint: str | None, name: str = "latest") -> list[Path]:
+        """Files of this fingerprint (None: every one) with this name ("latest": any), oldest first."""
+        return self._files(fingerprint, name)
 
     def _files(self, fingerprint: str | None, name: str) -> list[Path]:
         folders = [self.root / fingerprint] if fingerprint else [p for p in self.root.glob("*") if p.is_dir()]

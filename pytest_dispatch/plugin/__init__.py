@@ -33,6 +33,7 @@ TIMING_KEY = pytest.StashKey[dict]()  # the dispatch_timing marker's overrides o
 BASELINE_KEY = pytest.StashKey["gate.Baseline | None"]()
 GATE_KEY = pytest.StashKey["gate.Gate"]()
 ROUND_SERVER_KEY = pytest.StashKey["RoundServer"]()  # set by an A/B worker (pytest_dispatch.ab.worker)
+COUNTED_KEY = pytest.StashKey[bool]()  # this session counts instructions (relaunched under callgrind)
 WORKERS_KEY = pytest.StashKey[dict]()  # xdist controller: worker id -> what it said about its GPU
 WORKER_OUTPUT = "pytest_dispatch"  # the key of xdist's workeroutput we use
 
@@ -100,6 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[GPU_SESSION_KEY] = GpuSession(request, required=options.get(config, "gpu_required"),
                                                spread_index=spread)
     config.stash[WORKERS_KEY] = {}
+    config.stash[COUNTED_KEY] = _counts_instructions(config)
     if options.get(config, "dispatch_compare"):
         config.stash[BASELINE_KEY] = _load_baseline(config)
     wants_reporter = any(
@@ -116,6 +118,29 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+def _counts_instructions(config: pytest.Config) -> bool:
+    if not options.get(config, "dispatch_instructions"):
+        return False
+    from pytest_dispatch.measurement import instructions
+
+    return instructions.session_counter() is not None
+
+
+def counted_software(config: pytest.Config):
+    """In counted mode, the software this session counts with (``instructions.Software``), else None."""
+    if not config.stash.get(COUNTED_KEY, False):
+        return None
+    from pytest_dispatch.measurement import instructions
+
+    return instructions.Software.here(config.stash[GPU_SESSION_KEY].info)
+
+
+def gate_for(baseline: "gate.Baseline", config: pytest.Config, family_size: int | None = None) -> "gate.Gate":
+    """The session's gate over ``baseline``, with the session's settings."""
+    return baseline.gate(options.gate_settings(config), family_size=family_size,
+                         instruction_tolerance=options.get(config, "dispatch_instructions_tolerance"))
+
+
 def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
     from pytest_dispatch.judgement import gate, storage
 
@@ -124,7 +149,8 @@ def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
         return None  # GPU tests skip; nothing to compare
     store = storage.BaselineStore(options.get(config, "dispatch_storage"))
     try:
-        return gate.find_baseline(store, gpu_session.info.fingerprint, options.get(config, "dispatch_compare"))
+        return gate.find_baseline(store, gpu_session.info.fingerprint, options.get(config, "dispatch_compare"),
+                                  software=counted_software(config))
     except storage.BaselineError as error:
         raise pytest.UsageError(f"--dispatch-compare: {error}") from None
 
@@ -201,7 +227,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         collected = {item.nodeid for item in items}
         family = sum(1 for key in gate.sequential_measurements(baseline.results)
                      if MeasurementKey.parse(key).nodeid in collected)
-        config.stash[GATE_KEY] = baseline.gate(options.gate_settings(config), family_size=family)
+        config.stash[GATE_KEY] = gate_for(baseline, config, family_size=family)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -430,7 +456,7 @@ def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeter:
            "max_time": options.get(request.config, "dispatch_max_time"),
            "timing": not options.get(request.config, "dispatch_disable_timing"),
            **request.node.stash.get(TIMING_KEY, {})},
-        counter=instructions.session_counter() if options.get(request.config, "dispatch_instructions") else None,
+        counter=instructions.session_counter() if request.config.stash[COUNTED_KEY] else None,
     )
     request.node.stash[METER_KEY] = meter
     return meter

@@ -72,6 +72,8 @@ GATE_OPTIONS = (
            "name (or 'accepted'), and regressions do not fail.", False, type="bool"),
     Option("dispatch_alpha", "False-alarm level of one timing comparison (A/B: over all its looks; "
            "Benjamini-Hochberg across the session).", settings.DEFAULTS["alpha"], type="alpha"),
+    Option("dispatch_instructions_tolerance", "Counted mode: the largest relative change of host instructions "
+           "per call still called unchanged (0.005 or 0.5%%).", settings.INSTRUCTION_TOLERANCE, type="fraction"),
     Option("dispatch_threshold", "Smallest relative change of time called a change: a ratio (0.02 or 2%%), "
            "never µs.", settings.DEFAULTS["threshold"], type="fraction"),
 )

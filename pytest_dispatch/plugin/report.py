@@ -281,9 +281,13 @@ def gate_summary(baseline, verdicts: Mapping[str, "TestVerdicts"], late_regressi
                     statuses[f"counts {verdict.status}"] = statuses.get(f"counts {verdict.status}", 0) + 1
         for verdict in test.timing.values():
             statuses[f"timing {verdict.status}"] = statuses.get(f"timing {verdict.status}", 0) + 1
+        for verdict in test.instructions.values():
+            statuses[f"instructions {verdict.status}"] = statuses.get(f"instructions {verdict.status}", 0) + 1
         if test.missing:
             statuses["no baseline"] = statuses.get("no baseline", 0) + len(test.missing)
-    where = (f" and {baseline.stored_runs} stored run(s) of this GPU" if baseline.comparable
+    counted = any(test.instructions for test in verdicts.values())
+    where = (" (counted)" if counted and baseline.comparable
+             else f" and {baseline.stored_runs} stored run(s) of this GPU" if baseline.comparable
              else " (another GPU: timing incomparable, counts compared)")
     totals = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items())) or "nothing compared"
     lines = [f"dispatch gate vs {baseline.path}{where}: {totals}"]

@@ -38,13 +38,12 @@ class DispatchReporter:
     def _gpu_info(self):
         return None if self.gpu_session.unavailable_reason else self.gpu_session.info
 
-    def _settings(self) -> dict[str, float]:
-        return options.gate_settings(self.config)
-
     def _judge_session(self) -> None:
         """The same judgement as each test's (marker overrides and family included),
         made again with the whole family known."""
-        session_gate = self.baseline.gate(self._settings())
+        from pytest_dispatch.plugin import gate_for
+
+        session_gate = gate_for(self.baseline, self.config)
         for result in self.results:
             self.verdicts[result.nodeid] = session_gate.judge(result, result.gate_overrides)
         final = session_gate.final_timing()
@@ -77,7 +76,11 @@ class DispatchReporter:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if not self.results:
             return
-        document = storage.session_json(self.results, self._gpu_info())
+        from pytest_dispatch.plugin import counted_software
+
+        software = counted_software(self.config) if self._gpu_info() is not None else None
+        document = storage.session_json(self.results, self._gpu_info(),
+                                        counted=None if software is None else software.as_dict())
         plot_folder = options.get(self.config, "dispatch_plot")
         if plot_folder:
             from pytest_dispatch.plugin import plot
