@@ -78,7 +78,7 @@ def _resolve(target: str, args: argparse.Namespace, fingerprint: str | None = No
     if Path(target).exists():
         return target
     if target.endswith(".json") or "/" in target or "\\" in target:
-        raise InputError(f"{target}: no such file")
+        raise InputError(f"{target}: no such file; give a results file, or a saved run's name (see `pytest-dispatch list`)")
     try:
         return str(history.resolve(args.storage, target, fingerprint or args.fingerprint).path)
     except ValueError as error:
@@ -187,11 +187,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     for fingerprint in _fingerprints(args):
         runs = sorted(history.load_runs(args.storage, fingerprint), key=lambda run: run.time)
         print(f"GPU {runs[-1].gpu if runs else '?'} [{fingerprint}]: {len(runs)} saved run(s)")
-        print(f"  {'saved (UTC)':<19} {'commit':<16} {'branch':<16} {'name':<16} {'tests':>5}  file")
+        # columns as wide as their longest entry: a commit, branch or name is never cut
+        commit_width = max([16, *(len(run.short_commit) for run in runs)])
+        branch_width = max([16, *(len(run.branch or "-") for run in runs)])
+        name_width = max([16, *(len(run.name) for run in runs)])
+        print(f"  {'saved (UTC)':<19} {'commit':<{commit_width}} {'branch':<{branch_width}} "
+              f"{'name':<{name_width}} {'tests':>5}  file")
         for run in runs:
             tests = len({key.rsplit('::', 1)[0] for key in run.measurements})
-            print(f"  {run.time:%Y-%m-%d %H:%M:%S} {run.short_commit:<16} {(run.branch or '-')[:16]:<16} "
-                  f"{run.name[:16]:<16} {tests:>5}  {run.path.name}")
+            print(f"  {run.time:%Y-%m-%d %H:%M:%S} {run.short_commit:<{commit_width}} "
+                  f"{run.branch or '-':<{branch_width}} {run.name:<{name_width}} {tests:>5}  {run.path.name}")
     return EXIT_OK
 
 

@@ -17,7 +17,7 @@ from pytest_dispatch import PACKAGE_DIR
 from pytest_dispatch.judgement import budget, settings
 from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
-from pytest_dispatch.plugin import options
+from pytest_dispatch.plugin import options, shader_errors
 from pytest_dispatch.plugin.session import GPU_FIXTURES, GpuSession, worker_index
 
 if TYPE_CHECKING:
@@ -159,8 +159,9 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Parse every dispatch_budget and dispatch_timing marker now, so a bad one stops the
-    run before any test."""
+    run before any test; so does a misspelt one."""
     for item in items:
+        _refuse_unknown_dispatch_markers(item)
         marker = item.get_closest_marker(budget.MARKER)
         if marker is not None:
             try:
@@ -182,6 +183,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         family = sum(1 for key in gate.sequential_measurements(baseline.results)
                      if key.rsplit("::", 1)[0] in collected)
         config.stash[GATE_KEY] = baseline.gate(options.gate_settings(config), family_size=family)
+
+
+MARKERS = (budget.MARKER, settings.TIMING_MARKER)
+
+
+def _refuse_unknown_dispatch_markers(item: pytest.Item) -> None:
+    """A misspelt marker would leave the test without its budget: a usage error instead."""
+    import difflib
+
+    for mark in item.iter_markers():
+        if mark.name in MARKERS:
+            continue
+        close = difflib.get_close_matches(mark.name, MARKERS, n=1, cutoff=0.8)
+        if mark.name.startswith("dispatch_") or close:
+            hint = f"did you mean @pytest.mark.{close[0]}?" if close else \
+                f"pytest-dispatch's markers are {', '.join(MARKERS)}"
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{mark.name} is not a pytest-dispatch marker; "
+                                    f"{hint}")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -208,6 +227,8 @@ def pytest_runtest_call(item: pytest.Item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
+    if report.failed and call.excinfo is not None and shader_errors.is_shader_error(call.excinfo.value):
+        report.longrepr = shader_errors.failure_text(call.excinfo, item.config.invocation_params.dir)
     if report.when != "call" or CALL_COUNTS_KEY not in item.stash:
         return report
     _note_device_loss(item, report)
