@@ -7,6 +7,7 @@
     pytest-dispatch show FILE|FOLDER|NAME [--markdown]
     pytest-dispatch merge FILES... -o OUT                             one file, grouped by GPU
     pytest-dispatch probe [--impl wgpu|dawn|all] [--n 100,1000] [--dtype f32,f16] [--json PATH]
+                                                                     exit 1 when an adapter failed
     pytest-dispatch ab --base REF_OR_DIR [--head DIR] [-- pytest args]   exit 1 on a regression
 
 BASELINE, CURRENT and NAME are files or names of saved runs: 'latest', a --dispatch-save name,
@@ -258,16 +259,18 @@ def cmd_probe(args: argparse.Namespace) -> int:
     found = probe.adapters(impls, args.backend, args.adapter)
     if not found:
         raise InputError(f"no adapter found for {', '.join(impls)} (backend {args.backend})")
-    rows = []
     progress = Progress("pytest-dispatch probe", total=len(found) * len(dtypes) * len(ns))
-    for impl, index in found:
-        rows += probe.probe_adapter(impl, index, dtypes, ns, args.rounds, progress.step)
+    rows, problems, failed = probe.probe_all(found, dtypes, ns, args.rounds, progress.step)
+    for line in problems:
+        print(f"pytest-dispatch probe: {line}", file=sys.stderr)
+    if not rows and not failed:
+        raise InputError("no adapter found can run compute work")
     print("\n".join(probe.render(rows)))
     if args.json:
         storage.write_json_atomically(args.json, {"probe": [row.as_dict() for row in rows],
                                                   "rounds": args.rounds})
         print(f"probe results written to {args.json}")
-    return EXIT_OK
+    return EXIT_REGRESSED if failed else EXIT_OK
 
 
 def cmd_ab(args: argparse.Namespace) -> int:

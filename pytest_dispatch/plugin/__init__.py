@@ -405,8 +405,17 @@ def gpu_info(request: pytest.FixtureRequest, gpu_adapter) -> GpuInfo:
 @pytest.fixture(scope="session")
 def gpu_device(request: pytest.FixtureRequest, gpu_adapter):
     """A session-wide ``GPUDevice`` with shader-f16/timestamp-query when available
-    and the adapter's maximum buffer sizes and storage buffers per shader stage."""
-    return _gpu_session(request).device
+    and the adapter's maximum buffer sizes and storage buffers per shader stage.
+
+    Skips the test when the adapter cannot run compute work, or errors with --gpu-required."""
+    __tracebackhide__ = True
+    session = _gpu_session(request)
+    try:
+        return session.device
+    except NoAdapterError as error:
+        if session.required:
+            pytest.fail(f"{error} (--gpu-required)", pytrace=False)
+        pytest.skip(str(error))
 
 
 @pytest.fixture
