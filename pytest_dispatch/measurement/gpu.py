@@ -52,13 +52,13 @@ class GpuInfo:
     implementation: str  # "wgpu-native" or "dawn"
     implementation_version: str  # the Python package's version (it pins the native library)
     backend: str  # "Vulkan", "Metal", "D3D12", "OpenGL", "Null"
-    adapter_name: str
-    vendor: str
-    vendor_id: int
-    device_id: int
+    adapter_name: str  # e.g. "NVIDIA H200" or "llvmpipe (LLVM 15.0.6, 256 bits)"
+    vendor: str  # the adapter's vendor name, as the driver gives it
+    vendor_id: int  # PCI vendor id (0x10de NVIDIA), 0 when unknown
+    device_id: int  # PCI device id, 0 when unknown
     driver: str  # the adapter's description, e.g. "Mesa 22.3.6 (LLVM 15.0.6)"
     adapter_type: str  # "DiscreteGPU", "IntegratedGPU", "CPU", ...
-    features: frozenset[str] = frozenset()
+    features: frozenset[str] = frozenset()  # the adapter's WebGPU features, e.g. shader-f16
 
     @property
     def fingerprint(self) -> str:
@@ -89,6 +89,7 @@ class GpuInfo:
         )
 
     def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form, with the fingerprint."""
         data = dataclasses.asdict(self)
         data["features"] = sorted(self.features)
         data["fingerprint"] = self.fingerprint
