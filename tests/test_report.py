@@ -101,7 +101,8 @@ def test_bad_marker_is_a_usage_error_at_collection(pytester, request, marker, me
     assert f"{request.function.__name__}.py::test_x: @pytest.mark.{message}" in result.stderr.str()
 
 
-def test_report_rows_and_verbose_breakdown(pytester, gpu):
+def test_report_rows_and_verbose_breakdown(pytester, gpu, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")  # the width a terminal of unknown width gets; not xdist's 80
     pytester.makepyfile(
         WORKLOAD
         + """
