@@ -23,6 +23,7 @@ from pytest_dispatch.ab.trees import source_roots
 from pytest_dispatch.judgement import paired, settings as gate_settings
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.measurement import cpus
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement
 
@@ -501,18 +502,7 @@ def _allowed_cpus(choice: str | tuple[int, ...]) -> list[int]:
     return list(choice)
 
 
-def _idle_times() -> dict[int, int]:
-    """Idle ticks of every CPU so far (Linux's /proc/stat; {} elsewhere)."""
-    try:
-        lines = Path("/proc/stat").read_text().splitlines()
-    except OSError:
-        return {}
-    ticks = {}
-    for line in lines:
-        name, *fields = line.split()
-        if name.startswith("cpu") and name[3:].isdigit() and len(fields) >= 5:
-            ticks[int(name[3:])] = int(fields[3]) + int(fields[4])  # idle + iowait
-    return ticks
+_idle_times = cpus.idle_ticks
 
 
 def cpus_per_session(cpu_adapter: bool) -> int:

@@ -7,6 +7,7 @@
     pytest-dispatch show FILE|FOLDER|NAME [--markdown]
     pytest-dispatch merge FILES... -o OUT                             one file, grouped by GPU
     pytest-dispatch probe [--impl wgpu|dawn|all] [--n 100,1000] [--dtype f32,f16] [--json PATH]
+                                                                     exit 1 when an adapter failed
     pytest-dispatch ab --base REF_OR_DIR [--head DIR] [-- pytest args]   exit 1 on a regression
 
 BASELINE, CURRENT and NAME are files or names of saved runs: 'latest', a --dispatch-save name,
@@ -79,7 +80,7 @@ def _resolve(target: str, args: argparse.Namespace, fingerprint: str | None = No
     if Path(target).exists():
         return target
     if target.endswith(".json") or "/" in target or "\\" in target:
-        raise InputError(f"{target}: no such file")
+        raise InputError(f"{target}: no such file; give a results file, or a saved run's name (see `pytest-dispatch list`)")
     try:
         return str(history.resolve(args.storage, target, fingerprint or args.fingerprint).path)
     except ValueError as error:
@@ -188,11 +189,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     for fingerprint in _fingerprints(args):
         runs = sorted(history.load_runs(args.storage, fingerprint), key=lambda run: run.time)
         print(f"GPU {runs[-1].gpu if runs else '?'} [{fingerprint}]: {len(runs)} saved run(s)")
-        print(f"  {'saved (UTC)':<19} {'commit':<16} {'branch':<16} {'name':<16} {'tests':>5}  file")
+        # columns as wide as their longest entry: a commit, branch or name is never cut
+        commit_width = max([16, *(len(run.short_commit) for run in runs)])
+        branch_width = max([16, *(len(run.branch or "-") for run in runs)])
+        name_width = max([16, *(len(run.name) for run in runs)])
+        print(f"  {'saved (UTC)':<19} {'commit':<{commit_width}} {'branch':<{branch_width}} "
+              f"{'name':<{name_width}} {'tests':>5}  file")
         for run in runs:
             tests = len({key.rsplit('::', 1)[0] for key in run.measurements})
-            print(f"  {run.time:%Y-%m-%d %H:%M:%S} {run.short_commit:<16} {(run.branch or '-')[:16]:<16} "
-                  f"{run.name[:16]:<16} {tests:>5}  {run.path.name}")
+            print(f"  {run.time:%Y-%m-%d %H:%M:%S} {run.short_commit:<{commit_width}} "
+                  f"{run.branch or '-':<{branch_width}} {run.name:<{name_width}} {tests:>5}  {run.path.name}")
     return EXIT_OK
 
 
@@ -254,16 +260,18 @@ def cmd_probe(args: argparse.Namespace) -> int:
     found = probe.adapters(impls, args.backend, args.adapter)
     if not found:
         raise InputError(f"no adapter found for {', '.join(impls)} (backend {args.backend})")
-    rows = []
     progress = Progress("pytest-dispatch probe", total=len(found) * len(dtypes) * len(ns))
-    for impl, index in found:
-        rows += probe.probe_adapter(impl, index, dtypes, ns, args.rounds, progress.step)
+    rows, problems, failed = probe.probe_all(found, dtypes, ns, args.rounds, progress.step)
+    for line in problems:
+        print(f"pytest-dispatch probe: {line}", file=sys.stderr)
+    if not rows and not failed:
+        raise InputError("no adapter found can run compute work")
     print("\n".join(probe.render(rows)))
     if args.json:
         storage.write_json_atomically(args.json, {"probe": [row.as_dict() for row in rows],
                                                   "rounds": args.rounds})
         print(f"probe results written to {args.json}")
-    return EXIT_OK
+    return EXIT_REGRESSED if failed else EXIT_OK
 
 
 def cmd_ab(args: argparse.Namespace) -> int:

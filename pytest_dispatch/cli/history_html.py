@@ -2,8 +2,9 @@
 
 At the top, the changes found (change points and count changes); then one chart per measurement:
 each run's median wall µs per dispatch with its 95% interval, in commit order; each change point
-as a dashed line with the level before and after; dispatches per call as a step line on the right
-axis.  The markup is well-formed XML, so tests parse it.
+as a dashed line with the level before and after; dispatches per call as a step line in a strip
+of its own below; axis titles and a legend.  The markup is well-formed XML, so tests parse it, and
+tests/test_browser.py renders it in headless Chromium.
 """
 
 from __future__ import annotations
@@ -18,8 +19,15 @@ import numpy as np
 from pytest_dispatch.judgement import history
 from pytest_dispatch.judgement.history import GpuHistory, Series, Settings
 
-WIDTH, HEIGHT = 960, 320
-LEFT, RIGHT, TOP, BOTTOM = 70, 60, 20, 70
+# The chart: the µs plot, below it a strip of its own for dispatches per call (so the count's step
+# line never lies on a µs level and reads as a gridline), the commit labels, the axis title, a legend.
+WIDTH = 960
+LEFT, RIGHT, TOP = 80, 110, 20
+PLOT_HEIGHT, STRIP_GAP, STRIP_HEIGHT = 220, 12, 44
+LABEL_ROOM = 96  # commit labels at -45°: "0123456789+dirty" fits
+HEIGHT = TOP + PLOT_HEIGHT + STRIP_GAP + STRIP_HEIGHT + LABEL_ROOM + 56
+FONT_PX = 11
+MIN_LABEL_SPACING = FONT_PX * 1.6 * 2 ** 0.5  # neighbours at -45° stay a line apart
 POINT_COLOUR, CHANGE_COLOUR, COUNT_COLOUR = "#1f6fb4", "#c0392b", "#7f8c8d"
 
 _STYLE = """
@@ -27,7 +35,7 @@ body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 
 table { border-collapse: collapse; margin: 1em 0; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; font-size: 0.9em; }
 code { font-size: 0.9em; }
-svg text { font-size: 11px; fill: #333; }
+svg text { font-size: 11px; fill: #333; font-family: system-ui, sans-serif; }
 .note { color: #8a6d3b; }
 """
 
@@ -48,6 +56,11 @@ def _nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     return [first + i * step for i in range(int((high - first) / step) + 1)]
 
 
+def _commit_label(run) -> str:
+    """The whole short commit (``unversioned`` when the run had none), never a cut of it."""
+    return run.short_commit
+
+
 def _chart(series: Series, chart_id: str) -> str:
     runs = series.runs
     n = len(runs)
@@ -57,7 +70,9 @@ def _chart(series: Series, chart_id: str) -> str:
     high = max(max(hi for _, hi in intervals), max(p.median_us for p in points))
     pad = (high - low) * 0.08 or abs(high) * 0.05 or 1.0
     y_low, y_high = max(low - pad, 0.0), high + pad
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, PLOT_HEIGHT
+    strip_top = TOP + plot_h + STRIP_GAP
+    strip_bottom = strip_top + STRIP_HEIGHT
 
     def x_of(index: float) -> float:
         return LEFT + (plot_w * (index + 0.5) / n)
@@ -67,26 +82,34 @@ def _chart(series: Series, chart_id: str) -> str:
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" id="{_attr(chart_id)}" class="chart" '
              f'data-key="{_attr(series.key)}" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}">',
-             f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
+             f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>',
+             f'<rect x="{LEFT}" y="{strip_top}" width="{plot_w}" height="{STRIP_HEIGHT}" fill="#fafafa" '
+             'stroke="#999"/>']
     for tick in _nice_ticks(y_low, y_high):
         y = y_of(tick)
         parts.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
-                     f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:g}</text>')
-    parts.append(f'<text x="14" y="{TOP + plot_h / 2:.0f}" transform="rotate(-90 14 {TOP + plot_h / 2:.0f})" '
-                 'text-anchor="middle">µs per dispatch (median, 95% CI)</text>')
-    label_every = max(1, math.ceil(n / 30))
+                     f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:g}</text>')
+    parts.append(f'<text class="axis-title" x="16" y="{TOP + plot_h / 2:.0f}" '
+                 f'transform="rotate(-90 16 {TOP + plot_h / 2:.0f})" text-anchor="middle">'
+                 'wall µs per dispatch (run median, 95% CI)</text>')
+    label_every = max(1, math.ceil(MIN_LABEL_SPACING / (plot_w / n)))
     for index, run in enumerate(runs):
         if index % label_every == 0:
-            x, y = x_of(index), TOP + plot_h + 8
-            parts.append(f'<text x="{x:.1f}" y="{y}" transform="rotate(45 {x:.1f} {y})">'
-                         f'{escape(run.short_commit[:7])}</text>')
+            x, y = x_of(index), strip_bottom + 12
+            parts.append(f'<text class="commit" x="{x:.1f}" y="{y}" text-anchor="end" '
+                         f'transform="rotate(-45 {x:.1f} {y})">{escape(_commit_label(run))}</text>')
+    shown = "every run labelled" if label_every == 1 else f"1 run in {label_every} labelled"
+    parts.append(f'<text class="axis-title" x="{LEFT + plot_w / 2:.0f}" y="{strip_bottom + LABEL_ROOM + 8}" '
+                 f'text-anchor="middle">run, by commit, oldest to newest ({shown})</text>')
 
     counts = [p.dispatches for p in points]
     c_low, c_high = min(counts), max(counts)
-    c_span = (c_high - c_low) or max(c_high, 1)
+    c_span = c_high - c_low
 
     def y_of_count(value: int) -> float:
-        return TOP + plot_h * (0.9 - 0.8 * (value - c_low) / c_span)
+        if not c_span:
+            return strip_top + STRIP_HEIGHT / 2
+        return strip_bottom - 8 - (STRIP_HEIGHT - 16) * (value - c_low) / c_span
 
     path = [f"M {LEFT} {y_of_count(counts[0]):.1f}"]
     for index in range(1, n):
@@ -94,10 +117,12 @@ def _chart(series: Series, chart_id: str) -> str:
         path.append(f"H {boundary:.1f} V {y_of_count(counts[index]):.1f}")
     path.append(f"H {LEFT + plot_w}")
     parts.append(f'<path class="dispatch-steps" d="{" ".join(path)}" fill="none" stroke="{COUNT_COLOUR}" '
-                 f'stroke-width="1.5"><title>dispatches per call</title></path>')
+                 f'stroke-width="2"><title>dispatches per call</title></path>')
     for value in sorted({c_low, c_high}):
-        parts.append(f'<text x="{LEFT + plot_w + 6}" y="{y_of_count(value) + 4:.1f}" fill="{COUNT_COLOUR}">'
-                     f'{value} disp.</text>')
+        parts.append(f'<text class="tick" x="{LEFT - 6}" y="{y_of_count(value) + 4:.1f}" text-anchor="end" '
+                     f'fill="{COUNT_COLOUR}">{value}</text>')
+    parts.append(f'<text class="axis-title" x="{LEFT + plot_w + 8}" y="{strip_top + STRIP_HEIGHT / 2 + 4:.0f}" '
+                 f'fill="{COUNT_COLOUR}">dispatches/call</text>')
 
     bounds = [0, *(cp.index for cp in series.change_points or ()), n]
     medians = series.medians
@@ -109,10 +134,10 @@ def _chart(series: Series, chart_id: str) -> str:
     for cp in series.change_points or ():
         x = (x_of(cp.index - 1) + x_of(cp.index)) / 2
         parts.append(f'<line class="change-point" data-commit="{_attr(cp.run.commit or "")}" x1="{x:.1f}" '
-                     f'x2="{x:.1f}" y1="{TOP}" y2="{TOP + plot_h}" stroke="{CHANGE_COLOUR}" '
+                     f'x2="{x:.1f}" y1="{TOP}" y2="{strip_bottom}" stroke="{CHANGE_COLOUR}" '
                      f'stroke-dasharray="5 3"><title>{escape(cp.summary())}</title></line>'
-                     f'<text x="{x + 4:.1f}" y="{TOP + 12}" fill="{CHANGE_COLOUR}">×{cp.ratio:.2f} at '
-                     f'{escape(cp.run.short_commit[:7])}</text>')
+                     f'<text class="change-label" x="{x + 4:.1f}" y="{TOP + 12}" fill="{CHANGE_COLOUR}">'
+                     f'×{cp.ratio:.2f} at {escape(_commit_label(cp.run))}</text>')
 
     for index, (run, point, (lo, hi)) in enumerate(zip(runs, points, intervals)):
         x = x_of(index)
@@ -124,8 +149,30 @@ def _chart(series: Series, chart_id: str) -> str:
                      f'<circle class="run" data-commit="{_attr(run.commit or "")}" cx="{x:.1f}" '
                      f'cy="{y_of(point.median_us):.1f}" r="3.5" fill="{POINT_COLOUR}"><title>{escape(tip)}</title>'
                      '</circle>')
+    parts.append(_legend(HEIGHT - 14))
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _legend(y: float) -> str:
+    """One row: what each mark of the chart is."""
+    x = LEFT
+    items = []
+    entries = [
+        (f'<line x1="0" x2="0" y1="-6" y2="6" stroke="{POINT_COLOUR}"/><circle cx="0" cy="0" r="3.5" '
+         f'fill="{POINT_COLOUR}"/>', "run median, 95% CI", 14),
+        (f'<line x1="-8" x2="8" y1="0" y2="0" stroke="{POINT_COLOUR}" stroke-opacity="0.35" stroke-width="3"/>',
+         "level of a segment", 22),
+        (f'<line x1="0" x2="0" y1="-7" y2="7" stroke="{CHANGE_COLOUR}" stroke-dasharray="5 3"/>',
+         "change point", 14),
+        (f'<path d="M -8 4 H 0 V -4 H 8" fill="none" stroke="{COUNT_COLOUR}" stroke-width="2"/>',
+         "dispatches per call (strip below the plot)", 22),
+    ]
+    for mark, text, room in entries:
+        items.append(f'<g transform="translate({x:.0f} {y:.0f})">{mark}'
+                     f'<text x="{room // 2 + 4}" y="4">{escape(text)}</text></g>')
+        x += room + 16 + len(text) * 6.2
+    return f'<g class="legend">{"".join(items)}</g>'
 
 
 def _overview(gpu_history: GpuHistory, anchors: dict[str, str]) -> list[str]:

@@ -12,6 +12,7 @@ import dataclasses
 import datetime
 import functools
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -85,6 +86,8 @@ class StoredRun:
     def short_commit(self) -> str:
         if not self.commit:
             return "no commit"
+        if not re.fullmatch(r"[0-9a-f]{11,}", self.commit):  # a word such as pytest-benchmark's "unversioned"
+            return self.commit
         return self.commit[:10] + ("+dirty" if self.dirty else "")
 
     def order_key(self) -> tuple:
@@ -134,7 +137,8 @@ def read_run(path: str | os.PathLike, fingerprint: str | None = None) -> StoredR
     path = Path(path)
     document = storage.load_document(path)
     if document["pytest_dispatch"].get("runs"):
-        raise storage.BaselineError(f"{path}: a merged file of several runs, not one saved run")
+        raise storage.BaselineError(f"{path}: a merged file of several runs, not one saved run; keep merged "
+                                    "files outside the storage folder")
     found = storage.fingerprint_of(document)
     gpu = storage.gpu_of(document)
     if fingerprint is not None and found != fingerprint:

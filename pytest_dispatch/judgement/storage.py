@@ -189,9 +189,9 @@ def load_document(path: str | os.PathLike) -> dict[str, Any]:
         with open(path, encoding="utf-8") as file:
             document = json.load(file, parse_constant=_reject_constant, parse_float=_finite_float)
     except FileNotFoundError:
-        raise BaselineError(f"{path}: no such file") from None
+        raise BaselineError(f"{path}: no such file; check the path, or list the saved runs with `pytest-dispatch list`") from None
     except IsADirectoryError:
-        raise BaselineError(f"{path}: is a folder, not a results file") from None
+        raise BaselineError(f"{path}: is a folder, not a results file; give one of its .json files") from None
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise BaselineError(f"{path}: not valid JSON ({error}); delete it or save a new baseline") from None
     return load_document_object(document, path)
@@ -200,7 +200,9 @@ def load_document(path: str | os.PathLike) -> dict[str, Any]:
 def load_document_object(document: Any, path: str | os.PathLike) -> dict[str, Any]:
     """Validate an already parsed document; BaselineError names ``path`` and the problem."""
     if not isinstance(document, dict) or not isinstance(document.get("pytest_dispatch"), dict):
-        raise BaselineError(f"{path}: not a pytest-dispatch results file (no 'pytest_dispatch' section)")
+        raise BaselineError(f"{path}: not a pytest-dispatch results file (no 'pytest_dispatch' section); give a "
+                            "file written by --dispatch-json or --dispatch-save, and keep other files out of "
+                            "the storage folder")
     schema = document["pytest_dispatch"].get("schema")
     if schema not in READABLE_SCHEMAS:
         raise BaselineError(
@@ -211,10 +213,12 @@ def load_document_object(document: Any, path: str | os.PathLike) -> dict[str, An
         for test in document["pytest_dispatch"]["tests"]:
             _check_result(TestResult.from_dict(test))
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
-        raise BaselineError(f"{path}: malformed test results ({type(error).__name__}: {error})") from None
+        raise BaselineError(f"{path}: malformed test results ({type(error).__name__}: {error}); delete it or "
+                            "save a new run") from None
     runs = document["pytest_dispatch"].get("runs") or []  # a merged file: each run is a document
     if not isinstance(runs, list):
-        raise BaselineError(f"{path}: 'runs' must be a list of results documents")
+        raise BaselineError(f"{path}: 'runs' must be a list of results documents; write merged files with "
+                            "`pytest-dispatch merge`")
     for run in runs:
         load_document_object(run, path)
     return document

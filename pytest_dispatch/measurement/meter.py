@@ -66,18 +66,18 @@ class Measurement:
     (single-op method); ``host_us`` runs until the last call returned.
     """
 
-    name: str
+    name: str  # measure's name=, by default the measured function's qualified name
     method: str  # SEQUENTIAL or SINGLE_OP
-    warmup: int
-    rounds: int
-    per_round: int
+    warmup: int  # untimed calls before the timed rounds
+    rounds: int  # timed rounds (0 with timing off)
+    per_round: int  # calls of fn per round, one sync after them
     calls: dict[str, int]  # wgpu calls per call of fn, by kind (recorder.KINDS)
     by_kernel: dict[str, int]  # dispatches per call, by pipeline label
-    host_us: np.ndarray
-    wall_us: np.ndarray
+    host_us: np.ndarray  # per round, µs per call until the last call returned
+    wall_us: np.ndarray  # per round, µs per call until the GPU was done, less the median empty sync
     sync_us: np.ndarray  # the empty syncs, one per round
     host_breakdown_us: dict[str, float]  # host µs per call spent inside each call kind
-    sync_method: str = SYNC_METHOD
+    sync_method: str = SYNC_METHOD  # how a sync waits for the GPU
     gpu_us: np.ndarray | None = None  # from timestamp queries, when enabled
     gpu_is_indicative: bool = False  # timestamps of a CPU adapter
     instructions: instructions.InstructionCount | None = None  # counted mode (--dispatch-instructions)
@@ -94,14 +94,17 @@ class Measurement:
 
     @property
     def submits(self) -> int:
+        """Queue submits per call."""
         return self.count("submits")
 
     @property
     def passes(self) -> int:
+        """Compute passes per call."""
         return self.count("passes")
 
     @property
     def encoders(self) -> int:
+        """Command encoders per call."""
         return self.count("encoders")
 
     def count(self, kind: str) -> int:
@@ -115,14 +118,17 @@ class Measurement:
 
     @property
     def wall_us_per_dispatch(self) -> np.ndarray:
+        """Per round, wall µs per dispatch: the report's figure."""
         return self.wall_us / max(self.dispatches, 1)
 
     @property
     def host_us_per_dispatch(self) -> np.ndarray:
+        """Per round, host µs per dispatch."""
         return self.host_us / max(self.dispatches, 1)
 
     @property
     def sync_median_us(self) -> float | None:
+        """The median empty sync in µs (None with timing off)."""
         return float(np.median(self.sync_us)) if self.timed else None
 
     def as_dict(self) -> dict[str, Any]:
@@ -175,6 +181,17 @@ class Measurement:
 JSON_KEYS = {"dispatches": "dispatches_per_call", "calls": "calls_per_call", "by_kernel": "by_kernel_per_call",
              "host_us": "host_us_per_call", "wall_us": "wall_us_per_call",
              "host_breakdown_us": "host_breakdown_us_per_call", "gpu_us": "gpu_us_per_call"}
+
+
+def default_name(fn: Callable[..., Any]) -> str:
+    """A measurement's name when none is given: the function's qualified name; for a callable
+    object, its class's (never its repr, whose address changes every run and would match no
+    saved run)."""
+    if hasattr(fn, "__qualname__"):
+        return fn.__qualname__
+    if isinstance(fn, functools.partial):
+        return default_name(fn.func)
+    return type(fn).__qualname__
 
 
 def _kernel_difference(first: dict[str, int], other: dict[str, int]) -> str:
@@ -418,17 +435,19 @@ class SpeedupNotShown(AssertionError):
 class Speedup:
     """How many times faster ``fast`` ran than ``slow``, per call: the paired verdict."""
 
-    fast: str
-    slow: str
+    fast: str  # the name of the function expected to be faster
+    slow: str  # the name of the one it is compared with
     verdict: paired.PairedVerdict  # A = slow, B = fast ... read as slow/fast (see assert_speedup)
-    at_least: float
+    at_least: float  # the speedup asked for
 
     @property
     def passed(self) -> bool:
+        """Whether the interval's lower bound cleared ``at_least``."""
         return self.verdict.status == Status.PASSED
 
     @property
     def summary(self) -> str:
+        """One line: the speedup, its interval, pairs, seconds and the outcome (as in the report)."""
         v = self.verdict
         if v.status == Status.PASSED:
             outcome = f"shown: lower bound > {self.at_least:g}x required"
@@ -443,7 +462,7 @@ class _Sampler:
 
     def __init__(self, fn, args, kwargs, name, method, per_round) -> None:
         self.fn, self.args, self.kwargs = fn, args, kwargs
-        self.name = name or getattr(fn, "__qualname__", repr(fn))
+        self.name = name or default_name(fn)
         self.method = method
         self.per_round = per_round
         self.stamper: timestamps.PassTimestamps | None = None

@@ -17,7 +17,7 @@ from pytest_dispatch._meta import PACKAGE_DIR
 from pytest_dispatch.judgement import budget, settings
 from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
-from pytest_dispatch.plugin import options
+from pytest_dispatch.plugin import options, shader_errors
 from pytest_dispatch.plugin.session import GPU_FIXTURES, GpuSession, worker_index
 
 if TYPE_CHECKING:
@@ -204,8 +204,9 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Parse every dispatch_budget and dispatch_timing marker now, so a bad one stops the
-    run before any test."""
+    run before any test; so does a misspelt one."""
     for item in items:
+        _refuse_unknown_dispatch_markers(item)
         marker = item.get_closest_marker(budget.MARKER)
         if marker is not None:
             try:
@@ -228,6 +229,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         family = sum(1 for key in gate.sequential_measurements(baseline.results)
                      if MeasurementKey.parse(key).nodeid in collected)
         config.stash[GATE_KEY] = gate_for(baseline, config, family_size=family)
+
+
+MARKERS = (budget.MARKER, settings.TIMING_MARKER)
+
+
+def _refuse_unknown_dispatch_markers(item: pytest.Item) -> None:
+    """A misspelt marker would leave the test without its budget: a usage error instead."""
+    import difflib
+
+    for mark in item.iter_markers():
+        if mark.name in MARKERS:
+            continue
+        close = difflib.get_close_matches(mark.name, MARKERS, n=1, cutoff=0.8)
+        if mark.name.startswith("dispatch_") or close:
+            hint = f"did you mean @pytest.mark.{close[0]}?" if close else \
+                f"pytest-dispatch's markers are {', '.join(MARKERS)}"
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{mark.name} is not a pytest-dispatch marker; "
+                                    f"{hint}")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -254,6 +273,8 @@ def pytest_runtest_call(item: pytest.Item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
+    if report.failed and call.excinfo is not None and shader_errors.is_shader_error(call.excinfo.value):
+        report.longrepr = shader_errors.failure_text(call.excinfo, item.config.invocation_params.dir)
     if report.when != "call" or CALL_COUNTS_KEY not in item.stash:
         return report
     _note_device_loss(item, report)
@@ -430,8 +451,17 @@ def gpu_info(request: pytest.FixtureRequest, gpu_adapter) -> GpuInfo:
 @pytest.fixture(scope="session")
 def gpu_device(request: pytest.FixtureRequest, gpu_adapter):
     """A session-wide ``GPUDevice`` with shader-f16/timestamp-query when available
-    and the adapter's maximum buffer sizes and storage buffers per shader stage."""
-    return _gpu_session(request).device
+    and the adapter's maximum buffer sizes and storage buffers per shader stage.
+
+    Skips the test when the adapter cannot run compute work, or errors with --gpu-required."""
+    __tracebackhide__ = True
+    session = _gpu_session(request)
+    try:
+        return session.device
+    except NoAdapterError as error:
+        if session.required:
+            pytest.fail(f"{error} (--gpu-required)", pytrace=False)
+        pytest.skip(str(error))
 
 
 @pytest.fixture

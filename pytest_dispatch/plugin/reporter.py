@@ -11,7 +11,7 @@ import pytest
 
 from pytest_dispatch.judgement import gate, storage
 from pytest_dispatch.judgement.results import USER_PROPERTY, TestResult
-from pytest_dispatch.plugin import options, report
+from pytest_dispatch.plugin import contention, options, report
 from pytest_dispatch.plugin.session import GpuSession
 
 
@@ -27,6 +27,7 @@ class DispatchReporter:
         self.late_regressions: list[str] = []  # regressed only once the whole BH family was known
         self.saved: list[str] = []
         self.notes: list[str] = []
+        self.idle_cpus = contention.IdleCpus(config)  # now, before pytest-xdist starts its workers
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
@@ -101,16 +102,27 @@ class DispatchReporter:
             store = storage.BaselineStore(options.get(self.config, "dispatch_storage"))
             self.saved.append(str(store.save(document, save_name)))
 
+    def timing_doubt(self) -> str | None:
+        """Why this session's timings cannot be trusted (see ``contention``), or None."""
+        gpu = self._gpu_info()
+        if gpu is None or not any(m.timed for r in self.results for m in r.measurements):
+            return None
+        return contention.timing_doubt(self.idle_cpus.workers, self.idle_cpus.idle, gpu.is_cpu, gpu.adapter_name)
+
     def pytest_terminal_summary(self, terminalreporter) -> None:
         write = terminalreporter.write_line
+        doubt = self.timing_doubt()
         if options.get(self.config, "dispatch_report"):
             terminalreporter.section("dispatch report")
             if not self.results:
                 write("no measured or budgeted tests")
             else:
                 for line in report.render(self.results, self._gpu_info(), self.gpu_session.header_line(),
-                                          verbose=self.config.get_verbosity() > 0, verdicts=self.verdicts):
+                                          verbose=self.config.get_verbosity() > 0, verdicts=self.verdicts,
+                                          timing_doubt=doubt):
                     write(line)
+        elif doubt:
+            write(doubt, yellow=True)
         if self.baseline is not None:
             for line in report.gate_summary(self.baseline, self.verdicts, self.late_regressions):
                 write(line)
