@@ -28,7 +28,8 @@ FIXTURES = ("gpu_adapter", "gpu_device", "gpu_info", "dispatch_meter")
 # name in docs -> (module, attribute); all but Speedup are in pytest_dispatch.__all__
 CLASSES = {"Measurement": ("pytest_dispatch", "Measurement"), "Counts": ("pytest_dispatch", "Counts"),
            "DispatchMeter": ("pytest_dispatch", "DispatchMeter"),
-           "Speedup": ("pytest_dispatch.measurement.meter", "Speedup"), "GpuInfo": ("pytest_dispatch", "GpuInfo")}
+           "Speedup": ("pytest_dispatch.measurement.meter", "Speedup"), "GpuInfo": ("pytest_dispatch", "GpuInfo"),
+           "InstructionCount": ("pytest_dispatch.measurement.instructions", "InstructionCount")}
 FUNCTIONS = ("count_dispatches", "exact")
 
 

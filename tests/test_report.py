@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from pytest_dispatch.judgement import storage
+
 WORKLOAD = """
 import pytest
 from pytest_dispatch import exact
@@ -170,7 +172,7 @@ def test_one(dispatch_meter, kernel):
     measurement = document["pytest_dispatch"]["tests"][0]["measurements"][0]  # the same key, the same meaning
     for key in ("dispatches_per_call", "calls_per_call", "by_kernel_per_call", "host_breakdown_us_per_call"):
         assert entry["extra_info"][key] == measurement[key]
-    assert document["pytest_dispatch"]["schema"] == 2
+    assert document["pytest_dispatch"]["schema"] == storage.SCHEMA_VERSION
     assert entry["options"]["per_round"] == 5
 
 

@@ -85,6 +85,7 @@ def observation_of_measurement(measurement: Measurement) -> Observation:
         if measurement.method == SEQUENTIAL and measurement.timed
         else None,
         timing_off=not measurement.timed,
+        instructions_per_dispatch=measurement.instructions_per_dispatch,
     )
 
 
