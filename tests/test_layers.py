@@ -15,22 +15,23 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imports_of(path: Path) -> set[str]:
-    """Every pytest_dispatch module ``path`` imports, at the top or inside a function."""
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules that ``path`` imports, at the top or inside a function
+    (``from pytest_dispatch import settings`` imports the module ``pytest_dispatch.settings``)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return {name for name in found if name.split(".")[0] == "pytest_dispatch"}
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if submodule in modules else node.module)
+    return found & modules
 
 
 def package_modules() -> dict[str, set[str]]:
-    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
-    return {name: {imported for imported in imports_of(path) if imported in modules}
-            for name, path in modules.items()}
+    paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    return {name: imports_of(path, set(paths)) for name, path in paths.items()}
 
 
 def test_no_module_imports_the_package_root():

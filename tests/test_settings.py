@@ -1,8 +1,8 @@
-"""The one parser of the gate's and the meter's settings (pytest_dispatch.judgement.settings)."""
+"""The one parser of the gate's and the meter's settings (pytest_dispatch.settings)."""
 
 import pytest
 
-from pytest_dispatch.judgement import settings
+from pytest_dispatch import settings
 
 
 @pytest.mark.parametrize(("parse", "text", "value"), [

@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 
 from pytest_dispatch.ab import coordinator, trees, verdicts
 from pytest_dispatch.judgement import storage
-from pytest_dispatch.judgement.settings import SettingError
+from pytest_dispatch.settings import SettingError
 
 # Options of the coordinator, not of the workers: dropped from the pytest arguments a worker gets.
 _COORDINATOR_FLAGS = ("--dispatch-ab", "--dispatch-ab-head", "--dispatch-ab-pairs", "--dispatch-ab-sessions",

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import pytest
 
 from pytest_dispatch.ab.channel import Channel
-from pytest_dispatch.judgement import settings
+from pytest_dispatch import settings
 
 PLUGIN_NAME = "dispatch-ab-worker"
 CPU_ENV = "PYTEST_DISPATCH_AB_CPU"  # the CPUs ("3,4") this worker, and every thread it starts, run on

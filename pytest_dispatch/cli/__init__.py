@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_dispatch.cli.progress import Progress
-from pytest_dispatch.judgement import gate, history, settings, storage
+from pytest_dispatch import settings
+from pytest_dispatch.judgement import gate, history, storage
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.plugin import report

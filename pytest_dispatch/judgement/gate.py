@@ -15,7 +15,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, Mapping, Sequence
 
-from pytest_dispatch.judgement import settings as gate_settings, stats, storage
+from pytest_dispatch import settings as gate_settings
+from pytest_dispatch.judgement import stats, storage
 from pytest_dispatch.judgement.budget import COUNT_KINDS
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.judgement.status import Status

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from pytest_dispatch.judgement import settings
+from pytest_dispatch import settings
 from pytest_dispatch.judgement.status import Status
 
 ORDERS = settings.PAIR_ORDERS

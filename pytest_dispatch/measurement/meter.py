@@ -20,7 +20,8 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from pytest_dispatch._meta import PACKAGE_DIR
-from pytest_dispatch.judgement import paired, settings
+from pytest_dispatch import settings
+from pytest_dispatch.judgement import paired
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement import devicelock, recorder, timestamps
 from pytest_dispatch.measurement.key import MeasurementKey

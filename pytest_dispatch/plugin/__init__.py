@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_dispatch._meta import PACKAGE_DIR
-from pytest_dispatch.judgement import budget, settings
+from pytest_dispatch import settings
+from pytest_dispatch.judgement import budget
 from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
 from pytest_dispatch.plugin import options

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_dispatch.judgement import settings
+from pytest_dispatch import settings
 from pytest_dispatch.measurement.gpu import BACKENDS, IMPLEMENTATIONS
 
 
