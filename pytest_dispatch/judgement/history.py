@@ -19,7 +19,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from pytest_dispatch.judgement import stats, storage
-from pytest_dispatch.judgement.gate import DEFAULTS, sequential_measurements
+from pytest_dispatch.judgement.results import sequential_measurements
+from pytest_dispatch.settings import DEFAULTS
 from pytest_dispatch.measurement.recorder import COUNT_KINDS
 
 

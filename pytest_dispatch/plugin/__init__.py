@@ -177,11 +177,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                         f"{error}") from None
     baseline = config.stash.get(BASELINE_KEY, None)
     if baseline is not None:
-        from pytest_dispatch.judgement import gate
+        from pytest_dispatch.judgement.results import sequential_measurements
         from pytest_dispatch.measurement.key import MeasurementKey
 
         collected = {item.nodeid for item in items}
-        family = sum(1 for key in gate.sequential_measurements(baseline.results)
+        family = sum(1 for key in sequential_measurements(baseline.results)
                      if MeasurementKey.parse(key).nodeid in collected)
         config.stash[GATE_KEY] = baseline.gate(options.gate_settings(config), family_size=family)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_dispatch.judgement import gate, storage
-from pytest_dispatch.judgement.results import USER_PROPERTY, TestResult
+from pytest_dispatch.judgement.results import USER_PROPERTY, TestResult, sequential_measurements
 from pytest_dispatch.plugin import options, report
 from pytest_dispatch.plugin.session import GpuSession
 
@@ -82,7 +82,7 @@ class DispatchReporter:
         if plot_folder:
             from pytest_dispatch.plugin import plot
 
-            baseline = gate.sequential_measurements(self.baseline.results) if self.baseline else None
+            baseline = sequential_measurements(self.baseline.results) if self.baseline else None
             try:
                 charts = plot.plot_session(plot_folder, self.results, baseline)
                 self.saved.append(f"{plot_folder}/ ({len(charts)} SVG charts)")
