@@ -54,8 +54,10 @@ class RoundServer(Protocol):
     In an A/B job each worker's meter hands its warmed-up measurement to the
     coordinator, which asks the two workers for rounds in turn (pytest_dispatch.ab)."""
 
-    def serve(self, key: str, calls: dict[str, int], take_round: Callable[[], tuple[int, int, int]]) -> bool:
-        """Serve rounds until told to stop; False when this side must measure alone."""
+    def serve(self, key: str, calls: dict[str, int], take_round: Callable[[], tuple[int, int, int]],
+              overrides: dict[str, float]) -> bool:
+        """Serve rounds until told to stop; False when this side must measure alone.
+        ``overrides``: the test's own gate settings (alpha, threshold)."""
 
 
 @dataclasses.dataclass
@@ -205,7 +207,7 @@ class DispatchMeter:
     def __init__(self, request=None, *, device=None, timestamps_enabled: bool = False,
                  round_server: RoundServer | None = None, speedup_design: paired.Design | None = None,
                  lock: bool = True, min_rounds: int = settings.MIN_ROUNDS, max_time: float | None = None,
-                 timing: bool = True) -> None:
+                 timing: bool = True, gate_overrides: dict[str, float] | None = None) -> None:
         self._request = request
         self.timing = timing  # False: counts only (--dispatch-disable-timing); no timed rounds
         self.min_rounds = min_rounds  # with max_time: rounds stop at the cap once this many are taken
@@ -213,6 +215,7 @@ class DispatchMeter:
         self._device = device
         self.timestamps_enabled = timestamps_enabled
         self.round_server = round_server
+        self.gate_overrides = dict(gate_overrides or {})  # the test's alpha/threshold, for the round server
         self.speedup_design = speedup_design or SPEEDUP_DESIGN
         self.lock = lock  # take turns on the GPU with other processes (off where a coordinator does it)
         self.measurements: list[Measurement] = []
@@ -360,7 +363,7 @@ class DispatchMeter:
             elif take_rounds is not None:
                 take_rounds(sync)
             elif not (served and self.round_server.serve(self._key(samplers[0].name), samplers[0].calls,
-                                                         lambda: samplers[0].take_round(sync))):
+                                                         lambda: samplers[0].take_round(sync), self.gate_overrides)):
                 deadline = None if self.max_time is None else time.perf_counter() + self.max_time
                 for taken in range(1, rounds + 1):
                     for sampler in samplers:

@@ -18,7 +18,7 @@ from pytest_dispatch import settings
 from pytest_dispatch.judgement import budget
 from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
-from pytest_dispatch.plugin import options
+from pytest_dispatch import options
 from pytest_dispatch.plugin.session import GPU_FIXTURES, GpuSession, worker_index
 
 if TYPE_CHECKING:
@@ -33,7 +33,6 @@ BUDGET_KEY = pytest.StashKey[budget.Budget]()
 TIMING_KEY = pytest.StashKey[dict]()  # the dispatch_timing marker's overrides of the meter's settings
 BASELINE_KEY = pytest.StashKey["gate.Baseline | None"]()
 GATE_KEY = pytest.StashKey["gate.Gate"]()
-ROUND_SERVER_KEY = pytest.StashKey["RoundServer"]()  # set by an A/B worker (pytest_dispatch.ab.worker)
 WORKERS_KEY = pytest.StashKey[dict]()  # xdist controller: worker id -> what it said about its GPU
 WORKER_OUTPUT = "pytest_dispatch"  # the key of xdist's workeroutput we use
 
@@ -42,31 +41,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    """``--dispatch-ab=REF`` (or ``--dispatch-aa``): this process coordinates an A/B job
-    instead of running the tests itself."""
-    base = options.get(config, "dispatch_ab")
-    if options.get(config, "dispatch_aa"):
-        base = base or "."
-    if not base:
-        return None
-    from pytest_dispatch.ab import command, coordinator  # only for A/B jobs: it loads the statistics
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_dispatch.plugin import hooks
 
-    if os.environ.get(coordinator.SIDE_ENV):
-        return None
-    head = options.get(config, "dispatch_ab_head")
-    if options.get(config, "dispatch_aa"):
-        head = head or base
-    job_settings = coordinator.Settings(
-        **options.gate_settings(config), pairs=options.get(config, "dispatch_ab_pairs"),
-        sessions=options.get(config, "dispatch_ab_sessions"),
-        max_sessions=options.get(config, "dispatch_ab_max_sessions"),
-        max_seconds=options.get(config, "dispatch_ab_max_time"), order=options.get(config, "dispatch_ab_order"),
-        cpu=options.get(config, "dispatch_ab_cpu"))
-    return command.run(base, head, list(config.invocation_params.args), job_settings,
-                       json_path=options.get(config, "dispatch_json"),
-                       markdown_path=options.get(config, "dispatch_markdown"))
+    pluginmanager.add_hookspecs(hooks)
+
+
+def pytest_dispatch_gpu_session(config: pytest.Config) -> GpuSession:
+    return config.stash[GPU_SESSION_KEY]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -401,12 +383,14 @@ def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeter:
 
     recorder.install("wgpu-native")
     recorder.install_imported()
-    round_server = request.config.stash.get(ROUND_SERVER_KEY, None)
+    round_server = request.config.hook.pytest_dispatch_round_server(config=request.config)
+    item_budget = request.node.stash.get(BUDGET_KEY, None)
     meter = DispatchMeter(
         request,
         timestamps_enabled=options.get(request.config, "dispatch_timestamps"),
         round_server=round_server,
         lock=round_server is None,  # in an A/B job the coordinator takes the turns
+        gate_overrides=dict(item_budget.gate) if item_budget is not None else {},
         **{"min_rounds": options.get(request.config, "dispatch_min_rounds"),
            "max_time": options.get(request.config, "dispatch_max_time"),
            "timing": not options.get(request.config, "dispatch_disable_timing"),

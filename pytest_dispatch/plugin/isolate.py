@@ -37,7 +37,7 @@ def wants_isolation(item: pytest.Item) -> bool:
 
 
 def _child_command(item: pytest.Item, folder: Path) -> list[str]:
-    from pytest_dispatch.plugin import options
+    from pytest_dispatch import options
 
     config = item.config
     command = [sys.executable, "-m", "pytest", item.nodeid, "-p", "no:cacheprovider", "-q",

@@ -11,7 +11,8 @@ import pytest
 
 from pytest_dispatch.judgement import gate, storage
 from pytest_dispatch.judgement.results import USER_PROPERTY, TestResult, sequential_measurements
-from pytest_dispatch.plugin import options, report
+from pytest_dispatch import options
+from pytest_dispatch.plugin import report
 from pytest_dispatch.plugin.session import GpuSession
 
 

@@ -1,4 +1,4 @@
-"""Command-line options, each with an ini twin (the command line wins)."""
+"""The option table of every surface (pytest flags and ini names, A/B jobs): each option once, with its default."""
 
 from __future__ import annotations
 
