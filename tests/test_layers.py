@@ -56,10 +56,7 @@ SEPARATE = {("pytest_dispatch.plugin", "pytest_dispatch.ab"), ("pytest_dispatch.
 # sys.path, so both sides are measured by the coordinator's version; it uses none of its names.
 ALLOWED = {("pytest_dispatch.ab.worker", "pytest_dispatch.plugin")}
 # Arrows that still run back up, to be removed (docs/architecture.md, "Not there yet").
-KNOWN = {
-    ("pytest_dispatch.measurement.meter", "pytest_dispatch.judgement.paired"),
-    ("pytest_dispatch.measurement.meter", "pytest_dispatch.judgement.status"),
-}
+KNOWN: set[tuple[str, str]] = set()
 
 
 def room_of(module: str) -> tuple[str, int]:

@@ -29,6 +29,7 @@ import numpy as np
 
 from pytest_dispatch import settings
 from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.measurement.meter import per_call_us
 
 ORDERS = settings.PAIR_ORDERS
 _EXACT_MAX_PAIRS = 400  # beyond this the signed-rank null is normal to far better than its use needs
@@ -251,12 +252,6 @@ class Rounds:
 
     def per_call_us(self) -> np.ndarray:
         return per_call_us(self.wall_ns, self.sync_ns, self.per_round)
-
-
-def per_call_us(wall_ns: Sequence[float], sync_ns: Sequence[float], per_round) -> np.ndarray:
-    """Wall µs per call of each round, the median empty sync subtracted (the sequential method)."""
-    sync = float(np.median(sync_ns)) if len(sync_ns) else 0.0
-    return (np.asarray(wall_ns, dtype=float) - sync) / 1000.0 / np.asarray(per_round, dtype=float)
 
 
 TakeRound = Callable[[int], tuple[int, int, int]]  # side (0: A, 1: B) -> (wall_ns, sync_ns, per_round)

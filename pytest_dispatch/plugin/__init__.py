@@ -24,11 +24,11 @@ from pytest_dispatch.plugin.session import GPU_FIXTURES, GpuSession, worker_inde
 if TYPE_CHECKING:
     from pytest_dispatch.judgement import gate
     from pytest_dispatch.judgement.results import TestResult
-    from pytest_dispatch.measurement.meter import DispatchMeter
+    from pytest_dispatch.plugin.fixture import DispatchMeterFixture
 
 GPU_SESSION_KEY = pytest.StashKey[GpuSession]()
 CALL_COUNTS_KEY = pytest.StashKey[recorder.Counts]()
-METER_KEY = pytest.StashKey["DispatchMeter"]()
+METER_KEY = pytest.StashKey["DispatchMeterFixture"]()
 BUDGET_KEY = pytest.StashKey[budget.Budget]()
 TIMING_KEY = pytest.StashKey[dict]()  # the dispatch_timing marker's overrides of the meter's settings
 BASELINE_KEY = pytest.StashKey["gate.Baseline | None"]()
@@ -373,19 +373,20 @@ def gpu_device(request: pytest.FixtureRequest, gpu_adapter):
 
 
 @pytest.fixture
-def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeter:
+def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeterFixture:
     """Counts and measures WebGPU dispatches.
 
     ``with dispatch_meter.count() as c: ...`` counts; ``dispatch_meter.measure(fn)``
-    times by the sequential method; ``dispatch_meter.single_op(fn)`` the naive way.
+    times by the sequential method; ``dispatch_meter.single_op(fn)`` the naive way;
+    ``dispatch_meter.assert_speedup(fast, slow, at_least=1.3)`` asserts a speedup.
     """
-    from pytest_dispatch.measurement.meter import DispatchMeter
+    from pytest_dispatch.plugin.fixture import DispatchMeterFixture
 
     recorder.install("wgpu-native")
     recorder.install_imported()
     round_server = request.config.hook.pytest_dispatch_round_server(config=request.config)
     item_budget = request.node.stash.get(BUDGET_KEY, None)
-    meter = DispatchMeter(
+    meter = DispatchMeterFixture(
         request,
         timestamps_enabled=options.get(request.config, "dispatch_timestamps"),
         round_server=round_server,
