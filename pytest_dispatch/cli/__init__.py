@@ -36,9 +36,6 @@ class InputError(Exception):
     """Bad input: printed as one line, exit 2."""
 
 
-_gpu_of = storage.gpu_of
-
-
 def _runs(document: dict[str, Any]) -> list[dict[str, Any]]:
     """A merged file holds several runs; a plain one is its own single run."""
     return document["pytest_dispatch"].get("runs") or [document]
@@ -68,7 +65,7 @@ def _markdown_table(results: list[TestResult], verdicts: dict[str, gate.TestVerd
 
 def _render_run(run: dict[str, Any], markdown: bool, verdicts=None) -> list[str]:
     results = storage.results_of(run)
-    gpu = _gpu_of(run)
+    gpu = storage.gpu_of(run)
     if markdown:
         title = gpu.describe() if gpu else "unknown GPU"
         return [f"### {title}", ""] + _markdown_table(results, verdicts) + [""]

@@ -78,11 +78,6 @@ class StoredRun:
         return {key: m.median_us for key, m in self.measurements.items()}
 
     @property
-    def dispatches(self) -> dict[str, int]:
-        """Dispatches per call of each sequential measurement, by key."""
-        return {key: m.dispatches for key, m in self.measurements.items()}
-
-    @property
     def short_commit(self) -> str:
         if not self.commit:
             return "no commit"
@@ -203,11 +198,6 @@ def load_runs(
     return sorted(runs, key=StoredRun.order_key)
 
 
-def run_spread(runs: Iterable[StoredRun], key: str) -> np.ndarray:
-    """The medians of ``key`` over ``runs`` (those that measured it), in the runs' order."""
-    return np.array([run.measurements[key].median_us for run in runs if key in run.measurements], dtype=float)
-
-
 # --------------------------------------------------------------------------
 # series and change points
 
@@ -278,12 +268,6 @@ class Series:
     @property
     def medians(self) -> np.ndarray:
         return np.array([run.measurements[self.key].median_us for run in self.runs], dtype=float)
-
-    def since_last_change(self) -> tuple[StoredRun, ...]:
-        """The runs after the newest change point (all of them without one): today's level and spread."""
-        if not self.change_points:
-            return self.runs
-        return self.runs[self.change_points[-1].index:]
 
 
 @dataclasses.dataclass(frozen=True)
