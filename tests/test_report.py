@@ -244,7 +244,7 @@ def test_a_measurement_below_the_sync_noise_says_what_to_do():
     from pytest_dispatch.judgement.results import TestResult
     from pytest_dispatch.measurement import recorder
     from pytest_dispatch.measurement.meter import Measurement
-    from pytest_dispatch.plugin import report
+    from pytest_dispatch.presentation import report
 
     calls = dict.fromkeys(recorder.KINDS, 0) | {"dispatch": 2, "submit": 1, "pass": 1, "encoder": 1}
     noisy = Measurement("tiny", "sequential", 3, 3, 1, calls, {"k": 2}, np.full(3, 5.0),
@@ -268,7 +268,7 @@ def _result(nodeid, names, dispatches=10):
 
 
 def test_the_test_column_takes_the_terminal_width_it_needs(monkeypatch):
-    from pytest_dispatch.plugin import report
+    from pytest_dispatch.presentation import report
 
     results = [_result("t.py::test_fused_plus_is_faster_than_eager", ["Ops.pipeline_submit_each", "Ops.fused"])]
     monkeypatch.setenv("COLUMNS", "200")
@@ -286,7 +286,7 @@ def test_the_test_column_takes_the_terminal_width_it_needs(monkeypatch):
 
 
 def test_names_that_differ_only_in_the_middle_keep_their_start_when_cut(monkeypatch):
-    from pytest_dispatch.plugin import report
+    from pytest_dispatch.presentation import report
 
     results = [_result("t.py::test_fused_is_faster_than_eager", ["Ops.fused", "Ops.eager"]),
                _result("t.py::test_fused_plus_is_faster_than_eager", ["Ops.fused_plus", "Ops.eager"])]
@@ -299,7 +299,7 @@ def test_names_that_differ_only_in_the_middle_keep_their_start_when_cut(monkeypa
 
 
 def test_cut_keeping_end():
-    from pytest_dispatch.plugin.report import cut_keeping_end
+    from pytest_dispatch.presentation.report import cut_keeping_end
 
     assert cut_keeping_end("test_fused_plus_budget", 30) == "test_fused_plus_budget"
     assert cut_keeping_end("test_fused_plus_budget", 10) == "…us_budget"

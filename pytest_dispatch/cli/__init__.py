@@ -27,7 +27,7 @@ from pytest_dispatch import settings
 from pytest_dispatch.judgement import gate, history, storage
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.key import MeasurementKey
-from pytest_dispatch.plugin import report
+from pytest_dispatch.presentation import history as history_view, report
 
 EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -222,9 +222,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.k and not any(h.series for h in histories):
         raise InputError(f"-k {args.k!r} selects no measurement of the saved runs")
     if args.html:
-        from pytest_dispatch.cli import history_html
-
-        storage.write_text_atomically(args.html, history_html.page(histories, change_settings, note,
+        storage.write_text_atomically(args.html, history_view.page(histories, change_settings, note,
                                                                    lambda text: progress.step(text)))
         print(f"history page written to {args.html}")
     if args.json:
@@ -232,9 +230,9 @@ def cmd_history(args: argparse.Namespace) -> int:
 
         print(json.dumps(history.as_json(histories, change_settings, note, lambda text: progress.step(text)), indent=2))
     elif args.markdown:
-        print("\n".join(history.render_markdown(histories, change_settings, note)))
+        print("\n".join(history_view.render_markdown(histories, change_settings, note)))
     elif not args.html:
-        print("\n".join(history.render_text(histories, change_settings, note)))
+        print("\n".join(history_view.render_text(histories, change_settings, note)))
     return EXIT_OK
 
 

@@ -408,7 +408,7 @@ def select_keys(keys: Iterable[str], expression: str | None) -> list[str]:
 
 
 # --------------------------------------------------------------------------
-# names, whole histories, and their text, Markdown and JSON forms
+# names, whole histories, and their JSON form (text, Markdown, HTML: pytest_dispatch.presentation.history)
 
 EMPTY_HINT = ("no saved runs in {root}/: run `pytest --dispatch-save` on each commit (e.g. in CI on main); "
               "every saved run is kept there, one folder per GPU")
@@ -497,56 +497,6 @@ def analyse(
                 progress(f"series {key}")
         histories.append(GpuHistory(found, tuple(runs), tuple(series)))
     return histories, note
-
-
-def _describe_settings(settings: Settings) -> str:
-    return (f"ruptures PELT on log run medians, kept when Mann-Whitney p < {settings.alpha:g} and the change "
-            f">= {100 * settings.threshold:g}%")
-
-
-def render_text(histories: list[GpuHistory], settings: Settings, note: str | None) -> list[str]:
-    """The history as the terminal shows it: changes first, then one line per series."""
-    lines = []
-    for history in histories:
-        commits = len({run.commit for run in history.runs})
-        lines += [f"GPU {history.gpu} [{history.fingerprint}]: {len(history.runs)} runs of {commits} commits",
-                  f"  change points ({_describe_settings(settings)}):" if note is None else f"  {note}"]
-        if note is None:
-            found = [cp for s in history.series for cp in s.change_points]
-            lines += [f"    {cp.summary()}" for cp in found] or ["    none"]
-        changes = [c for s in history.series for c in s.count_changes]
-        lines += ["  count changes (exact):"] + ([f"    {c.summary()}" for c in changes] or ["    none"])
-        lines.append(f"  {'measurement':<60} {'runs':>4} {'first':>9} {'latest':>9} {'min':>9} {'max':>9}  µs/dispatch")
-        for s in history.series:
-            medians = s.medians
-            lines.append(f"  {_shorten(s.key, 60):<60} {len(s.runs):>4} {medians[0]:>9.2f} {medians[-1]:>9.2f} "
-                         f"{medians.min():>9.2f} {medians.max():>9.2f}")
-        lines.append("")
-    return lines
-
-
-def _shorten(text: str, width: int) -> str:
-    return text if len(text) <= width else "…" + text[-(width - 1):]
-
-
-def render_markdown(histories: list[GpuHistory], settings: Settings, note: str | None) -> list[str]:
-    """The history for a CI summary ($GITHUB_STEP_SUMMARY)."""
-    lines = []
-    for history in histories:
-        lines += [f"### History: {history.gpu}", "",
-                  f"{len(history.runs)} runs; change points: {note or _describe_settings(settings)}", ""]
-        rows = [(cp.key, f"{cp.before_us:.2f} → {cp.after_us:.2f} µs/dispatch (×{cp.ratio:.3f}, p={cp.p_value:.2g})",
-                 cp.run) for s in history.series for cp in (s.change_points or ())]
-        rows += [(c.key, f"{c.kind} {c.before} → {c.after} per call", c.run)
-                 for s in history.series for c in s.count_changes]
-        if rows:
-            lines += ["| measurement | change | commit | branch |", "|---|---|---|---|"]
-            lines += [f"| `{key.replace('|', '/')}` | {text} | `{run.short_commit}` | {run.branch or '-'} |"
-                      for key, text, run in rows]
-        else:
-            lines.append("No changes found.")
-        lines.append("")
-    return lines
 
 
 def _run_json(run: StoredRun) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import pytest
 from pytest_dispatch.judgement import gate, storage
 from pytest_dispatch.judgement.results import USER_PROPERTY, TestResult, sequential_measurements
 from pytest_dispatch import options
-from pytest_dispatch.plugin import report
+from pytest_dispatch.presentation import report
 from pytest_dispatch.plugin.session import GpuSession
 
 
@@ -81,7 +81,7 @@ class DispatchReporter:
         document = storage.session_json(self.results, self._gpu_info())
         plot_folder = options.get(self.config, "dispatch_plot")
         if plot_folder:
-            from pytest_dispatch.plugin import plot
+            from pytest_dispatch.presentation import plot
 
             baseline = sequential_measurements(self.baseline.results) if self.baseline else None
             try:
