@@ -299,7 +299,7 @@ def test_names_that_differ_only_in_the_middle_keep_their_start_when_cut(monkeypa
 
 
 def test_cut_keeping_end():
-    from pytest_dispatch.presentation.report import cut_keeping_end
+    from pytest_dispatch.presentation.text import cut_keeping_end
 
     assert cut_keeping_end("test_fused_plus_budget", 30) == "test_fused_plus_budget"
     assert cut_keeping_end("test_fused_plus_budget", 10) == "…us_budget"

@@ -28,6 +28,7 @@ from pytest_dispatch.judgement import gate, history, storage
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.presentation import history as history_view, report
+from pytest_dispatch.presentation.text import markdown_table
 
 EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -49,8 +50,7 @@ def _load(path: str) -> dict[str, Any]:
 
 
 def _markdown_table(results: list[TestResult], verdicts: dict[str, gate.TestVerdicts] | None) -> list[str]:
-    lines = ["| test | dispatches/call | submits/call | wall µs/dispatch (median) | verdict |",
-             "|---|---:|---:|---:|---|"]
+    rows = []
     for result in results:
         verdict = verdicts.get(result.nodeid) if verdicts else None
         for measurement in result.measurements:
@@ -58,9 +58,10 @@ def _markdown_table(results: list[TestResult], verdicts: dict[str, gate.TestVerd
             text = "; ".join(verdict.lines(key)) if verdict else result.budget_verdict
             wall = report.median_text(measurement)
             method = " (single-op)" if measurement.method == "single-op" else ""
-            lines.append(f"| `{result.nodeid}` [{measurement.name}]{method} | {measurement.dispatches} | "
-                         f"{measurement.submits} | {wall} | {text.replace('|', '/')} |")
-    return lines
+            rows.append((f"`{result.nodeid}` [{measurement.name}]{method}", measurement.dispatches,
+                         measurement.submits, wall, text.replace("|", "/")))
+    return markdown_table(("test", "dispatches/call", "submits/call", "wall µs/dispatch (median)", "verdict"), rows,
+                          right=(1, 2, 3))
 
 
 def _render_run(run: dict[str, Any], markdown: bool, verdicts=None) -> list[str]:

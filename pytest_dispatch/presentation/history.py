@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from pytest_dispatch.judgement.history import GpuHistory, Series, Settings
-from pytest_dispatch.presentation.report import cut_keeping_end
+from pytest_dispatch.presentation.text import cut_keeping_end, markdown_table
 
 def describe_settings(settings: Settings) -> str:
     """How change points were found, in one phrase."""
@@ -56,9 +56,9 @@ def render_markdown(histories: list[GpuHistory], settings: Settings, note: str |
         rows += [(c.key, f"{c.kind} {c.before} → {c.after} per call", c.run)
                  for s in history.series for c in s.count_changes]
         if rows:
-            lines += ["| measurement | change | commit | branch |", "|---|---|---|---|"]
-            lines += [f"| `{key.replace('|', '/')}` | {text} | `{run.short_commit}` | {run.branch or '-'} |"
-                      for key, text, run in rows]
+            lines += markdown_table(("measurement", "change", "commit", "branch"),
+                                    ((f"`{key.replace('|', '/')}`", text, f"`{run.short_commit}`", run.branch or "-")
+                                     for key, text, run in rows))
         else:
             lines.append("No changes found.")
         lines.append("")

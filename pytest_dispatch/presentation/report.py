@@ -16,6 +16,7 @@ from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.meter import SINGLE_OP, Measurement
+from pytest_dispatch.presentation.text import cut_keeping_end, cut_keeping_start
 
 if TYPE_CHECKING:
     from pytest_dispatch.judgement.gate import TestVerdicts
@@ -38,21 +39,6 @@ _NUMBERS_WIDTH = sum(width + 1 for _, width in _NUMBER_COLUMNS)
 def terminal_width() -> int:
     """The terminal's columns (``COLUMNS`` wins), at least MIN_WIDTH."""
     return max(shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns, MIN_WIDTH)
-
-
-def cut_keeping_end(text: str, width: int) -> str:
-    """``text`` in ``width`` characters: when it must be cut, its start goes (names
-    share their start, e.g. ``test_fused_``; their end tells them apart)."""
-    if len(text) <= width:
-        return text
-    return "…" + text[len(text) - width + 1:] if width > 1 else "…"
-
-
-def cut_keeping_start(text: str, width: int) -> str:
-    """``text`` in ``width`` characters: when it must be cut, its end goes."""
-    if len(text) <= width:
-        return text
-    return text[:width - 1] + "…" if width > 1 else "…"
 
 
 @dataclasses.dataclass(frozen=True)
