@@ -32,3 +32,17 @@ def test_parse_knows_the_gate_settings_only():
     assert settings.parse("threshold", "3%") == pytest.approx(0.03)
     with pytest.raises(settings.SettingError, match="unknown setting 'floor_us'"):
         settings.parse("floor_us", 0.5)
+
+
+def test_the_ab_command_and_the_pytest_flags_share_the_option_table(capsys):
+    from pytest_dispatch import cli, options
+    from pytest_dispatch.ab import command
+
+    args = cli.build_parser().parse_args(["ab", "--base", "main", "--max-time", "2m", "--pairs", "8", "--cpu", "3,4"])
+    assert (args.max_time, args.pairs, args.cpu, args.sessions) == (120.0, 8, (3, 4), settings.AB_DEFAULTS["sessions"])
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["ab", "--base", "main", "--pairs", "3"])
+    assert "pairs='3' must be at least 6" in capsys.readouterr().err
+    every_ab_setting = [option.flag for option in options.COORDINATOR_OPTIONS if option.command_flag]
+    kept = command.worker_args(["tests", *(f"{flag}=1" for flag in every_ab_setting), "--dispatch-ab-cpu", "3"])
+    assert kept == ["tests"]

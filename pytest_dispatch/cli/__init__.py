@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_dispatch.cli.progress import Progress
-from pytest_dispatch import settings
+from pytest_dispatch import options, settings
 from pytest_dispatch.judgement import gate, history, storage
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.key import MeasurementKey
@@ -293,11 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("baseline", help=names)
     compare.add_argument("current", help=names)
     _add_storage_arguments(compare)
-    compare.add_argument("--alpha", type=settings.flag_type(settings.alpha, "alpha"), default=settings.DEFAULTS["alpha"],
-                         help="false-alarm level of one timing comparison (default 0.01)")
-    compare.add_argument("--threshold", type=settings.flag_type(settings.fraction, "threshold"),
-                         default=settings.DEFAULTS["threshold"],
-                         help="smallest relative change called a change (default 2%%)")
+    options.add_command_argument(compare, "dispatch_alpha")
+    options.add_command_argument(compare, "dispatch_threshold")
     compare.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
     compare.set_defaults(run=cmd_compare)
 
@@ -350,30 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--base", required=True, help="a git ref (checked out for the job) or a folder; "
                                                   "'.' with no --head is the A/A check")
     ab.add_argument("--head", help="the head folder (default: the current folder)")
-    ab.add_argument("--threshold", type=settings.flag_type(settings.fraction, "threshold"),
-                    default=settings.DEFAULTS["threshold"], help="smallest relative change called a change "
-                                                                 "(default 2%%)")
-    ab.add_argument("--alpha", type=settings.flag_type(settings.alpha, "alpha"), default=settings.DEFAULTS["alpha"],
-                    help="false-alarm level of one comparison over all its looks (default 0.01)")
-    ab_defaults = settings.AB_DEFAULTS
-    ab.add_argument("--pairs", type=settings.flag_type(lambda n, v: settings.count(n, v, 6), "pairs"),
-                    default=ab_defaults["pairs"], help="pairs of rounds per measurement in each session "
-                                                       f"(default {ab_defaults['pairs']})")
-    ab.add_argument("--sessions", type=settings.flag_type(lambda n, v: settings.count(n, v, 2), "sessions"),
-                    default=ab_defaults["sessions"],
-                    help="sessions (fresh base and head workers) before the first look, and between looks "
-                         f"(default {ab_defaults['sessions']})")
-    ab.add_argument("--max-sessions", type=settings.flag_type(lambda n, v: settings.count(n, v, 2), "max-sessions"),
-                    default=ab_defaults["max_sessions"], help=f"most sessions (default {ab_defaults['max_sessions']})")
-    ab.add_argument("--max-time", type=settings.flag_type(settings.seconds, "max-time"), default=ab_defaults["max_time"],
-                    help="most seconds of one measurement's pairs in one session "
-                         f"(default {ab_defaults['max_time']:g})")
-    ab.add_argument("--order", choices=settings.PAIR_ORDERS, default=ab_defaults["order"],
-                    help="order of a pair's two rounds")
-    ab.add_argument("--cpu", type=settings.flag_type(settings.cpu, "cpu"), default=ab_defaults["cpu"],
-                    help="CPUs both workers of a session run on: idle (default: the two least busy allowed "
-                         "CPUs at the session's start, or the one quiet CPU), CPU numbers (3 or 3,4), or any "
-                         "(not pinned)")
+    for option in options.ALL_OPTIONS:  # the A/B job's settings, as the pytest flags take them
+        if option.command_flag and option.coordinator:
+            options.add_command_argument(ab, option.name)
     ab.add_argument("--test-timeout", type=settings.flag_type(settings.seconds, "test-timeout"), default=900.0,
                     help="a worker silent this long in a test is hung: killed, restarted, the test failed "
                          "(default 900 s)")
