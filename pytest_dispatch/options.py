@@ -189,6 +189,21 @@ def add_command_argument(parser: argparse.ArgumentParser, name: str, **overrides
     parser.add_argument(flag, **{**kwargs, **overrides})
 
 
-def gate_settings(config: pytest.Config) -> dict[str, float]:
+def _gate_settings(values) -> dict[str, float]:
     """The regression gate's statistics settings (alpha, threshold)."""
-    return {"alpha": get(config, "dispatch_alpha"), "threshold": get(config, "dispatch_threshold")}
+    return {"alpha": values.dispatch_alpha, "threshold": values.dispatch_threshold}
+
+
+Resolved = dataclasses.make_dataclass(
+    "Resolved", [(option.name, Any) for option in ALL_OPTIONS], frozen=True,
+    namespace={"__doc__": "Every option's value for one session, by its ini name (frozen).",
+               "gate_settings": property(_gate_settings)})
+_RESOLVED_KEY = pytest.StashKey[Resolved]()
+
+
+def of(config: pytest.Config) -> Resolved:
+    """The session's options, resolved once (command line, else ini, else default); a bad
+    ini value is a usage error the first time."""
+    if _RESOLVED_KEY not in config.stash:
+        config.stash[_RESOLVED_KEY] = Resolved(**{option.name: get(config, option.name) for option in ALL_OPTIONS})
+    return config.stash[_RESOLVED_KEY]

@@ -46,3 +46,23 @@ def test_the_ab_command_and_the_pytest_flags_share_the_option_table(capsys):
     every_ab_setting = [option.flag for option in options.COORDINATOR_OPTIONS if option.command_flag]
     kept = command.worker_args(["tests", *(f"{flag}=1" for flag in every_ab_setting), "--dispatch-ab-cpu", "3"])
     assert kept == ["tests"]
+
+
+def test_options_are_resolved_once_into_a_frozen_object(pytester):
+    pytester.makeini("[pytest]\ndispatch_ab_pairs = 8\n")
+    pytester.makepyfile(
+        """
+        import dataclasses, pytest
+        from pytest_dispatch import options
+
+        def test_values(request):
+            values = options.of(request.config)
+            assert values is options.of(request.config) and values.dispatch_ab_pairs == 8
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                values.dispatch_ab_pairs = 9
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=1)
+    pytester.makeini("[pytest]\ndispatch_ab_pairs = 3\n")
+    result = pytester.runpytest()  # a bad value stops the session at its start, used or not
+    assert result.ret == 4 and "ini option dispatch_ab_pairs = '3'" in result.stderr.str()

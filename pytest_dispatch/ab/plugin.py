@@ -13,8 +13,9 @@ from pytest_dispatch import options
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    base = options.get(config, "dispatch_ab")
-    if options.get(config, "dispatch_aa"):
+    values = options.of(config)
+    base = values.dispatch_ab
+    if values.dispatch_aa:
         base = base or "."
     if not base:
         return None
@@ -22,15 +23,15 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
     if os.environ.get(coordinator.SIDE_ENV):
         return None
-    head = options.get(config, "dispatch_ab_head")
-    if options.get(config, "dispatch_aa"):
+    head = values.dispatch_ab_head
+    if values.dispatch_aa:
         head = head or base
     job_settings = coordinator.Settings(
-        **options.gate_settings(config), pairs=options.get(config, "dispatch_ab_pairs"),
-        sessions=options.get(config, "dispatch_ab_sessions"),
-        max_sessions=options.get(config, "dispatch_ab_max_sessions"),
-        max_seconds=options.get(config, "dispatch_ab_max_time"), order=options.get(config, "dispatch_ab_order"),
-        cpu=options.get(config, "dispatch_ab_cpu"))
+        **values.gate_settings, pairs=values.dispatch_ab_pairs,
+        sessions=values.dispatch_ab_sessions,
+        max_sessions=values.dispatch_ab_max_sessions,
+        max_seconds=values.dispatch_ab_max_time, order=values.dispatch_ab_order,
+        cpu=values.dispatch_ab_cpu)
     return command.run(base, head, list(config.invocation_params.args), job_settings,
-                       json_path=options.get(config, "dispatch_json"),
-                       markdown_path=options.get(config, "dispatch_markdown"))
+                       json_path=values.dispatch_json,
+                       markdown_path=values.dispatch_markdown)

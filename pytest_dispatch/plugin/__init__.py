@@ -55,19 +55,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", budget.MARKER_HELP)
     config.addinivalue_line("markers", settings.TIMING_MARKER_HELP)
     gpu.ensure_runtime_dir()  # before any wgpu instance, ours or the tests'; xdist workers inherit it
+    values = options.of(config)  # a bad ini value stops the session here
     request = AdapterRequest(
-        impl=options.get(config, "gpu_impl"),
-        backend=options.get(config, "gpu_backend"),
-        adapter=options.get(config, "gpu_adapter"),
+        impl=values.gpu_impl,
+        backend=values.gpu_backend,
+        adapter=values.gpu_adapter,
     )
-    spread = None if options.get(config, "gpu_no_spread") else worker_index(os.environ.get("PYTEST_XDIST_WORKER"))
-    config.stash[GPU_SESSION_KEY] = GpuSession(request, required=options.get(config, "gpu_required"),
+    spread = None if values.gpu_no_spread else worker_index(os.environ.get("PYTEST_XDIST_WORKER"))
+    config.stash[GPU_SESSION_KEY] = GpuSession(request, required=values.gpu_required,
                                                spread_index=spread)
     config.stash[WORKERS_KEY] = {}
-    if options.get(config, "dispatch_compare"):
+    if values.dispatch_compare:
         config.stash[BASELINE_KEY] = _load_baseline(config)
     wants_reporter = any(
-        options.get(config, name)
+        getattr(values, name)
         for name in ("dispatch_report", "dispatch_json", "dispatch_save", "dispatch_compare",
                      "dispatch_accept", "dispatch_plot")
     )
@@ -86,9 +87,9 @@ def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
     gpu_session = config.stash[GPU_SESSION_KEY]
     if gpu_session.unavailable_reason:
         return None  # GPU tests skip; nothing to compare
-    store = storage.BaselineStore(options.get(config, "dispatch_storage"))
+    store = storage.BaselineStore(options.of(config).dispatch_storage)
     try:
-        return gate.find_baseline(store, gpu_session.info.fingerprint, options.get(config, "dispatch_compare"))
+        return gate.find_baseline(store, gpu_session.info.fingerprint, options.of(config).dispatch_compare)
     except storage.BaselineError as error:
         raise pytest.UsageError(f"--dispatch-compare: {error}") from None
 
@@ -165,7 +166,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         collected = {item.nodeid for item in items}
         family = sum(1 for key in sequential_measurements(baseline.results)
                      if MeasurementKey.parse(key).nodeid in collected)
-        config.stash[GATE_KEY] = baseline.gate(options.gate_settings(config), family_size=family)
+        config.stash[GATE_KEY] = baseline.gate(options.of(config).gate_settings, family_size=family)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -248,7 +249,7 @@ def _judge_against_baseline(item: pytest.Item, result: "TestResult", report: pyt
     if test_gate is not None and result.measurements:
         verdicts = test_gate.judge(result, result.gate_overrides)
         failures = verdicts.failure_lines
-        if failures and report.passed and not options.get(item.config, "dispatch_accept"):
+        if failures and report.passed and not options.of(item.config).dispatch_accept:
             report.outcome = "failed"
             report.longrepr = "\n".join(failures)
     if result.measurements or result.budget_lines is not None:
@@ -277,7 +278,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem):
     """With --dispatch-isolate, run each GPU test in a child process."""
-    if not options.get(item.config, "dispatch_isolate"):
+    if not options.of(item.config).dispatch_isolate:
         return None
     from pytest_dispatch.plugin import isolate
 
@@ -384,17 +385,18 @@ def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeterFixture:
 
     recorder.install("wgpu-native")
     recorder.install_imported()
+    values = options.of(request.config)
     round_server = request.config.hook.pytest_dispatch_round_server(config=request.config)
     item_budget = request.node.stash.get(BUDGET_KEY, None)
     meter = DispatchMeterFixture(
         request,
-        timestamps_enabled=options.get(request.config, "dispatch_timestamps"),
+        timestamps_enabled=values.dispatch_timestamps,
         round_server=round_server,
         lock=round_server is None,  # in an A/B job the coordinator takes the turns
         gate_overrides=dict(item_budget.gate) if item_budget is not None else {},
-        **{"min_rounds": options.get(request.config, "dispatch_min_rounds"),
-           "max_time": options.get(request.config, "dispatch_max_time"),
-           "timing": not options.get(request.config, "dispatch_disable_timing"),
+        **{"min_rounds": values.dispatch_min_rounds,
+           "max_time": values.dispatch_max_time,
+           "timing": not values.dispatch_disable_timing,
            **request.node.stash.get(TIMING_KEY, {})},
     )
     request.node.stash[METER_KEY] = meter

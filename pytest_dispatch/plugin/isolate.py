@@ -47,7 +47,7 @@ def _child_command(item: pytest.Item, folder: Path) -> list[str]:
     if config.pluginmanager.get_plugin("dispatch") is None:  # loaded with -p, not by its entry point
         command += ["-p", "pytest_dispatch.plugin"]
     for option in options.ISOLATED_OPTIONS:
-        value = options.get(config, option.name)
+        value = getattr(options.of(config), option.name)
         if value is True:
             command.append(option.flag)
         elif value not in (None, False, ""):

@@ -40,7 +40,7 @@ class DispatchReporter:
         return None if self.gpu_session.unavailable_reason else self.gpu_session.info
 
     def _settings(self) -> dict[str, float]:
-        return options.gate_settings(self.config)
+        return options.of(self.config).gate_settings
 
     def _judge_session(self) -> None:
         """The same judgement as each test's (marker overrides and family included),
@@ -62,9 +62,9 @@ class DispatchReporter:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.results.sort(key=lambda r: r.nodeid)
-        compare_name = options.get(self.config, "dispatch_compare")
+        compare_name = options.of(self.config).dispatch_compare
         if compare_name and self.baseline is None and not self.gpu_session.unavailable_reason:
-            storage_root = options.get(self.config, "dispatch_storage")
+            storage_root = options.of(self.config).dispatch_storage
             self.notes.append(
                 f"dispatch gate: no baseline named {compare_name!r} in {storage_root}/ for any GPU: nothing "
                 "was compared (budgets were still checked); save one with --dispatch-save"
@@ -74,12 +74,12 @@ class DispatchReporter:
         if self.baseline is not None:
             self._judge_session()
             if self.late_regressions and session.exitstatus == pytest.ExitCode.OK \
-                    and not options.get(self.config, "dispatch_accept"):
+                    and not options.of(self.config).dispatch_accept:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if not self.results:
             return
         document = storage.session_json(self.results, self._gpu_info())
-        plot_folder = options.get(self.config, "dispatch_plot")
+        plot_folder = options.of(self.config).dispatch_plot
         if plot_folder:
             from pytest_dispatch.presentation import plot
 
@@ -89,19 +89,19 @@ class DispatchReporter:
                 self.saved.append(f"{plot_folder}/ ({len(charts)} SVG charts)")
             except RuntimeError as error:
                 self.notes.append(f"dispatch plot: {error}")
-        path = options.get(self.config, "dispatch_json")
+        path = options.of(self.config).dispatch_json
         if path:
             self.saved.append(str(storage.write_json_atomically(path, document)))
-        save_name = options.get(self.config, "dispatch_save")
-        if options.get(self.config, "dispatch_accept"):
+        save_name = options.of(self.config).dispatch_save
+        if options.of(self.config).dispatch_accept:
             save_name = compare_name if compare_name and compare_name != "latest" else "accepted"
         if save_name:
-            store = storage.BaselineStore(options.get(self.config, "dispatch_storage"))
+            store = storage.BaselineStore(options.of(self.config).dispatch_storage)
             self.saved.append(str(store.save(document, save_name)))
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         write = terminalreporter.write_line
-        if options.get(self.config, "dispatch_report"):
+        if options.of(self.config).dispatch_report:
             terminalreporter.section("dispatch report")
             if not self.results:
                 write("no measured or budgeted tests")
