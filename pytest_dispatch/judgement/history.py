@@ -39,9 +39,9 @@ class RunMeasurement:
     """One sequential measurement of one stored run."""
 
     key: str  # str(MeasurementKey)
-    median_us: float  # median wall µs per dispatch (sync subtracted)
+    median_us_per_dispatch: float  # median wall µs per dispatch (sync subtracted)
     median_us_per_call: float  # the same per call of the measured function (what the gate judges)
-    samples_us: tuple[float, ...]  # wall µs per dispatch, one per round
+    samples_us_per_dispatch: tuple[float, ...]  # wall µs per dispatch, one per round
     rounds: int
     per_round: int
     sync_us: float  # median cost of the empty sync subtracted from each round
@@ -54,7 +54,7 @@ class RunMeasurement:
 
     def interval(self) -> tuple[float, float]:
         """95% bootstrap interval of the median (``stats.median_ci``), computed once per sample set."""
-        return _median_interval(self.samples_us)
+        return _median_interval(self.samples_us_per_dispatch)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +75,7 @@ class StoredRun:
     @property
     def medians(self) -> dict[str, float]:
         """Median wall µs per dispatch of each sequential measurement, by key (``str(MeasurementKey)``)."""
-        return {key: m.median_us for key, m in self.measurements.items()}
+        return {key: m.median_us_per_dispatch for key, m in self.measurements.items()}
 
     @property
     def short_commit(self) -> str:
@@ -112,9 +112,9 @@ def _summarise(key: str, measurement) -> RunMeasurement:
     samples = np.asarray(measurement.wall_us_per_dispatch, dtype=float)
     return RunMeasurement(
         key=key,
-        median_us=float(np.median(samples)),
+        median_us_per_dispatch=float(np.median(samples)),
         median_us_per_call=measurement.median_us_per_call,
-        samples_us=tuple(samples.tolist()),
+        samples_us_per_dispatch=tuple(samples.tolist()),
         rounds=int(samples.size),
         per_round=int(measurement.per_round),
         sync_us=measurement.sync_median_us,
@@ -267,7 +267,7 @@ class Series:
 
     @property
     def medians(self) -> np.ndarray:
-        return np.array([run.measurements[self.key].median_us for run in self.runs], dtype=float)
+        return np.array([run.measurements[self.key].median_us_per_dispatch for run in self.runs], dtype=float)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -372,7 +372,7 @@ def series_of(runs: list[StoredRun], key: str, settings: Settings = Settings(),
 
     With ``find_changes`` and no ruptures, ``ChangePointsUnavailable`` says how to install it."""
     measured = [run for run in runs if key in run.measurements]
-    values = [run.measurements[key].median_us for run in measured]
+    values = [run.measurements[key].median_us_per_dispatch for run in measured]
     change_points = None
     if find_changes:
         # runs of one commit measured the same code; a run outside git, or of a dirty tree, stands alone
@@ -516,7 +516,8 @@ def as_json(histories: list[GpuHistory], settings: Settings, note: str | None,
             points = []
             for run in s.runs:
                 m = run.measurements[s.key]
-                points.append({"run": index_of[run.path], "median_us": m.median_us, "interval_us": list(m.interval()),
+                points.append({"run": index_of[run.path], "median_us": m.median_us_per_dispatch,
+                               "interval_us": list(m.interval()),
                                "rounds": m.rounds, "sync_us": m.sync_us, "counts": dict(m.counts)})
             series.append({
                 "key": s.key,

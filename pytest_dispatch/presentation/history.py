@@ -100,8 +100,8 @@ def _chart(series: Series, chart_id: str) -> str:
     n = len(runs)
     points = [run.measurements[series.key] for run in runs]
     intervals = [p.interval() for p in points]
-    low = min(min(lo for lo, _ in intervals), min(p.median_us for p in points))
-    high = max(max(hi for _, hi in intervals), max(p.median_us for p in points))
+    low = min(min(lo for lo, _ in intervals), min(p.median_us_per_dispatch for p in points))
+    high = max(max(hi for _, hi in intervals), max(p.median_us_per_dispatch for p in points))
     pad = (high - low) * 0.08 or abs(high) * 0.05 or 1.0
     y_low, y_high = max(low - pad, 0.0), high + pad
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -164,12 +164,13 @@ def _chart(series: Series, chart_id: str) -> str:
     for index, (run, point, (lo, hi)) in enumerate(zip(runs, points, intervals)):
         x = x_of(index)
         tip = (f"{run.short_commit} ({run.branch or 'no branch'}), saved {run.time:%Y-%m-%d %H:%M} UTC, "
-               f"{run.name}: {point.median_us:.3f} µs/dispatch [{lo:.3f}-{hi:.3f}], {point.rounds} rounds, "
+               f"{run.name}: {point.median_us_per_dispatch:.3f} µs/dispatch [{lo:.3f}-{hi:.3f}], "
+               f"{point.rounds} rounds, "
                f"sync {point.sync_us:.0f} µs, {point.dispatches} dispatches/call")
         parts.append(f'<line class="interval" x1="{x:.1f}" x2="{x:.1f}" y1="{y_of(lo):.1f}" y2="{y_of(hi):.1f}" '
                      f'stroke="{POINT_COLOUR}"/>'
                      f'<circle class="run" data-commit="{_attr(run.commit or "")}" cx="{x:.1f}" '
-                     f'cy="{y_of(point.median_us):.1f}" r="3.5" fill="{POINT_COLOUR}"><title>{escape(tip)}</title>'
+                     f'cy="{y_of(point.median_us_per_dispatch):.1f}" r="3.5" fill="{POINT_COLOUR}"><title>{escape(tip)}</title>'
                      '</circle>')
     parts.append("</svg>")
     return "".join(parts)
