@@ -85,7 +85,7 @@ def test_corrupt_hostile_and_foreign_files_are_skipped_with_one_warning_each(tmp
 
 def test_empty_or_missing_storage_has_no_runs(tmp_path):
     assert history.load_runs(tmp_path / "nowhere", GPU.fingerprint) == []
-    assert history.fingerprints(tmp_path / "nowhere") == []
+    assert storage.BaselineStore(tmp_path / "nowhere").fingerprints() == []
 
 
 def test_single_op_measurements_are_not_in_the_series(tmp_path):
@@ -266,7 +266,7 @@ def test_list_and_prune(tmp_path, capsys):
     assert "6 saved run(s)" in out and sum("04cccccccc" in line for line in out.splitlines()) == 2
     assert cli.main(["prune", "--keep", "2", "--dry-run", "--storage", str(tmp_path)]) == 0
     assert "would remove 4" in capsys.readouterr().out
-    assert len(history.run_files(tmp_path, GPU.fingerprint)) == 6
+    assert len(storage.BaselineStore(tmp_path).run_files(GPU.fingerprint)) == 6
     assert cli.main(["prune", "--keep", "2", "--storage", str(tmp_path)]) == 0
     kept = history.load_runs(tmp_path, GPU.fingerprint)
     assert [run.commit for run in kept] == [commit_of(4)] * 2  # the newest saved, not the newest commit

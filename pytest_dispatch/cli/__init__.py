@@ -199,7 +199,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     if args.keep < 1:
         raise InputError("--keep takes a count of at least 1")
     for fingerprint in _fingerprints(args):
-        files = sorted(history.run_files(args.storage, fingerprint), key=lambda f: f.name)
+        files = sorted(storage.BaselineStore(args.storage).run_files(fingerprint), key=lambda f: f.name)
         stale = files[:-args.keep]
         for path in stale:
             if not args.dry_run:

@@ -158,22 +158,6 @@ def read_run(path: str | os.PathLike, fingerprint: str | None = None) -> StoredR
     )
 
 
-def run_files(storage_root: str | os.PathLike, fingerprint: str) -> list[Path]:
-    """The saved-run files of one fingerprint (any name), unordered."""
-    folder = Path(storage_root) / fingerprint
-    if not folder.is_dir():
-        return []
-    return [f for f in folder.glob("*.json") if not f.name.startswith(".")]
-
-
-def fingerprints(storage_root: str | os.PathLike) -> list[str]:
-    """The GPU fingerprints that have a folder in the storage, sorted."""
-    root = Path(storage_root)
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-
-
 def load_runs(
     storage_root: str | os.PathLike,
     fingerprint: str,
@@ -184,7 +168,7 @@ def load_runs(
     A corrupt, hostile or foreign file is skipped with one ``SkippedRunWarning`` naming it;
     ``progress(done, total)`` is called after each file.
     """
-    files = sorted(run_files(storage_root, fingerprint))
+    files = sorted(storage.BaselineStore(storage_root).run_files(fingerprint))
     runs = []
     for done, path in enumerate(files, 1):
         try:
@@ -416,7 +400,7 @@ EMPTY_HINT = ("no saved runs in {root}/: run `pytest --dispatch-save` on each co
 
 def match_fingerprint(storage_root: str | os.PathLike, wanted: str | None) -> list[str]:
     """The stored fingerprints containing ``wanted`` (all when None); ValueError when none does."""
-    found = fingerprints(storage_root)
+    found = storage.BaselineStore(storage_root).fingerprints()
     if not wanted:
         return found
     matching = [fp for fp in found if wanted.lower() in fp.lower()]
