@@ -66,3 +66,10 @@ def test_options_are_resolved_once_into_a_frozen_object(pytester):
     pytester.makeini("[pytest]\ndispatch_ab_pairs = 3\n")
     result = pytester.runpytest()  # a bad value stops the session at its start, used or not
     assert result.ret == 4 and "ini option dispatch_ab_pairs = '3'" in result.stderr.str()
+
+
+def test_an_ab_job_without_the_ab_plugin_is_a_usage_error_not_a_plain_run(pytester):
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest("-p", "no:dispatch_ab", "--dispatch-ab=main")
+    assert result.ret == 4 and "the A/B plugin (pytest_dispatch.ab.plugin) is not loaded" in result.stderr.str()
+    result.stdout.no_fnmatch_line("*1 passed*")

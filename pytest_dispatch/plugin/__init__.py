@@ -56,6 +56,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", settings.TIMING_MARKER_HELP)
     gpu.ensure_runtime_dir()  # before any wgpu instance, ours or the tests'; xdist workers inherit it
     values = options.of(config)  # a bad ini value stops the session here
+    if (values.dispatch_ab or values.dispatch_aa) and not any(
+            config.pluginmanager.has_plugin(name) for name in ("dispatch_ab", "pytest_dispatch.ab.plugin")):
+        raise pytest.UsageError("--dispatch-ab/--dispatch-aa: the A/B plugin (pytest_dispatch.ab.plugin) is not "
+                                "loaded; reinstall pytest-dispatch (pip install -e .) or add "
+                                "-p pytest_dispatch.ab.plugin")
     request = AdapterRequest(
         impl=values.gpu_impl,
         backend=values.gpu_backend,
