@@ -28,7 +28,7 @@ FIXTURES = ("gpu_adapter", "gpu_device", "gpu_info", "dispatch_meter")
 # name in docs -> (module, attribute); all but Speedup are in pytest_dispatch.__all__
 CLASSES = {"Measurement": ("pytest_dispatch", "Measurement"), "Counts": ("pytest_dispatch", "Counts"),
            "DispatchMeter": ("pytest_dispatch", "DispatchMeter"),
-           "Speedup": ("pytest_dispatch.measurement.meter", "Speedup"), "GpuInfo": ("pytest_dispatch", "GpuInfo"),
+           "Speedup": ("pytest_dispatch.judgement.speedup", "Speedup"), "GpuInfo": ("pytest_dispatch", "GpuInfo"),
            "InstructionCount": ("pytest_dispatch.measurement.instructions", "InstructionCount")}
 FUNCTIONS = ("count_dispatches", "exact")
 
@@ -129,7 +129,8 @@ def _fixture_sections() -> list[str]:
 
 
 def _marker_sections() -> list[str]:
-    from pytest_dispatch.judgement import budget, settings
+    from pytest_dispatch import settings
+    from pytest_dispatch.judgement import budget
 
     lines = ["## Markers", ""]
     details = {budget.MARKER: _doc(budget, "pytest_dispatch.judgement.budget").split("\n\n", 1)[1]}

@@ -87,7 +87,7 @@ def write_history_page(storage_root: Path, page: Path) -> Path:
 
 def write_plot(folder: Path) -> Path:
     """One --dispatch-plot chart: a measurement against its baseline."""
-    from pytest_dispatch.plugin import plot
+    from pytest_dispatch.presentation import plot
 
     current = _measurement("ReferenceModel.decode_step", 564, 52.0, 1)
     baseline = _measurement("ReferenceModel.decode_step", 564, 40.0, 2)

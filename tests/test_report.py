@@ -250,7 +250,7 @@ def test_a_measurement_below_the_sync_noise_says_what_to_do():
     from pytest_dispatch.judgement.results import TestResult
     from pytest_dispatch.measurement import recorder
     from pytest_dispatch.measurement.meter import Measurement
-    from pytest_dispatch.plugin import report
+    from pytest_dispatch.presentation import report
 
     calls = dict.fromkeys(recorder.KINDS, 0) | {"dispatch": 2, "submit": 1, "pass": 1, "encoder": 1}
     noisy = Measurement("tiny", "sequential", 3, 3, 1, calls, {"k": 2}, np.full(3, 5.0),
@@ -289,7 +289,7 @@ def _rows(lines):
 
 
 def test_at_200_columns_each_row_has_its_full_node_id_and_no_key_list():
-    from pytest_dispatch.plugin import report
+    from pytest_dispatch.presentation import report
 
     results = [_result(nodeid, names) for nodeid, names in ROWS_OF_THE_ISSUE]
     lines = report.render(results, None, "adapter: test", width=200)
@@ -302,7 +302,7 @@ def test_at_200_columns_each_row_has_its_full_node_id_and_no_key_list():
 
 
 def test_at_80_columns_rows_are_unique_numbered_abbreviations_and_the_full_ids_follow_once():
-    from pytest_dispatch.plugin import report
+    from pytest_dispatch.presentation import report
 
     results = [_result(nodeid, names) for nodeid, names in ROWS_OF_THE_ISSUE]
     lines = report.render(results, None, "adapter: test", width=80)
@@ -323,7 +323,7 @@ def test_at_80_columns_rows_are_unique_numbered_abbreviations_and_the_full_ids_f
 
 
 def test_cut_in_the_middle_keeps_both_ends():
-    from pytest_dispatch.plugin.report import cut_in_the_middle
+    from pytest_dispatch.presentation.text import cut_in_the_middle
 
     assert cut_in_the_middle("test_fused_plus_budget", 30) == "test_fused_plus_budget"
     assert cut_in_the_middle("test_fused_plus_budget", 11) == "test_…udget"

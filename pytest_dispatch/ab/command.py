@@ -7,30 +7,23 @@ import subprocess
 from pathlib import Path
 from typing import Callable, Sequence
 
+from pytest_dispatch import options
 from pytest_dispatch.ab import coordinator, trees, verdicts
 from pytest_dispatch.judgement import storage
-from pytest_dispatch.judgement.settings import SettingError
-
-# Options of the coordinator, not of the workers: dropped from the pytest arguments a worker gets.
-_COORDINATOR_FLAGS = ("--dispatch-ab", "--dispatch-ab-head", "--dispatch-ab-pairs", "--dispatch-ab-sessions",
-                      "--dispatch-ab-max-sessions", "--dispatch-ab-max-time",
-                      "--dispatch-ab-order", "--dispatch-aa", "--dispatch-report", "--dispatch-json",
-                      "--dispatch-markdown", "--dispatch-save", "--dispatch-compare", "--dispatch-accept",
-                      "--dispatch-plot", "--dispatch-isolate", "--dispatch-alpha", "--dispatch-threshold")
-_BARE = ("--dispatch-aa", "--dispatch-report", "--dispatch-accept", "--dispatch-isolate",
-         "--dispatch-save", "--dispatch-compare")  # no separate value (save/compare take one only after '=')
-
+from pytest_dispatch.settings import SettingError
 
 def worker_args(args: Sequence[str]) -> list[str]:
-    """The pytest arguments for the workers: the user's, without the coordinator's options."""
+    """The pytest arguments for the workers: the user's, without the coordinator's options
+    (those the option table marks ``coordinator``)."""
+    coordinator_options = {option.flag: option for option in options.COORDINATOR_OPTIONS}
     kept, skip = [], False
     for arg in args:
         if skip:
             skip = False
             continue
         flag = arg.split("=", 1)[0]
-        if flag in _COORDINATOR_FLAGS:
-            skip = "=" not in arg and flag not in _BARE
+        if flag in coordinator_options:
+            skip = "=" not in arg and not coordinator_options[flag].bare
             continue
         kept.append(arg)
     return kept

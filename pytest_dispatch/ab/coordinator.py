@@ -20,7 +20,8 @@ from typing import Any, Callable, Sequence
 from pytest_dispatch.ab import verdicts, worker
 from pytest_dispatch.ab.channel import Channel, ChannelClosed
 from pytest_dispatch.ab.trees import source_roots
-from pytest_dispatch.judgement import paired, settings as gate_settings
+from pytest_dispatch import settings as gate_settings
+from pytest_dispatch.judgement import paired
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement import cpus
@@ -41,7 +42,7 @@ class JobError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """How an A/B job decides; every value is validated by pytest_dispatch.judgement.settings."""
+    """How an A/B job decides; every value is validated by pytest_dispatch.settings."""
 
     threshold: float = gate_settings.DEFAULTS["threshold"]
     alpha: float = gate_settings.DEFAULTS["alpha"]

@@ -17,7 +17,7 @@ import dataclasses
 import math
 from typing import Any, Iterable, Mapping
 
-from pytest_dispatch.judgement import settings
+from pytest_dispatch import settings
 from pytest_dispatch.measurement.recorder import COUNT_KINDS
 
 MARKER = "dispatch_budget"

@@ -305,9 +305,21 @@ class BaselineStore:
         """Files of this fingerprint (None: every one) with this name ("latest": any), oldest first."""
         return self._files(fingerprint, name)
 
+    def fingerprints(self) -> list[str]:
+        """The GPU fingerprints that have a folder in the storage, sorted."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def run_files(self, fingerprint: str) -> list[Path]:
+        """The saved-run files of one fingerprint (any name), unordered."""
+        folder = self.root / fingerprint
+        if not folder.is_dir():
+            return []
+        return [f for f in folder.glob("*.json") if not f.name.startswith(".")]
+
     def _files(self, fingerprint: str | None, name: str) -> list[Path]:
-        folders = [self.root / fingerprint] if fingerprint else [p for p in self.root.glob("*") if p.is_dir()]
-        files = [f for folder in folders for f in folder.glob("*.json") if not f.name.startswith(".")]
+        files = [f for found in ([fingerprint] if fingerprint else self.fingerprints()) for f in self.run_files(found)]
         if name != "latest":
             files = [f for f in files if self.name_of(f) == self.safe_name(name)]
         return sorted(files, key=lambda f: f.name.split("_", 1)[0])

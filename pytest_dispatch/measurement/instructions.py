@@ -38,14 +38,16 @@ HELPER_SOURCE = Path(__file__).with_name("callgrind_helper.c")
 # moves the initial stack, and with it the instructions of code that does not change.
 ENVIRONMENT_BYTES = 32768
 # Variables that change what the interpreter does, set or removed the same way for every session.
-# glibc's malloc moves its mmap threshold and trims its heap as a process's history dictates:
-# on lavapipe that moved a window's count 0.5% from one process to the next; fixed thresholds
-# leave it to the rest (docs/RESULTS.md).
+# glibc's malloc moves its mmap threshold and trims its heap as a process's history dictates,
+# and its per-thread caches and fast bins make an allocation's path depend on what the
+# driver's threads freed: on lavapipe that moved a window's count 0.5% from one process to
+# the next.  Fixed thresholds, no caches and no fast bins: one path for every allocation
+# (it counts ~3% more in malloc than the default; docs/RESULTS.md).
 FIXED_VARIABLES = {
     "PYTHONHASHSEED": "0",
     "PYTHONMALLOC": "pymalloc",
     "GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=4194304:glibc.malloc.trim_threshold=1073741824:"
-                      "glibc.malloc.top_pad=268435456",
+                      "glibc.malloc.top_pad=268435456:glibc.malloc.mxfast=0:glibc.malloc.tcache_count=0",
 }
 REMOVED_VARIABLES = ("PYTHONPERFSUPPORT", "PYTHON_PERF_JIT_SUPPORT", "PYTHONTRACEMALLOC", "PYTHONDEVMODE",
                      "PYTHONPROFILEIMPORTTIME", "PYTHONASYNCIODEBUG", "PYTHONMALLOCSTATS", "PYTHONBREAKPOINT")

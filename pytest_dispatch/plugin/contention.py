@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_dispatch.measurement import cpus
+from pytest_dispatch.presentation.report import DOUBT_MARK
 
-DOUBT_MARK = "~"  # before a doubtful timing cell in the report
 
 
 def xdist_workers(config: pytest.Config) -> int:

@@ -1,6 +1,6 @@
-"""``pytest-dispatch history --html``: one self-contained page (inline SVG, no script, no network).
+"""``pytest-dispatch history``'s text, Markdown and HTML forms.
 
-At the top, the changes found (change points and count changes); then one chart per measurement:
+The HTML page is self-contained (inline SVG, no script, no network). At the top, the changes found (change points and count changes); then one chart per measurement:
 each run's median wall µs per dispatch with its 95% interval, in commit order; each change point
 as a dashed line with the level before and after; dispatches per call as a step line in a strip
 of its own below; axis titles and a legend.  The markup is well-formed XML, so tests parse it, and
@@ -16,8 +16,55 @@ from typing import Callable
 
 import numpy as np
 
-from pytest_dispatch.judgement import history
 from pytest_dispatch.judgement.history import GpuHistory, Series, Settings
+from pytest_dispatch.presentation.text import cut_keeping_end, markdown_table
+
+def describe_settings(settings: Settings) -> str:
+    """How change points were found, in one phrase."""
+    return (f"ruptures PELT on log run medians, kept when Mann-Whitney p < {settings.alpha:g} and the change "
+            f">= {100 * settings.threshold:g}%")
+
+
+def render_text(histories: list[GpuHistory], settings: Settings, note: str | None) -> list[str]:
+    """The history as the terminal shows it: changes first, then one line per series."""
+    lines = []
+    for history in histories:
+        commits = len({run.commit for run in history.runs})
+        lines += [f"GPU {history.gpu} [{history.fingerprint}]: {len(history.runs)} runs of {commits} commits",
+                  f"  change points ({describe_settings(settings)}):" if note is None else f"  {note}"]
+        if note is None:
+            found = [cp for s in history.series for cp in s.change_points]
+            lines += [f"    {cp.summary()}" for cp in found] or ["    none"]
+        changes = [c for s in history.series for c in s.count_changes]
+        lines += ["  count changes (exact):"] + ([f"    {c.summary()}" for c in changes] or ["    none"])
+        lines.append(f"  {'measurement':<60} {'runs':>4} {'first':>9} {'latest':>9} {'min':>9} {'max':>9}  µs/dispatch")
+        for s in history.series:
+            medians = s.medians
+            lines.append(f"  {cut_keeping_end(s.key, 60):<60} {len(s.runs):>4} {medians[0]:>9.2f} {medians[-1]:>9.2f} "
+                         f"{medians.min():>9.2f} {medians.max():>9.2f}")
+        lines.append("")
+    return lines
+
+
+def render_markdown(histories: list[GpuHistory], settings: Settings, note: str | None) -> list[str]:
+    """The history for a CI summary ($GITHUB_STEP_SUMMARY)."""
+    lines = []
+    for history in histories:
+        lines += [f"### History: {history.gpu}", "",
+                  f"{len(history.runs)} runs; change points: {note or describe_settings(settings)}", ""]
+        rows = [(cp.key, f"{cp.before_us:.2f} → {cp.after_us:.2f} µs/dispatch (×{cp.ratio:.3f}, p={cp.p_value:.2g})",
+                 cp.run) for s in history.series for cp in (s.change_points or ())]
+        rows += [(c.key, f"{c.kind} {c.before} → {c.after} per call", c.run)
+                 for s in history.series for c in s.count_changes]
+        if rows:
+            lines += markdown_table(("measurement", "change", "commit", "branch"),
+                                    ((f"`{key.replace('|', '/')}`", text, f"`{run.short_commit}`", run.branch or "-")
+                                     for key, text, run in rows))
+        else:
+            lines.append("No changes found.")
+        lines.append("")
+    return lines
+
 
 # The chart: the µs plot, below it a strip of its own for dispatches per call (so the count's step
 # line never lies on a µs level and reads as a gridline), the commit labels, the axis title, a legend.
@@ -66,8 +113,8 @@ def _chart(series: Series, chart_id: str) -> str:
     n = len(runs)
     points = [run.measurements[series.key] for run in runs]
     intervals = [p.interval() for p in points]
-    low = min(min(lo for lo, _ in intervals), min(p.median_us for p in points))
-    high = max(max(hi for _, hi in intervals), max(p.median_us for p in points))
+    low = min(min(lo for lo, _ in intervals), min(p.median_us_per_dispatch for p in points))
+    high = max(max(hi for _, hi in intervals), max(p.median_us_per_dispatch for p in points))
     pad = (high - low) * 0.08 or abs(high) * 0.05 or 1.0
     y_low, y_high = max(low - pad, 0.0), high + pad
     plot_w, plot_h = WIDTH - LEFT - RIGHT, PLOT_HEIGHT
@@ -142,12 +189,13 @@ def _chart(series: Series, chart_id: str) -> str:
     for index, (run, point, (lo, hi)) in enumerate(zip(runs, points, intervals)):
         x = x_of(index)
         tip = (f"{run.short_commit} ({run.branch or 'no branch'}), saved {run.time:%Y-%m-%d %H:%M} UTC, "
-               f"{run.name}: {point.median_us:.3f} µs/dispatch [{lo:.3f}-{hi:.3f}], {point.rounds} rounds, "
+               f"{run.name}: {point.median_us_per_dispatch:.3f} µs/dispatch [{lo:.3f}-{hi:.3f}], "
+               f"{point.rounds} rounds, "
                f"sync {point.sync_us:.0f} µs, {point.dispatches} dispatches/call")
         parts.append(f'<line class="interval" x1="{x:.1f}" x2="{x:.1f}" y1="{y_of(lo):.1f}" y2="{y_of(hi):.1f}" '
                      f'stroke="{POINT_COLOUR}"/>'
                      f'<circle class="run" data-commit="{_attr(run.commit or "")}" cx="{x:.1f}" '
-                     f'cy="{y_of(point.median_us):.1f}" r="3.5" fill="{POINT_COLOUR}"><title>{escape(tip)}</title>'
+                     f'cy="{y_of(point.median_us_per_dispatch):.1f}" r="3.5" fill="{POINT_COLOUR}"><title>{escape(tip)}</title>'
                      '</circle>')
     parts.append(_legend(HEIGHT - 14))
     parts.append("</svg>")
@@ -199,7 +247,7 @@ def page(histories: list[GpuHistory], settings: Settings, note: str | None,
     """The whole page as a string."""
     made = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = [f"<h1>pytest-dispatch history</h1><p>Made {made}. Change points: "
-            f"{escape(note or history._describe_settings(settings))}.</p>"]
+            f"{escape(note or describe_settings(settings))}.</p>"]
     if note:
         body.append(f'<p class="note">{escape(note)}</p>')
     for g, gpu_history in enumerate(histories):

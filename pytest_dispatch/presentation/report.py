@@ -15,7 +15,9 @@ from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.meter import SINGLE_OP, Measurement
-from pytest_dispatch.plugin.contention import DOUBT_MARK
+from pytest_dispatch.presentation.text import cut_in_the_middle, cut_keeping_end, cut_keeping_start
+
+DOUBT_MARK = "~"  # before a doubtful timing cell
 
 if TYPE_CHECKING:
     from pytest_dispatch.judgement.gate import TestVerdicts
@@ -68,25 +70,6 @@ _COUNTED_COMPACT_COLUMNS = (
 def terminal_width() -> int:
     """The terminal's columns (``COLUMNS`` wins), at least MIN_WIDTH."""
     return max(shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns, MIN_WIDTH)
-
-
-def cut_keeping_end(text: str, width: int) -> str:
-    """``text`` in ``width`` characters: when it must be cut, its start goes."""
-    if len(text) <= width:
-        return text
-    return "…" + text[len(text) - width + 1:] if width > 1 else "…"
-
-
-def cut_in_the_middle(text: str, width: int) -> str:
-    """``text`` in ``width`` characters: when it must be cut, its middle goes, so that the start
-    (which test: ``test_fused_plus_``) and the end (``_than_eager``) both stay."""
-    if len(text) <= width:
-        return text
-    if width <= 1:
-        return "…"[:width]
-    head = width // 2
-    tail = width - 1 - head
-    return text[:head] + "…" + (text[len(text) - tail:] if tail else "")
 
 
 @dataclasses.dataclass(frozen=True)
