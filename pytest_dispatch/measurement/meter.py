@@ -381,9 +381,10 @@ class DispatchMeter:
                 for _ in range(CHECK_ROUNDS):
                     sampler.check_round(sync)
             if self.counter is not None:
+                retire = instructions.retire_all(device)
                 for sampler in samplers:
                     if sampler.method == SEQUENTIAL:
-                        sampler.count_instructions(self.counter, sync)
+                        sampler.count_instructions(self.counter, sync, retire)
         measurements = [sampler.measurement(warmup) for sampler in samplers]
         self.measurements.extend(measurements)
         return measurements
@@ -475,13 +476,16 @@ class _Sampler:
         if self.stamper is not None:
             self.gpu.append(self.stamper.read_total_us())
 
-    def count_instructions(self, counter: instructions.Counter, sync: Callable[[], None]) -> None:
-        """Counted mode: one call counted to size the windows, then windows of K and 2K calls."""
+    def count_instructions(self, counter: instructions.Counter, sync: Callable[[], None],
+                           retire: Callable[[], None]) -> None:
+        """Counted mode: one call counted to size the windows, then windows of K and 2K calls,
+        each ending with ``retire()`` (instructions.retire_all)."""
         __tracebackhide__ = True
 
         def run(calls: int) -> None:
             for _ in range(calls):
                 self.fn(*self.args, **self.kwargs)
+            retire()
 
         with recorder.quiet():  # the recorder's wrappers are not the code measured
             (probe,) = counter.count(run, [1], sync)
