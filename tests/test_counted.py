@@ -61,3 +61,18 @@ def test_a_counted_session_saves_and_fails_a_host_side_regression(pytester, monk
     compared.stdout.fnmatch_lines(["*single_pass instructions_per_call regressed: * -> * host instructions per call "
                                    "(x1.*; counted, tolerance 0.5%)*",
                                    "*dispatch gate vs * (counted): *1 instructions regressed*"])
+
+
+def test_a_counted_ab_job_compares_the_two_trees_exactly(pytester, monkeypatch):
+    monkeypatch.delenv(instructions.COUNTED_ENV, raising=False)
+    monkeypatch.delenv("EXTRA_WORK", raising=False)
+    base, head = pytester.mkdir("base"), pytester.mkdir("head")
+    (base / "test_counted_addone.py").write_text(TEST_FILE)
+    (head / "test_counted_addone.py").write_text(TEST_FILE.replace('os.environ.get("EXTRA_WORK", "0")', '"2000"'))
+    result = pytester.runpytest_subprocess(f"--dispatch-ab={base}", f"--dispatch-ab-head={head}",
+                                           "--dispatch-instructions", "test_counted_addone.py", timeout=600)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["A/B (counted): base folder */base, head */head*: both sides under callgrind",
+                                 "*test_counted_addone.py::test_single_pass: single_pass instructions_per_call "
+                                 "regressed: * -> * host instructions per call (x1.*",
+                                 "A/B (counted): 1 regressed (host instructions per call, tolerance 0.5%)"])

@@ -149,6 +149,9 @@ def test_a_window_holds_enough_instructions_and_submits():
     heavy = instructions.WINDOW_INSTRUCTIONS * 10
     assert instructions.window_calls(heavy, 1) == instructions.WINDOW_SUBMITS
     assert instructions.window_calls(heavy, instructions.WINDOW_SUBMITS * 2) == 1
+    # a decode step that may be called 10 more times (rounds=5, per_round=2): 1 + 7K <= 10
+    assert instructions.window_calls(1_000, 1, max_calls=10) == 1
+    assert instructions.window_calls(1_000, 1, max_calls=100) == (100 - 1) // instructions.WINDOWS_OF_K
 
 
 def _size(env: dict[str, str], args: list[str]) -> int:

@@ -76,3 +76,23 @@ def run(base: str, head: str | None, pytest_args: Sequence[str], settings: coord
             with open(markdown_path, "a") as handle:
                 handle.write(text)
     return outcome.exit_code
+
+
+def run_counted(base: str, head: str | None, pytest_args: Sequence[str], tolerance: float, *,
+                out: Callable[[str], None] = print) -> int:
+    """The job in counted mode (``--dispatch-instructions``): each side counted once, compared
+    exactly (pytest_dispatch.ab.counted); the exit status."""
+    from pytest_dispatch.ab import counted
+
+    try:
+        _refuse_parallel(pytest_args)
+        head_folder = Path(head or os.getcwd()).resolve()
+        if not head_folder.is_dir():
+            raise trees.TreeError(f"head {head!r} is not a folder")
+        with trees.checked_out(base, head_folder) as (base_folder, base_description):
+            return counted.run_counted_job(base_folder, head_folder, worker_args(pytest_args), tolerance,
+                                           (base_description, describe_folder(head_folder)), out)
+    except (trees.TreeError, counted.CountedJobError, SettingError) as error:
+        out(f"pytest-dispatch ab: {error}")
+        return verdicts.EXIT_BAD_INPUT
+

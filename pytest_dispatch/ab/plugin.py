@@ -26,6 +26,9 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     head = values.dispatch_ab_head
     if values.dispatch_aa:
         head = head or base
+    if values.dispatch_instructions:
+        return command.run_counted(base, head, list(config.invocation_params.args),
+                                   values.dispatch_instructions_tolerance)
     job_settings = coordinator.Settings(
         **values.gate_settings, pairs=values.dispatch_ab_pairs,
         sessions=values.dispatch_ab_sessions,

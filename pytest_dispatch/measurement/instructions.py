@@ -63,6 +63,7 @@ WINDOW_PAIRS = 2  # windows of K and 2K calls, this many times each (K, 2K, K, 2
 # A window of K calls first, not kept: the first calls after the recorder's wrappers are taken
 # out re-specialise the interpreter's caches.
 WARM_WINDOWS = 1
+WINDOWS_OF_K = WARM_WINDOWS + 3 * WINDOW_PAIRS  # the calls of every window, in units of K
 
 # Where the counted instructions ran, by the object file they belong to (report order).
 LAYERS = ("interpreter", "cffi", "wgpu", "driver", "libc", "other")
@@ -435,11 +436,15 @@ def retire_all(device) -> Callable[[], None]:
     return poll if callable(poll) else (lambda: None)
 
 
-def window_calls(instructions_per_call: float, submits_per_call: int) -> int:
-    """K: the calls of the smaller window, so that it holds WINDOW_INSTRUCTIONS and WINDOW_SUBMITS."""
+def window_calls(instructions_per_call: float, submits_per_call: int, max_calls: int | None = None) -> int:
+    """K: the calls of the smaller window, so that it holds WINDOW_INSTRUCTIONS and WINDOW_SUBMITS,
+    and the probe and every window together (1 + K x WINDOWS_OF_K) take at most ``max_calls``."""
     by_instructions = -(-WINDOW_INSTRUCTIONS // max(int(instructions_per_call), 1))
     by_submits = -(-WINDOW_SUBMITS // submits_per_call) if submits_per_call else 1
-    return int(min(max(by_instructions, by_submits, 1), MAX_WINDOW_CALLS))
+    k = min(max(by_instructions, by_submits, 1), MAX_WINDOW_CALLS)
+    if max_calls is not None:
+        k = min(k, max(1, (max_calls - 1) // WINDOWS_OF_K))
+    return int(k)
 
 
 # -- what a measurement keeps

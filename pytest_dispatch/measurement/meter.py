@@ -384,7 +384,8 @@ class DispatchMeter:
                 retire = instructions.retire_all(device)
                 for sampler in samplers:
                     if sampler.method == SEQUENTIAL:
-                        sampler.count_instructions(self.counter, sync, retire)
+                        sampler.count_instructions(self.counter, sync, retire,
+                                                   max_calls=rounds * sampler.per_round or None)
         measurements = [sampler.measurement(warmup) for sampler in samplers]
         self.measurements.extend(measurements)
         return measurements
@@ -477,9 +478,11 @@ class _Sampler:
             self.gpu.append(self.stamper.read_total_us())
 
     def count_instructions(self, counter: instructions.Counter, sync: Callable[[], None],
-                           retire: Callable[[], None]) -> None:
+                           retire: Callable[[], None], max_calls: int | None = None) -> None:
         """Counted mode: one call counted to size the windows, then windows of K and 2K calls,
-        each ending with ``retire()`` (instructions.retire_all)."""
+        each ending with ``retire()`` (instructions.retire_all).  ``max_calls``: the calls the
+        timed rounds would have made (rounds x per_round), which the windows do not exceed: a
+        function with state (a decode step filling a KV cache) may allow no more."""
         __tracebackhide__ = True
 
         def run(calls: int) -> None:
@@ -489,7 +492,7 @@ class _Sampler:
 
         with recorder.quiet():  # the recorder's wrappers are not the code measured
             (probe,) = counter.count(run, [1], sync)
-            k = instructions.window_calls(probe.instructions, recorder.total(self.calls, "submits"))
+            k = instructions.window_calls(probe.instructions, recorder.total(self.calls, "submits"), max_calls)
             sizes = [k, 2 * k] * instructions.WINDOW_PAIRS
             dumps = counter.count(run, [k] * instructions.WARM_WINDOWS + sizes, sync)[instructions.WARM_WINDOWS:]
         self.instructions = instructions.InstructionCount.from_windows(sizes, dumps, counter.tool)
