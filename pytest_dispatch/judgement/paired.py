@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from pytest_dispatch.judgement import settings
+from pytest_dispatch.judgement.stats import format_confidence
 from pytest_dispatch.judgement.status import Status
 
 ORDERS = settings.PAIR_ORDERS
@@ -157,7 +158,7 @@ class PairedVerdict:
     def interval_text(self) -> str:
         low = "0" if self.low <= 0 else f"{self.low:.3f}"
         high = "inf" if math.isinf(self.high) else f"{self.high:.3f}"
-        return f"{self.confidence:.1%} interval {low}-{high}"
+        return f"{format_confidence(self.confidence)} interval {low}-{high}"
 
     def as_dict(self) -> dict:
         """JSON-ready: an unbounded or undefined figure is None."""
