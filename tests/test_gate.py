@@ -90,7 +90,7 @@ def test_timing_against_too_few_stored_runs_is_inconclusive_and_says_to_use_ab(g
     result = run(gate_project, "--dispatch-compare=main", "--dispatch-report")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*work us_per_call inconclusive: * µs per call (x* per call; 1 stored run(s)*",
-                                 "*pytest-dispatch ab*"])
+                                 "*use an A/B job*"])
 
 
 def injection_outside_spread_us(pytester, fingerprint: str, margin: float = 2.0) -> float:
