@@ -266,6 +266,7 @@ def _job_with_sessions(log_ratios: dict[str, list[float]]) -> coordinator.Job:
     """A job that has measured these per-session log-ratios (nothing run)."""
     job = coordinator.Job.__new__(coordinator.Job)
     job.settings, job.overrides, job.timing, job.progress = coordinator.Settings(), {}, {}, lambda line: None
+    job.results = ({}, {})
     job.session_verdicts = {key: [paired.PairedVerdict(Status.INCONCLUSIVE, math.exp(x), 0.0, math.inf, 0.99, 10, 0.1,
                                                        10.0, 10.0 * math.exp(x), 1.0) for x in logs]
                             for key, logs in log_ratios.items()}
@@ -313,6 +314,38 @@ def test_among_many_unchanged_measurements_a_job_catches_ten_percent_and_raises_
         caught += sum(final[f"t::{i}"].status == Status.REGRESSED for i in range(nulls, nulls + changes))
     assert false_alarms <= 2, false_alarms  # of 1,200 unchanged measurements (alpha 0.01: 12 allowed)
     assert caught >= 0.9 * jobs * changes, caught  # stopping at its own look and BH at the end: 129 of 240
+
+
+def test_unchanged_code_that_sessions_cannot_resolve_stops_at_the_first_look():
+    # the H200's A/A jobs: identical code whose sessions' ratios spread sd 6%, tolerance 2%
+    rng = np.random.default_rng(7)
+    job = _job_with_sessions({"t::same": list(rng.normal(0.0, 0.06, 4))})
+    job._look(final=False)
+    verdict = job.timing["t::same"]
+    assert verdict.status == Status.INCONCLUSIVE and verdict.sessions == 4
+    assert "stopped after 4 sessions" in verdict.reason and "at 12 sessions, which resolve ±" in verdict.reason
+    # a +10% change with the same spread is still worth its sessions
+    job = _job_with_sessions({"t::slow": list(math.log(1.10) + rng.normal(0.0, 0.03, 4))})
+    job._look(final=False)
+    assert job.timing.get("t::slow") is None or job.timing["t::slow"].status == Status.REGRESSED
+
+
+def test_a_measurement_whose_counts_regressed_takes_no_more_timing_sessions():
+    from helpers import measurement
+    from pytest_dispatch.judgement.results import TestResult
+
+    def result(dispatches: int) -> TestResult:
+        return TestResult("t", [measurement("work", dispatches=dispatches)], {})
+
+    job = _job_with_sessions({"t::work": [0.01]})
+    job.results = ({"t": result(3)}, {"t": result(4)})
+    job._look(final=False)
+    assert "counts regressed" in job.timing["t::work"].reason
+    job = _job_with_sessions({"t::work": [0.01]})
+    job.results = ({"t": result(3)}, {"t": result(4)})
+    job.settings = coordinator.Settings(time_count_regressions=True)
+    job._look(final=False)
+    assert "t::work" not in job.timing
 
 
 def test_sides_on_different_adapters_are_refused():
