@@ -134,7 +134,8 @@ def _overview(gpu_history: GpuHistory, anchors: dict[str, str]) -> list[str]:
         link = f'<a href="#{_attr(anchors[series.key])}"><code>{escape(series.key)}</code></a>'
         for cp in series.change_points or ():
             rows.append(f'<tr class="change"><td>{link}</td><td>{cp.before_us:.3f} → {cp.after_us:.3f} µs/dispatch '
-                        f'(×{cp.ratio:.3f}, {cp.direction}; p={cp.p_value:.2g}, {cp.runs_before} runs before, '
+                        f'(×{cp.ratio:.3f} per dispatch, {cp.direction}, interval ×{cp.step.low:.3f}–'
+                        f'{cp.step.high:.3f}; p={cp.p_value:.2g}, {cp.runs_before} runs before, '
                         f'{cp.runs_after} after)</td><td><code>{escape(cp.run.short_commit)}</code></td>'
                         f'<td>{escape(cp.run.branch or "-")}</td></tr>')
         for change in series.count_changes:
