@@ -324,6 +324,10 @@ def test_unchanged_code_that_sessions_cannot_resolve_stops_at_the_first_look():
     verdict = job.timing["t::same"]
     assert verdict.status == Status.INCONCLUSIVE and verdict.sessions == 4
     assert "stopped after 4 sessions" in verdict.reason and "at 12 sessions, which resolve ±" in verdict.reason
+    # between the looks too, from the third session: futility spends no alpha
+    job = _job_with_sessions({"t::same": list(rng.normal(0.0, 0.06, 3))})
+    job._look(final=False)
+    assert "stopped after 3 sessions" in job.timing["t::same"].reason
     # a +10% change with the same spread is still worth its sessions
     job = _job_with_sessions({"t::slow": list(math.log(1.10) + rng.normal(0.0, 0.03, 4))})
     job._look(final=False)
