@@ -86,7 +86,9 @@ def test_a_a_job_on_one_folder_finds_no_regression(project):
     assert set(measured) == {"work", "steady"}
     for measurement in measured.values():
         assert measurement["status"] in ("unchanged", "inconclusive")
-        assert measurement["timing"]["sessions"] == 4 and len(measurement["sessions"]) == 4
+        timing = measurement["timing"]
+        # all 4 sessions, or fewer when the sessions so far could not decide by the cap (futility)
+        assert len(measurement["sessions"]) == 4 or "stopped after 3 sessions" in timing["reason"], timing
     assert measured["work"]["dispatches_per_call"] == {"base": 20, "head": 20}
     assert outcome["schema"] == "pytest-dispatch-ab/2" and "A/B passed" in done.stdout
 
