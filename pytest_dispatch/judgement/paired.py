@@ -452,7 +452,7 @@ def futility(sessions: Sequence[PairedVerdict], question: ChangeQuestion, design
     half = float(stats.t.isf(design.alpha_per_look, cap - 1)) * sd / math.sqrt(cap)
     if mean + half <= question.bound or mean - half > question.bound:
         return None
-    return (f"stopped after {e.size} sessions: their ratios (sd {sd:.1%}) leave the interval across the "
+    return (f"stopped after {len(sessions)} sessions: their ratios (sd {sd:.1%}) leave the interval across the "
             f"{question.tolerance:.0%} tolerance even at {cap} sessions, which resolve "
             f"{_resolution_text(question.bound + half)} here")
 
