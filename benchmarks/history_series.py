@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_dispatch.judgement import history
+from pytest_dispatch.judgement import history, storage as run_storage
 
 TEST_FILE = textwrap.dedent('''
     import pytest
@@ -112,11 +112,11 @@ def main() -> int:
     storage = Path(args.storage or tempfile.mkdtemp(prefix="history-series-storage-"))
     if args.make_runs:
         make_runs(storage, args.make_runs)
-    for fingerprint in history.fingerprints(storage):
+    for fingerprint in run_storage.BaselineStore(storage).fingerprints():
         runs = history.load_runs(storage, fingerprint)
         print(f"GPU {runs[-1].gpu if runs else fingerprint}: {len(runs)} saved runs in {storage}")
         for key in history.keys_of(runs):
-            report(f"  {key}", history.run_spread(runs, key), args, rng)
+            report(f"  {key}", history.series_of(runs, key, find_changes=False).medians, args, rng)
     return footer()
 
 

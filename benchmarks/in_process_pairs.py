@@ -24,6 +24,7 @@ TRIAL = """
 import json, math, statistics, sys, time
 import wgpu
 from pytest_dispatch.judgement import paired
+from pytest_dispatch.measurement import meter
 from pytest_dispatch.workloads import AddOne
 
 shift, dispatches, per_round = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
@@ -54,7 +55,7 @@ def turn(side, settle=1, block=5):
 
 for _ in range(5):
     round_of(0)
-per_call = statistics.median(paired.per_call_us(*zip(*[round_of(0) for _ in range(15)])))
+per_call = statistics.median(meter.per_call_us(*zip(*[round_of(0) for _ in range(15)])))
 extra[1] = shift * per_call
 verdict = paired.run_sequential(turn, paired.ChangeQuestion(0.02), paired.Design())
 print(json.dumps({"status": verdict.status, "ratio": verdict.ratio, "low": verdict.low, "high": verdict.high,

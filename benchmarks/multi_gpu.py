@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from pytest_dispatch.judgement import stats, storage
-from pytest_dispatch.judgement.gate import sequential_measurements
+from pytest_dispatch.judgement.results import sequential_measurements
 
 KINDS = {"serial": [], "spread": ["-n", "2"], "shared": ["-n", "2", "--gpu-no-spread"]}
 ADAPTER_LINE = re.compile(r"^dispatch: (gw\d+(?:, gw\d+)*): (.*?)(?: \[adapter (\d+) of (\d+)\])?$", re.M)

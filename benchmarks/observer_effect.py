@@ -41,8 +41,7 @@ PER_ROUND = 5
 CHILD = """
 import json, sys, time
 import numpy as np
-from pytest_dispatch.judgement import paired
-from pytest_dispatch.measurement import gpu, recorder
+from pytest_dispatch.measurement import gpu, meter, recorder
 from pytest_dispatch.measurement.meter import DispatchMeter
 from pytest_dispatch.workloads import AddOne
 method, dispatches, rounds, per_round = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
@@ -82,7 +81,7 @@ def plain_block():
             call()
         sync()
         wall.append(time.perf_counter_ns() - start)
-    return float(np.median(paired.per_call_us(wall, empty, per_round))) / dispatches
+    return float(np.median(meter.per_call_us(wall, empty, per_round))) / dispatches
 
 
 blocks = {"measure": measured_block, "plain": plain_block}

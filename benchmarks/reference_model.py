@@ -614,7 +614,7 @@ def main(argv=None) -> None:
     if best and torch_eager:
         print(f"# fastest: {best['tokens_per_s'] / torch_eager['tokens_per_s']:.2f}x torch eager (same run)")
     if args.plot:
-        from pytest_dispatch.plugin import plot
+        from pytest_dispatch.presentation import plot
 
         title = f"{config.name} {args.dtype}, {adapter.info['device']} ({adapter.info['backend_type']})"
         plot.plot_levels(args.plot, [{**r, "encoding": f"{r['encoding']} {r['loop']}",

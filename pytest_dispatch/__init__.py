@@ -6,10 +6,11 @@ from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.recorder import Counts
 from pytest_dispatch.measurement.recorder import count as count_dispatches
 
-__all__ = ["Counts", "DispatchMeter", "GpuInfo", "Measurement", "PACKAGE_DIR", "__version__", "count_dispatches",
-           "exact"]
+__all__ = ["Counts", "DispatchMeter", "DispatchMeterFixture", "GpuInfo", "Measurement", "PACKAGE_DIR", "__version__",
+           "count_dispatches", "exact"]
 
-_LAZY = {"DispatchMeter": "pytest_dispatch.measurement.meter", "Measurement": "pytest_dispatch.measurement.meter"}
+_LAZY = {"DispatchMeter": "pytest_dispatch.measurement.meter", "Measurement": "pytest_dispatch.measurement.meter",
+         "DispatchMeterFixture": "pytest_dispatch.plugin.fixture"}
 
 
 def __getattr__(name: str):

@@ -24,3 +24,14 @@ import wgpu.backends.auto  # noqa: E402,F401
 
 import pytest_dispatch.judgement.gate  # noqa: E402,F401
 import pytest_dispatch.plugin.reporter  # noqa: E402,F401
+import pytest  # noqa: E402
+
+
+GPU_FIXTURES = {"gpu_adapter", "gpu_device", "gpu_info", "dispatch_meter"}
+
+
+def pytest_collection_modifyitems(items):
+    """Mark the tests that need an adapter, so `-m "not gpu and not slow"` runs the pure ones in seconds."""
+    for item in items:
+        if GPU_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.gpu)

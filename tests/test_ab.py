@@ -292,6 +292,7 @@ def test_a_change_keeps_its_sessions_until_it_holds_across_the_jobs_measurements
     assert paired.adjust_family(job.timing, job.settings.alpha)["t::slow"].status == Status.REGRESSED
 
 
+@pytest.mark.slow
 def test_among_many_unchanged_measurements_a_job_catches_ten_percent_and_raises_no_false_alarm():
     # Jobs as on a real machine: each session's pair of processes adds its own effect to a
     # measurement (sd 0.03), and one shared by all of the session's measurements (sd 0.01).

@@ -169,6 +169,7 @@ def test_every_cli_option_says_what_it_does():
                 assert action.help, f"pytest-dispatch {name} {action.dest}: no help text"
 
 
+@pytest.mark.slow
 def test_settings_take_the_same_syntax_as_the_pytest_flags(tmp_path, capsys):
     assert cli.main(["compare", write(tmp_path, "a.json"), write(tmp_path, "b.json"), "--threshold", "5%"]) == 0
     with pytest.raises(SystemExit) as exit_info:

@@ -39,6 +39,7 @@ def save_run(root, index, measurements, gpu=GPU, name="run", commit=None, branch
     return storage.BaselineStore(root).save(document, name)
 
 
+@pytest.mark.slow
 def test_load_runs_in_commit_order_with_medians_and_counts(tmp_path):
     # saved out of order: the commit time, not the file's time, orders the series
     for index in (2, 0, 1):
@@ -46,7 +47,7 @@ def test_load_runs_in_commit_order_with_medians_and_counts(tmp_path):
     runs = history.load_runs(tmp_path, GPU.fingerprint)
     assert [run.commit[:2] for run in runs] == ["00", "01", "02"]
     key = f"{NODE}::model"
-    assert [run.dispatches[key] for run in runs] == [10, 11, 12]
+    assert [run.measurements[key].dispatches for run in runs] == [10, 11, 12]
     medians = [run.medians[key] for run in runs]
     assert medians == sorted(medians) and 39 < medians[0] < 41.5
     assert runs[0].branch == "main" and runs[0].name == "run"
@@ -62,6 +63,7 @@ def test_two_runs_of_one_commit_are_both_kept(tmp_path):
     assert len(runs) == 2 and runs[0].path != runs[1].path
 
 
+@pytest.mark.slow
 def test_corrupt_hostile_and_foreign_files_are_skipped_with_one_warning_each(tmp_path):
     for index in range(3):
         save_run(tmp_path, index, [measurement(seed=index)])
@@ -83,7 +85,7 @@ def test_corrupt_hostile_and_foreign_files_are_skipped_with_one_warning_each(tmp
 
 def test_empty_or_missing_storage_has_no_runs(tmp_path):
     assert history.load_runs(tmp_path / "nowhere", GPU.fingerprint) == []
-    assert history.fingerprints(tmp_path / "nowhere") == []
+    assert storage.BaselineStore(tmp_path / "nowhere").fingerprints() == []
 
 
 def test_single_op_measurements_are_not_in_the_series(tmp_path):
@@ -152,6 +154,7 @@ def test_a_change_below_the_threshold_is_not_a_change_point():
     assert history.change_points_of(medians, history.Settings(threshold=0.02))[0][0] == 5
 
 
+@pytest.mark.slow
 def test_history_names_the_commit_of_the_step_and_nothing_for_the_steady_one(tmp_path, capsys):
     step_history(tmp_path, dispatches_from=7)
     assert cli.main(["history", "--storage", str(tmp_path)]) == 0
@@ -181,6 +184,7 @@ def test_a_step_beyond_the_spread_is_named_with_its_interval():
     assert index == 40 and step.low > 1.02 and step.low < 1.2 < step.high
 
 
+@pytest.mark.slow
 def test_history_json_and_markdown(tmp_path, capsys):
     step_history(tmp_path)
     assert cli.main(["history", "--storage", str(tmp_path), "--json"]) == 0
@@ -200,6 +204,7 @@ def test_history_json_and_markdown(tmp_path, capsys):
     assert by_key[STEADY]["resolution"] > 1.02 and by_key[STEADY]["runs_spread"] >= 1
 
 
+@pytest.mark.slow
 def test_history_k_selects_measurements(tmp_path, capsys):
     step_history(tmp_path)
     assert cli.main(["history", "--storage", str(tmp_path), "-k", "steady"]) == 0
@@ -209,6 +214,7 @@ def test_history_k_selects_measurements(tmp_path, capsys):
     assert "selects no measurement" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_history_html_is_one_self_contained_page_with_a_chart_per_measurement(tmp_path, capsys):
     import xml.etree.ElementTree as ET
 
@@ -233,6 +239,7 @@ def test_history_html_is_one_self_contained_page_with_a_chart_per_measurement(tm
     assert text.index('class="overview"') < text.index("<svg")
 
 
+@pytest.mark.slow
 def test_runs_of_different_gpus_never_mix(tmp_path, capsys):
     step_history(tmp_path, runs=5, step_at=99)
     step_history(tmp_path, runs=5, first=5, step_at=0, factor=2.0, gpu=OTHER_GPU)
@@ -242,6 +249,7 @@ def test_runs_of_different_gpus_never_mix(tmp_path, capsys):
     assert all(len(g["runs"]) == 5 and not s["change_points"] for g in gpus for s in g["series"])
 
 
+@pytest.mark.slow
 def test_a_corrupt_file_is_one_warning_and_the_rest_is_reported(tmp_path, capsys):
     step_history(tmp_path)
     (tmp_path / GPU.fingerprint / "20260101T000000000000Z_nocommit_bad.json").write_text('{"pytest_dispatch": 1}')
@@ -258,6 +266,7 @@ def test_empty_storage_says_how_to_create_history(tmp_path, capsys):
         assert "--dispatch-save" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_without_ruptures_history_lists_the_series_and_says_how_to_install(tmp_path, capsys, monkeypatch):
     import sys
 
@@ -269,6 +278,7 @@ def test_without_ruptures_history_lists_the_series_and_says_how_to_install(tmp_p
     assert KEY in out and STEADY in out and "at 05cccccccc" not in out
 
 
+@pytest.mark.slow
 def test_list_and_prune(tmp_path, capsys):
     step_history(tmp_path, runs=5)
     save_run(tmp_path, 4, [measurement()], commit=commit_of(4))  # a second run of one commit
@@ -277,12 +287,13 @@ def test_list_and_prune(tmp_path, capsys):
     assert "6 saved run(s)" in out and sum("04cccccccc" in line for line in out.splitlines()) == 2
     assert cli.main(["prune", "--keep", "2", "--dry-run", "--storage", str(tmp_path)]) == 0
     assert "would remove 4" in capsys.readouterr().out
-    assert len(history.run_files(tmp_path, GPU.fingerprint)) == 6
+    assert len(storage.BaselineStore(tmp_path).run_files(GPU.fingerprint)) == 6
     assert cli.main(["prune", "--keep", "2", "--storage", str(tmp_path)]) == 0
     kept = history.load_runs(tmp_path, GPU.fingerprint)
     assert [run.commit for run in kept] == [commit_of(4)] * 2  # the newest saved, not the newest commit
 
 
+@pytest.mark.slow
 def test_show_and_compare_take_names_and_folders(tmp_path, capsys):
     step_history(tmp_path, dispatches_from=7)
     storage_args = ["--storage", str(tmp_path)]
@@ -297,6 +308,7 @@ def test_show_and_compare_take_names_and_folders(tmp_path, capsys):
     assert "no saved run named 'nosuchname'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_names_with_several_gpus_need_a_fingerprint(tmp_path, capsys):
     step_history(tmp_path, runs=2)
     step_history(tmp_path, runs=2, gpu=OTHER_GPU)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from pytest_dispatch.measurement.meter import CHECK_ROUNDS, SINGLE_OP, DispatchMeter, InconsistentCountsError, Measurement
+from pytest_dispatch.plugin.fixture import DispatchMeterFixture
 from pytest_dispatch.workloads import AddOne
 
 
@@ -62,7 +63,7 @@ def test_counts_that_change_after_the_warm_up_are_caught_by_the_counted_rounds(m
 
 
 def test_with_timing_off_only_counts_are_taken(gpu_device, kernel):
-    counted = DispatchMeter(device=gpu_device, timing=False)
+    counted = DispatchMeterFixture(device=gpu_device, timing=False)
     m = counted.measure(kernel.single_pass, 5, warmup=2, rounds=30)
     assert (m.dispatches, m.rounds, m.timed, m.wall_us.size, m.sync_median_us) == (5, 0, False, 0, None)
     assert counted.assert_speedup(lambda: kernel.single_pass(5), lambda: kernel.submit_per_dispatch(5)) is None

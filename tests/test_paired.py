@@ -11,6 +11,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from noise import simulate_pairs
+
+from pytest_dispatch import settings
 from pytest_dispatch.judgement import paired
 from pytest_dispatch.judgement.status import Status
 
@@ -29,12 +32,13 @@ def run_trials(ratio: float, trials: int, seed: int, design=paired.Design(), **n
     out = []
     for trial in range(trials):
         rng = np.random.default_rng([seed, trial])
-        a, b = paired.simulate_pairs(rng, design.max_pairs, ratio=ratio, **noise)
+        a, b = simulate_pairs(rng, design.max_pairs, ratio=ratio, **noise)
         out.append(paired.run_sequential(feed(a, b), paired.ChangeQuestion(0.02), design,
                                          rng=random.Random(trial)))
     return out
 
 
+@pytest.mark.slow
 def test_false_alarms_stay_under_alpha_with_process_effects_drift_and_autocorrelation():
     verdicts = run_trials(1.0, 300, seed=1, process_sd=0.005, drift_sd=0.01, autocorrelation=0.3)
     flagged = sum(v.status in (Status.REGRESSED, Status.IMPROVED) for v in verdicts)
@@ -54,6 +58,7 @@ def test_a_large_process_effect_is_reported_not_hidden():
     assert any(v.status != Status.UNCHANGED for v in verdicts)
 
 
+@pytest.mark.slow
 def test_drift_shared_by_both_sides_cancels_in_the_pairs():
     verdicts = run_trials(1.0, 50, seed=4, drift_sd=0.05, process_sd=0.0)
     assert sum(v.status == Status.REGRESSED for v in verdicts) == 0
@@ -74,13 +79,13 @@ def test_caps_end_inconclusive_with_the_reason():
 
 def test_time_cap_stops_adding_pairs():
     clock = iter(range(0, 10_000, 10))  # each look 10+ s apart
-    a, b = paired.simulate_pairs(np.random.default_rng(7), 300, sigma=0.3)
+    a, b = simulate_pairs(np.random.default_rng(7), 300, sigma=0.3)
     verdict = paired.run_sequential(feed(a, b), paired.ChangeQuestion(0.02), paired.Design(max_seconds=15),
                                     clock=lambda: next(clock))
     assert verdict.status == Status.INCONCLUSIVE and "time cap 15 s" in verdict.reason and verdict.pairs < 300
 
 
-@pytest.mark.parametrize("order", paired.ORDERS)
+@pytest.mark.parametrize("order", settings.PAIR_ORDERS)
 def test_orders_put_each_side_first_about_half_the_time(order):
     firsts = []
     a, b = np.full(300, 40.0), np.full(300, 44.0)
@@ -166,6 +171,7 @@ def session_verdicts(rng, sessions: int, ratio: float, process_sd: float, within
                                  10.0 * float(np.exp(x)), 1.0) for x in logs]
 
 
+@pytest.mark.slow
 def test_sessions_keep_false_alarms_under_alpha_when_processes_differ():
     rng = np.random.default_rng(20)
     design, question = paired.SessionDesign(), paired.ChangeQuestion(0.02)
@@ -183,7 +189,7 @@ def test_sessions_keep_false_alarms_under_alpha_when_processes_differ():
 def test_pairs_alone_would_call_a_process_difference_a_change():
     # the same data judged as if all pairs were independent: the process effect looks like a change
     rng = np.random.default_rng(21)
-    a, b = paired.simulate_pairs(rng, 300, process_sd=0.15, sigma=0.02, drift_sd=0.0, outlier_fraction=0.0)
+    a, b = simulate_pairs(rng, 300, process_sd=0.15, sigma=0.02, drift_sd=0.0, outlier_fraction=0.0)
     alone = paired.judge_rounds((_rounds(a), _rounds(b)), paired.ChangeQuestion(0.02), paired.Design())
     assert alone.status in (Status.REGRESSED, Status.IMPROVED)
 

@@ -104,6 +104,7 @@ def test_all_threads_scope_keeps_counts_of_threads_that_ended(add_one):
     assert c.dispatches == 6
 
 
+@pytest.mark.gpu
 def test_code_that_creates_its_own_device_is_counted():
     adapter = wgpu.gpu.request_adapter_sync()
     device = adapter.request_device_sync()

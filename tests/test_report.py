@@ -6,6 +6,8 @@ import numpy as np
 
 import pytest
 
+from pytest_dispatch.judgement import storage
+
 WORKLOAD = """
 import pytest
 from pytest_dispatch import exact
@@ -103,7 +105,8 @@ def test_bad_marker_is_a_usage_error_at_collection(pytester, request, marker, me
     assert f"{request.function.__name__}.py::test_x: @pytest.mark.{message}" in result.stderr.str()
 
 
-def test_report_rows_and_verbose_breakdown(pytester, gpu):
+def test_report_rows_and_verbose_breakdown(pytester, gpu, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")  # the width a terminal of unknown width gets; not xdist's 80
     pytester.makepyfile(
         WORKLOAD
         + """
@@ -125,10 +128,13 @@ def test_not_in_report(kernel):
         [
             "*dispatch report*",
             f"adapter: {gpu.adapter_name}*",
-            "test * disp/call sub/call  wall µs/disp [[]95% CI[]] host µs/d sync µs infl. budget",
-            "test_counted_only * 5 * 1 * (not measured) * ok",
-            "test_sequential * 20 * 20 * [[]*-*[]]* *x *-",
-            "test_sequential (single-op) * 1 * 1 *",
+            "test * disp  sub * wall µs/d [[]95% CI[]]   host  sync infl. budget",
+            "1 test_counted_only * 5 * 1 * (not measured) * ok",
+            "2 test_sequential * 20 * 20 * [[]*-*[]]* *x *-",
+            "2 test_sequential (single-op) * 1 * 1 *",
+            "tests:",
+            "  1 test_report_rows_and_verbose_breakdown.py::test_counted_only",
+            "  2 test_report_rows_and_verbose_breakdown.py::test_sequential",
         ]
     )
     assert "test_not_in_report" not in result.stdout.str()
@@ -170,7 +176,7 @@ def test_one(dispatch_meter, kernel):
     measurement = document["pytest_dispatch"]["tests"][0]["measurements"][0]  # the same key, the same meaning
     for key in ("dispatches_per_call", "calls_per_call", "by_kernel_per_call", "host_breakdown_us_per_call"):
         assert entry["extra_info"][key] == measurement[key]
-    assert document["pytest_dispatch"]["schema"] == 4
+    assert document["pytest_dispatch"]["schema"] == storage.SCHEMA_VERSION
     assert entry["options"]["per_round"] == 5
 
 
@@ -248,7 +254,7 @@ def test_a_measurement_below_the_sync_noise_says_what_to_do():
     from pytest_dispatch.judgement.results import TestResult
     from pytest_dispatch.measurement import recorder
     from pytest_dispatch.measurement.meter import Measurement
-    from pytest_dispatch.plugin import report
+    from pytest_dispatch.presentation import report
 
     calls = dict.fromkeys(recorder.KINDS, 0) | {"dispatch": 2, "submit": 1, "pass": 1, "encoder": 1}
     noisy = Measurement("tiny", "sequential", 3, 3, 1, calls, {"k": 2}, np.full(3, 5.0),
@@ -271,39 +277,58 @@ def _result(nodeid, names, dispatches=10):
     return TestResult(nodeid, measurements, {})
 
 
-def test_the_test_column_takes_the_terminal_width_it_needs(monkeypatch):
-    from pytest_dispatch.plugin import report
-
-    results = [_result("t.py::test_fused_plus_is_faster_than_eager", ["Ops.pipeline_submit_each", "Ops.fused"])]
-    monkeypatch.setenv("COLUMNS", "200")
-    wide = report.render(results, None, "adapter: test")
-    assert any(line.startswith("test_fused_plus_is_faster_than_eager [pipeline_submit_each]  ") for line in wide)
-    assert max(len(line) for line in wide) < 200
-    monkeypatch.setenv("COLUMNS", "110")
-    narrow = report.render(results, None, "adapter: test")
-    assert all(len(line) <= 110 for line in narrow)
-    rows = [line for line in narrow if "[pipeline_submit_each]" in line or "[fused]" in line]
-    # cut at the start, keeping the end that tells tests apart, and the measurement whole
-    assert rows[0].startswith("…") and "than_eager [pipeline_submit_each]" in rows[0]
-    monkeypatch.setenv("COLUMNS", "80")  # too narrow: laid out for 100 columns, names keep 27 characters
-    assert "…_faster_than_eager [fused]  " in "\n".join(report.render(results, None, "adapter: test"))
+ROWS_OF_THE_ISSUE = [  # the rows that were cut on an 80-column terminal (issue 28)
+    ("examples/test_reference_model.py::test_fused_is_faster_than_eager", ["Ops.fused", "Ops.eager"]),
+    ("examples/test_reference_model.py::test_fused_plus_is_faster_than_eager", ["Ops.fused_plus", "Ops.eager"]),
+    ("examples/test_kernels.py::test_sum_is_faster_than_halving[sum_chunks]", ["Sum.run"]),
+    ("examples/test_kernels.py::test_sum_is_faster_than_halving[sum_tree]", ["Sum.run"]),
+    ("examples/test_measure_your_own_code.py::test_single_pass", ["AddOne.single_pass"]),
+]
 
 
-def test_names_that_differ_only_in_the_middle_keep_their_start_when_cut(monkeypatch):
-    from pytest_dispatch.plugin import report
-
-    results = [_result("t.py::test_fused_is_faster_than_eager", ["Ops.fused", "Ops.eager"]),
-               _result("t.py::test_fused_plus_is_faster_than_eager", ["Ops.fused_plus", "Ops.eager"])]
-    monkeypatch.setenv("COLUMNS", "100")
-    lines = report.render(results, None, "adapter: test")
-    eager_rows = [line.split("  ")[0] for line in lines if "[eager]" in line]
-    assert len(eager_rows) == 2 and eager_rows[0] != eager_rows[1], eager_rows
-    assert all(row.startswith("test_fused_") and "…" in row for row in eager_rows), eager_rows
-    assert any(line.startswith("…") and "than_eager [fused_plus]" in line for line in lines)  # alone: its end
+def _rows(lines):
+    start = next(i for i, line in enumerate(lines) if line.startswith("---")) + 1
+    end = next((i for i, line in enumerate(lines) if line == "tests:"), len(lines))
+    return lines[start:end], lines[end + 1:]
 
 
-def test_cut_keeping_end():
-    from pytest_dispatch.plugin.report import cut_keeping_end
+def test_at_200_columns_each_row_has_its_full_node_id_and_no_key_list():
+    from pytest_dispatch.presentation import report
 
-    assert cut_keeping_end("test_fused_plus_budget", 30) == "test_fused_plus_budget"
-    assert cut_keeping_end("test_fused_plus_budget", 10) == "…us_budget"
+    results = [_result(nodeid, names) for nodeid, names in ROWS_OF_THE_ISSUE]
+    lines = report.render(results, None, "adapter: test", width=200)
+    rows, keys = _rows(lines)
+    assert not keys and max(len(line) for line in lines) <= 200
+    assert rows[0].startswith("examples/test_reference_model.py::test_fused_is_faster_than_eager [fused]  ")
+    assert rows[4].startswith("examples/test_kernels.py::test_sum_is_faster_than_halving[sum_chunks]  ")
+    for nodeid, _ in ROWS_OF_THE_ISSUE:
+        assert any(row.startswith(nodeid) for row in rows)
+
+
+def test_at_80_columns_rows_are_unique_numbered_abbreviations_and_the_full_ids_follow_once():
+    from pytest_dispatch.presentation import report
+
+    results = [_result(nodeid, names) for nodeid, names in ROWS_OF_THE_ISSUE]
+    lines = report.render(results, None, "adapter: test", width=80)
+    assert max(len(line) for line in lines) <= 80
+    rows, keys = _rows(lines)
+    assert len(rows) == 7
+    names = [row[:row.index("  ")] for row in rows]  # the test column: the numbers follow two spaces on
+    assert len(set(names)) == len(names), names
+    listed = dict(line.split(None, 1) for line in keys)
+    assert sorted(listed.values()) == sorted(nodeid for nodeid, _ in ROWS_OF_THE_ISSUE)  # each once
+    for (nodeid, measurement_names), number in zip(ROWS_OF_THE_ISSUE, ("1", "2", "3", "4", "5")):
+        assert listed[number] == nodeid
+    assert names[0].startswith("1 ") and names[0].endswith(" [fused]") and names[1].endswith(" [eager]")
+    assert names[2].startswith("2 ") and names[3].startswith("2 ")
+    # the parameter that tells the two sum tests apart survives the cut
+    assert names[4].startswith("3 ") and names[4].endswith("chunks]") and names[5].endswith("tree]")
+    assert names[6] == "5 test_single_pass"  # short enough: whole
+
+
+def test_cut_in_the_middle_keeps_both_ends():
+    from pytest_dispatch.presentation.text import cut_in_the_middle
+
+    assert cut_in_the_middle("test_fused_plus_budget", 30) == "test_fused_plus_budget"
+    assert cut_in_the_middle("test_fused_plus_budget", 11) == "test_…udget"
+    assert len(cut_in_the_middle("abcdefghijklmnop", 7)) == 7

@@ -1,8 +1,8 @@
-"""The one parser of the gate's and the meter's settings (pytest_dispatch.judgement.settings)."""
+"""The one parser of the gate's and the meter's settings (pytest_dispatch.settings)."""
 
 import pytest
 
-from pytest_dispatch.judgement import settings
+from pytest_dispatch import settings
 
 
 @pytest.mark.parametrize(("parse", "text", "value"), [
@@ -32,3 +32,44 @@ def test_parse_knows_the_gate_settings_only():
     assert settings.parse("threshold", "3%") == pytest.approx(0.03)
     with pytest.raises(settings.SettingError, match="unknown setting 'floor_us'"):
         settings.parse("floor_us", 0.5)
+
+
+def test_the_ab_command_and_the_pytest_flags_share_the_option_table(capsys):
+    from pytest_dispatch import cli, options
+    from pytest_dispatch.ab import command
+
+    args = cli.build_parser().parse_args(["ab", "--base", "main", "--max-time", "2m", "--pairs", "8", "--cpu", "3,4"])
+    assert (args.max_time, args.pairs, args.cpu, args.sessions) == (120.0, 8, (3, 4), settings.AB_DEFAULTS["sessions"])
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["ab", "--base", "main", "--pairs", "3"])
+    assert "pairs='3' must be at least 6" in capsys.readouterr().err
+    every_ab_setting = [option.flag for option in options.COORDINATOR_OPTIONS if option.command_flag]
+    kept = command.worker_args(["tests", *(f"{flag}=1" for flag in every_ab_setting), "--dispatch-ab-cpu", "3"])
+    assert kept == ["tests"]
+
+
+def test_options_are_resolved_once_into_a_frozen_object(pytester):
+    pytester.makeini("[pytest]\ndispatch_ab_pairs = 8\n")
+    pytester.makepyfile(
+        """
+        import dataclasses, pytest
+        from pytest_dispatch import options
+
+        def test_values(request):
+            values = options.of(request.config)
+            assert values is options.of(request.config) and values.dispatch_ab_pairs == 8
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                values.dispatch_ab_pairs = 9
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=1)
+    pytester.makeini("[pytest]\ndispatch_ab_pairs = 3\n")
+    result = pytester.runpytest()  # a bad value stops the session at its start, used or not
+    assert result.ret == 4 and "ini option dispatch_ab_pairs = '3'" in result.stderr.str()
+
+
+def test_an_ab_job_without_the_ab_plugin_is_a_usage_error_not_a_plain_run(pytester):
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest("-p", "no:dispatch_ab", "--dispatch-ab=main")
+    assert result.ret == 4 and "the A/B plugin (pytest_dispatch.ab.plugin) is not loaded" in result.stderr.str()
+    result.stdout.no_fnmatch_line("*1 passed*")

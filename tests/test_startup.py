@@ -66,6 +66,7 @@ def test_the_private_runtime_dir_is_made_only_when_none_is_usable(monkeypatch, t
     assert os.stat(made).st_mode & 0o777 == 0o700
 
 
+@pytest.mark.slow
 def test_the_meter_loads_what_it_needs_when_used(pytester):
     pytester.makeconftest(REPORT_LOADED)
     pytester.makepyfile("def test_meter(dispatch_meter):\n    assert dispatch_meter.measurements == []\n")

@@ -2,7 +2,7 @@
 
 Noise models: ``simulate_lavapipe_rounds`` (rounds of one run: 40 µs x LogNormal(0,
 0.07), 5% of rounds 1.3-2.5x slower; lavapipe, 2026-11-30) and
-``paired.simulate_run_medians`` (medians of separate runs: a run-level random effect
+``simulate_run_medians`` (medians of separate runs: a run-level random effect
 of log-sd 0.22, as measured between separate lavapipe runs of unchanged code, on top
 of the within-run standard error 0.035).  The run-level effect is what made a run
 judged against one stored run raise false alarms; these tests include it.
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from noise import simulate_lavapipe_rounds, simulate_run_medians
 from scipy import stats as sps
 
-from pytest_dispatch.judgement.paired import simulate_run_medians
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement.meter import DEFAULT_ROUNDS
 from pytest_dispatch.judgement.stats import (
@@ -24,7 +24,6 @@ from pytest_dispatch.judgement.stats import (
     resolvable_change,
     median_ci,
     ratio_of_medians_ci,
-    simulate_lavapipe_rounds,
 )
 
 TRIALS = 1000
@@ -147,6 +146,7 @@ def test_bad_inputs_are_one_line_errors(runs, current, message):
 # confidence intervals
 
 
+@pytest.mark.slow
 def test_ratio_ci_covers_the_true_ratio_at_about_the_nominal_rate():
     trials, true_ratio = 200, 1.10
     baseline, current = simulate_trials(seed=114, ratio=true_ratio, trials=trials)
@@ -157,6 +157,7 @@ def test_ratio_ci_covers_the_true_ratio_at_about_the_nominal_rate():
     assert excludes_no_change >= 0.90, excludes_no_change  # covers the truth without being vacuous
 
 
+@pytest.mark.slow
 def test_paired_ratio_ci_uses_the_pairing_under_shared_drift():
     trials, true_ratio, rounds = 200, 1.10, DEFAULT_ROUNDS
     rng = np.random.default_rng(115)
@@ -169,6 +170,7 @@ def test_paired_ratio_ci_uses_the_pairing_under_shared_drift():
     assert np.mean([ci.width for ci in paired]) < np.mean([ci.width for ci in unpaired])
 
 
+@pytest.mark.slow
 def test_median_ci_covers_the_true_median_at_about_the_nominal_rate():
     rng = np.random.default_rng(116)
     true_median = 40.0

@@ -74,3 +74,15 @@ def test_an_ab_comparison_takes_its_key_apart_with_the_name_whole():
     comparison = Comparison(str(MeasurementKey(NODE, "attn::f16")), None, measurement(name="attn::f16"))
     assert (comparison.nodeid, comparison.name, comparison.status) == (NODE, "attn::f16", Status.NEW)
     assert comparison.line().startswith("attn::f16 new: 10 dispatches per call, only in the head")
+
+
+def test_the_ab_markdown_is_one_table_row_per_measurement():
+    from pytest_dispatch.ab.verdicts import Comparison, Outcome
+
+    outcome = Outcome("main", "head", "Test GPU", {}, [Comparison(str(MeasurementKey(NODE, "attn::f16")), None,
+                                                                   measurement(name="attn::f16"))])
+    lines = outcome.markdown()
+    header = lines.index("| test | measurement | dispatches base → head | µs/dispatch base → head | ratio [interval] "
+                         "| pairs | verdict |")
+    assert lines[header + 1] == "|---|---|---:|---:|---:|---:|---|"
+    assert lines[header + 2] == f"| `{NODE}` | attn::f16 | – → 10 | – | – | – | **new** |"

@@ -7,30 +7,23 @@ import subprocess
 from pathlib import Path
 from typing import Callable, Sequence
 
+from pytest_dispatch import options
 from pytest_dispatch.ab import coordinator, trees, verdicts
 from pytest_dispatch.judgement import storage
-from pytest_dispatch.judgement.settings import SettingError
-
-# Options of the coordinator, not of the workers: dropped from the pytest arguments a worker gets.
-_COORDINATOR_FLAGS = ("--dispatch-ab", "--dispatch-ab-head", "--dispatch-ab-pairs", "--dispatch-ab-sessions",
-                      "--dispatch-ab-max-sessions", "--dispatch-ab-max-time",
-                      "--dispatch-ab-order", "--dispatch-aa", "--dispatch-report", "--dispatch-json",
-                      "--dispatch-markdown", "--dispatch-save", "--dispatch-compare", "--dispatch-accept",
-                      "--dispatch-plot", "--dispatch-isolate", "--dispatch-alpha", "--dispatch-threshold")
-_BARE = ("--dispatch-aa", "--dispatch-report", "--dispatch-accept", "--dispatch-isolate",
-         "--dispatch-save", "--dispatch-compare")  # no separate value (save/compare take one only after '=')
-
+from pytest_dispatch.settings import SettingError
 
 def worker_args(args: Sequence[str]) -> list[str]:
-    """The pytest arguments for the workers: the user's, without the coordinator's options."""
+    """The pytest arguments for the workers: the user's, without the coordinator's options
+    (those the option table marks ``coordinator``)."""
+    coordinator_options = {option.flag: option for option in options.COORDINATOR_OPTIONS}
     kept, skip = [], False
     for arg in args:
         if skip:
             skip = False
             continue
         flag = arg.split("=", 1)[0]
-        if flag in _COORDINATOR_FLAGS:
-            skip = "=" not in arg and flag not in _BARE
+        if flag in coordinator_options:
+            skip = "=" not in arg and not coordinator_options[flag].bare
             continue
         kept.append(arg)
     return kept
@@ -83,3 +76,23 @@ def run(base: str, head: str | None, pytest_args: Sequence[str], settings: coord
             with open(markdown_path, "a") as handle:
                 handle.write(text)
     return outcome.exit_code
+
+
+def run_counted(base: str, head: str | None, pytest_args: Sequence[str], tolerance: float, *,
+                out: Callable[[str], None] = print) -> int:
+    """The job in counted mode (``--dispatch-instructions``): each side counted once, compared
+    exactly (pytest_dispatch.ab.counted); the exit status."""
+    from pytest_dispatch.ab import counted
+
+    try:
+        _refuse_parallel(pytest_args)
+        head_folder = Path(head or os.getcwd()).resolve()
+        if not head_folder.is_dir():
+            raise trees.TreeError(f"head {head!r} is not a folder")
+        with trees.checked_out(base, head_folder) as (base_folder, base_description):
+            return counted.run_counted_job(base_folder, head_folder, worker_args(pytest_args), tolerance,
+                                           (base_description, describe_folder(head_folder)), out)
+    except (trees.TreeError, counted.CountedJobError, SettingError) as error:
+        out(f"pytest-dispatch ab: {error}")
+        return verdicts.EXIT_BAD_INPUT
+

@@ -20,10 +20,12 @@ from typing import Any, Callable, Sequence
 from pytest_dispatch.ab import verdicts, worker
 from pytest_dispatch.ab.channel import Channel, ChannelClosed
 from pytest_dispatch.ab.trees import source_roots
-from pytest_dispatch.judgement import paired, settings as gate_settings
+from pytest_dispatch import settings as gate_settings
+from pytest_dispatch.judgement import paired
 from pytest_dispatch.judgement.gate import compare_counts
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.measurement import cpus
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement
 
@@ -44,7 +46,7 @@ class JobError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """How an A/B job decides; every value is validated by pytest_dispatch.judgement.settings."""
+    """How an A/B job decides; every value is validated by pytest_dispatch.settings."""
 
     threshold: float = gate_settings.DEFAULTS["threshold"]
     alpha: float = gate_settings.DEFAULTS["alpha"]
@@ -532,18 +534,7 @@ def _allowed_cpus(choice: str | tuple[int, ...]) -> list[int]:
     return list(choice)
 
 
-def _idle_times() -> dict[int, int]:
-    """Idle ticks of every CPU so far (Linux's /proc/stat; {} elsewhere)."""
-    try:
-        lines = Path("/proc/stat").read_text().splitlines()
-    except OSError:
-        return {}
-    ticks = {}
-    for line in lines:
-        name, *fields = line.split()
-        if name.startswith("cpu") and name[3:].isdigit() and len(fields) >= 5:
-            ticks[int(name[3:])] = int(fields[3]) + int(fields[4])  # idle + iowait
-    return ticks
+_idle_times = cpus.idle_ticks
 
 
 def cpus_per_session(cpu_adapter: bool) -> int:

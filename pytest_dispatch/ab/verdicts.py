@@ -17,6 +17,7 @@ from pytest_dispatch.judgement.stats import format_us
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.meter import Measurement
+from pytest_dispatch.presentation.text import markdown_table
 
 TALLY_ORDER = (Status.REGRESSED, Status.IMPROVED, Status.UNCHANGED, Status.INCONCLUSIVE, Status.NEW, Status.REMOVED)
 SCHEMA = "pytest-dispatch-ab/2"  # docs/schema.md
@@ -147,10 +148,7 @@ class Outcome:
         return out
 
     def markdown(self) -> list[str]:
-        lines = [f"### A/B: {self.head} against {self.base}", "", f"Adapter: {self.adapter}", "",
-                 "| test | measurement | dispatches per call base → head | µs per call base → head | "
-                 "ratio per call [interval] | "
-                 "pairs | verdict |", "|---|---|---:|---:|---:|---:|---|"]
+        rows = []
         for c in self.comparisons:
             d = c.as_dict()
             dispatches = f"{d['dispatches_per_call']['base'] or '–'} → {d['dispatches_per_call']['head'] or '–'}"
@@ -161,8 +159,11 @@ class Outcome:
             if c.timing is not None and not math.isnan(c.timing.ratio):
                 high = "inf" if math.isinf(c.timing.high) else f"{c.timing.high:.3f}"
                 ratio, pairs = f"x{c.timing.ratio:.3f} [{c.timing.low:.3f}–{high}]", str(c.timing.pairs)
-            lines.append(f"| `{c.nodeid}` | {c.name} | {dispatches} | {us} | {ratio} | {pairs} | "
-                         f"**{c.status}** |")
+            rows.append((f"`{c.nodeid}`", c.name, dispatches, us, ratio, pairs, f"**{c.status}**"))
+        lines = [f"### A/B: {self.head} against {self.base}", "", f"Adapter: {self.adapter}", ""]
+        lines += markdown_table(("test", "measurement", "dispatches per call base → head",
+                                 "µs per call base → head", "ratio per call [interval]", "pairs", "verdict"),
+                                rows, right=(2, 3, 4, 5))
         lines += [""] + [f"- {problem}" for problem in self.problems]
         lines.append(f"**A/B {'failed' if self.exit_code else 'passed'}**: {self.tally()}")
         return lines

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import pytest
 
 from pytest_dispatch.ab.channel import Channel
-from pytest_dispatch.judgement import settings
+from pytest_dispatch import settings
 
 PLUGIN_NAME = "dispatch-ab-worker"
 CPU_ENV = "PYTEST_DISPATCH_AB_CPU"  # the CPUs ("3,4") this worker, and every thread it starts, run on
@@ -45,14 +45,11 @@ class Worker:
         self.channel = channel
         self.side = side
         self.collect_errors: list[str] = []
-        self._item: pytest.Item | None = None
         self._phases: dict[str, tuple[str, str]] = {}
         self._result: dict | None = None
 
-    def pytest_configure(self, config: pytest.Config) -> None:
-        from pytest_dispatch.plugin import ROUND_SERVER_KEY
-
-        config.stash[ROUND_SERVER_KEY] = self
+    def pytest_dispatch_round_server(self, config: pytest.Config) -> "Worker":
+        return self
 
     # -- collection
 
@@ -62,9 +59,7 @@ class Worker:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from pytest_dispatch.plugin import GPU_SESSION_KEY
-
-        gpu_session = session.config.stash[GPU_SESSION_KEY]
+        gpu_session = session.config.hook.pytest_dispatch_gpu_session(config=session.config)
         reason = gpu_session.unavailable_reason
         self.channel.send({
             "event": "collected",
@@ -87,11 +82,10 @@ class Worker:
             if command.get("cmd") != "run":
                 return True
             item = items.get(command["nodeid"])
-            self._item, self._phases, self._result = item, {}, None
+            self._phases, self._result = {}, None
             if item is not None:
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=items.get(command.get("next")))
             self.channel.send({"event": "test_done", "nodeid": command["nodeid"], **self._outcome(item)})
-            self._item = None
 
     def _outcome(self, item) -> dict[str, Any]:
         if item is None:
@@ -121,11 +115,12 @@ class Worker:
 
     # -- the meter's round server
 
-    def serve(self, key: str, calls: dict[str, int], take_round: Callable[[], tuple[int, int, int]]) -> bool:
+    def serve(self, key: str, calls: dict[str, int], take_round: Callable[[], tuple[int, int, int]],
+              overrides: dict[str, float]) -> bool:
         """Announce the warmed-up measurement, then take blocks of rounds until told to finish.
 
         False: the other side has no such measurement; measure alone."""
-        self.channel.send({"event": "measure", "key": key, "calls": calls, "overrides": self._overrides()})
+        self.channel.send({"event": "measure", "key": key, "calls": calls, "overrides": overrides})
         while True:
             command = self.channel.receive()
             kind = command.get("cmd")
@@ -139,12 +134,6 @@ class Worker:
                 return False
             else:
                 raise RuntimeError(f"A/B worker: unexpected command {command!r}")
-
-    def _overrides(self) -> dict[str, float]:
-        from pytest_dispatch.plugin import BUDGET_KEY
-
-        budget = self._item.stash.get(BUDGET_KEY, None) if self._item is not None else None
-        return dict(budget.gate) if budget is not None else {}
 
 
 def main(argv: list[str]) -> int:

@@ -7,6 +7,7 @@
     pytest-dispatch show FILE|FOLDER|NAME [--markdown]
     pytest-dispatch merge FILES... -o OUT                             one file, grouped by GPU
     pytest-dispatch probe [--impl wgpu|dawn|all] [--n 100,1000] [--dtype f32,f16] [--json PATH]
+                                                                     exit 1 when an adapter failed
     pytest-dispatch ab --base REF_OR_DIR [--head DIR] [-- pytest args]   exit 1 on a regression
 
 BASELINE, CURRENT and NAME are files or names of saved runs: 'latest', a --dispatch-save name,
@@ -23,19 +24,18 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_dispatch.cli.progress import Progress
-from pytest_dispatch.judgement import gate, history, settings, storage
+from pytest_dispatch import options, settings
+from pytest_dispatch.judgement import gate, history, storage
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.key import MeasurementKey
-from pytest_dispatch.plugin import report
+from pytest_dispatch.presentation import history as history_view, report
+from pytest_dispatch.presentation.text import markdown_table
 
 EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 class InputError(Exception):
     """Bad input: printed as one line, exit 2."""
-
-
-_gpu_of = storage.gpu_of
 
 
 def _runs(document: dict[str, Any]) -> list[dict[str, Any]]:
@@ -51,8 +51,7 @@ def _load(path: str) -> dict[str, Any]:
 
 
 def _markdown_table(results: list[TestResult], verdicts: dict[str, gate.TestVerdicts] | None) -> list[str]:
-    lines = ["| test | dispatches/call | submits/call | wall µs/dispatch (median) | verdict |",
-             "|---|---:|---:|---:|---|"]
+    rows = []
     for result in results:
         verdict = verdicts.get(result.nodeid) if verdicts else None
         for measurement in result.measurements:
@@ -60,14 +59,15 @@ def _markdown_table(results: list[TestResult], verdicts: dict[str, gate.TestVerd
             text = "; ".join(verdict.lines(key)) if verdict else result.budget_verdict
             wall = report.median_text(measurement)
             method = " (single-op)" if measurement.method == "single-op" else ""
-            lines.append(f"| `{result.nodeid}` [{measurement.name}]{method} | {measurement.dispatches} | "
-                         f"{measurement.submits} | {wall} | {text.replace('|', '/')} |")
-    return lines
+            rows.append((f"`{result.nodeid}` [{measurement.name}]{method}", measurement.dispatches,
+                         measurement.submits, wall, text.replace("|", "/")))
+    return markdown_table(("test", "dispatches/call", "submits/call", "wall µs/dispatch (median)", "verdict"), rows,
+                          right=(1, 2, 3))
 
 
 def _render_run(run: dict[str, Any], markdown: bool, verdicts=None) -> list[str]:
     results = storage.results_of(run)
-    gpu = _gpu_of(run)
+    gpu = storage.gpu_of(run)
     if markdown:
         title = gpu.describe() if gpu else "unknown GPU"
         return [f"### {title}", ""] + _markdown_table(results, verdicts) + [""]
@@ -79,7 +79,7 @@ def _resolve(target: str, args: argparse.Namespace, fingerprint: str | None = No
     if Path(target).exists():
         return target
     if target.endswith(".json") or "/" in target or "\\" in target:
-        raise InputError(f"{target}: no such file")
+        raise InputError(f"{target}: no such file; give a results file, or a saved run's name (see `pytest-dispatch list`)")
     try:
         return str(history.resolve(args.storage, target, fingerprint or args.fingerprint).path)
     except ValueError as error:
@@ -188,11 +188,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     for fingerprint in _fingerprints(args):
         runs = sorted(history.load_runs(args.storage, fingerprint), key=lambda run: run.time)
         print(f"GPU {runs[-1].gpu if runs else '?'} [{fingerprint}]: {len(runs)} saved run(s)")
-        print(f"  {'saved (UTC)':<19} {'commit':<16} {'branch':<16} {'name':<16} {'tests':>5}  file")
+        # columns as wide as their longest entry: a commit, branch or name is never cut
+        commit_width = max([16, *(len(run.short_commit) for run in runs)])
+        branch_width = max([16, *(len(run.branch or "-") for run in runs)])
+        name_width = max([16, *(len(run.name) for run in runs)])
+        print(f"  {'saved (UTC)':<19} {'commit':<{commit_width}} {'branch':<{branch_width}} "
+              f"{'name':<{name_width}} {'tests':>5}  file")
         for run in runs:
             tests = len({key.rsplit('::', 1)[0] for key in run.measurements})
-            print(f"  {run.time:%Y-%m-%d %H:%M:%S} {run.short_commit:<16} {(run.branch or '-')[:16]:<16} "
-                  f"{run.name[:16]:<16} {tests:>5}  {run.path.name}")
+            print(f"  {run.time:%Y-%m-%d %H:%M:%S} {run.short_commit:<{commit_width}} "
+                  f"{run.branch or '-':<{branch_width}} {run.name:<{name_width}} {tests:>5}  {run.path.name}")
     return EXIT_OK
 
 
@@ -200,7 +205,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     if args.keep < 1:
         raise InputError("--keep takes a count of at least 1")
     for fingerprint in _fingerprints(args):
-        files = sorted(history.run_files(args.storage, fingerprint), key=lambda f: f.name)
+        files = sorted(storage.BaselineStore(args.storage).run_files(fingerprint), key=lambda f: f.name)
         stale = files[:-args.keep]
         for path in stale:
             if not args.dry_run:
@@ -224,9 +229,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.k and not any(h.series for h in histories):
         raise InputError(f"-k {args.k!r} selects no measurement of the saved runs")
     if args.html:
-        from pytest_dispatch.cli import history_html
-
-        storage.write_text_atomically(args.html, history_html.page(histories, change_settings, note,
+        storage.write_text_atomically(args.html, history_view.page(histories, change_settings, note,
                                                                    lambda text: progress.step(text)))
         print(f"history page written to {args.html}")
     if args.json:
@@ -234,9 +237,9 @@ def cmd_history(args: argparse.Namespace) -> int:
 
         print(json.dumps(history.as_json(histories, change_settings, note, lambda text: progress.step(text)), indent=2))
     elif args.markdown:
-        print("\n".join(history.render_markdown(histories, change_settings, note)))
+        print("\n".join(history_view.render_markdown(histories, change_settings, note)))
     elif not args.html:
-        print("\n".join(history.render_text(histories, change_settings, note)))
+        print("\n".join(history_view.render_text(histories, change_settings, note)))
     return EXIT_OK
 
 
@@ -254,16 +257,18 @@ def cmd_probe(args: argparse.Namespace) -> int:
     found = probe.adapters(impls, args.backend, args.adapter)
     if not found:
         raise InputError(f"no adapter found for {', '.join(impls)} (backend {args.backend})")
-    rows = []
     progress = Progress("pytest-dispatch probe", total=len(found) * len(dtypes) * len(ns))
-    for impl, index in found:
-        rows += probe.probe_adapter(impl, index, dtypes, ns, args.rounds, progress.step)
+    rows, problems, failed = probe.probe_all(found, dtypes, ns, args.rounds, progress.step)
+    for line in problems:
+        print(f"pytest-dispatch probe: {line}", file=sys.stderr)
+    if not rows and not failed:
+        raise InputError("no adapter found can run compute work")
     print("\n".join(probe.render(rows)))
     if args.json:
         storage.write_json_atomically(args.json, {"probe": [row.as_dict() for row in rows],
                                                   "rounds": args.rounds})
         print(f"probe results written to {args.json}")
-    return EXIT_OK
+    return EXIT_REGRESSED if failed else EXIT_OK
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
@@ -296,11 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("baseline", help=names)
     compare.add_argument("current", help=names)
     _add_storage_arguments(compare)
-    compare.add_argument("--alpha", type=settings.flag_type(settings.alpha, "alpha"), default=settings.DEFAULTS["alpha"],
-                         help="false-alarm level of one timing comparison (default 0.01)")
-    compare.add_argument("--threshold", type=settings.flag_type(settings.fraction, "threshold"),
-                         default=settings.DEFAULTS["threshold"],
-                         help="smallest relative change called a change (default 2%%)")
+    options.add_command_argument(compare, "dispatch_alpha")
+    options.add_command_argument(compare, "dispatch_threshold")
     compare.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
     compare.set_defaults(run=cmd_compare)
 
@@ -353,30 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--base", required=True, help="a git ref (checked out for the job) or a folder; "
                                                   "'.' with no --head is the A/A check")
     ab.add_argument("--head", help="the head folder (default: the current folder)")
-    ab.add_argument("--threshold", type=settings.flag_type(settings.fraction, "threshold"),
-                    default=settings.DEFAULTS["threshold"], help="smallest relative change called a change "
-                                                                 "(default 2%%)")
-    ab.add_argument("--alpha", type=settings.flag_type(settings.alpha, "alpha"), default=settings.DEFAULTS["alpha"],
-                    help="false-alarm level of one comparison over all its looks (default 0.01)")
-    ab_defaults = settings.AB_DEFAULTS
-    ab.add_argument("--pairs", type=settings.flag_type(lambda n, v: settings.count(n, v, 6), "pairs"),
-                    default=ab_defaults["pairs"], help="pairs of rounds per measurement in each session "
-                                                       f"(default {ab_defaults['pairs']})")
-    ab.add_argument("--sessions", type=settings.flag_type(lambda n, v: settings.count(n, v, 2), "sessions"),
-                    default=ab_defaults["sessions"],
-                    help="sessions (fresh base and head workers) before the first look, and between looks "
-                         f"(default {ab_defaults['sessions']})")
-    ab.add_argument("--max-sessions", type=settings.flag_type(lambda n, v: settings.count(n, v, 2), "max-sessions"),
-                    default=ab_defaults["max_sessions"], help=f"most sessions (default {ab_defaults['max_sessions']})")
-    ab.add_argument("--max-time", type=settings.flag_type(settings.seconds, "max-time"), default=ab_defaults["max_time"],
-                    help="most seconds of one measurement's pairs in one session "
-                         f"(default {ab_defaults['max_time']:g})")
-    ab.add_argument("--order", choices=settings.PAIR_ORDERS, default=ab_defaults["order"],
-                    help="order of a pair's two rounds")
-    ab.add_argument("--cpu", type=settings.flag_type(settings.cpu, "cpu"), default=ab_defaults["cpu"],
-                    help="CPUs both workers of a session run on: idle (default: the two least busy allowed "
-                         "CPUs at the session's start, or the one quiet CPU), CPU numbers (3 or 3,4), or any "
-                         "(not pinned)")
+    for option in options.ALL_OPTIONS:  # the A/B job's settings, as the pytest flags take them
+        if option.command_flag and option.coordinator:
+            options.add_command_argument(ab, option.name)
     ab.add_argument("--test-timeout", type=settings.flag_type(settings.seconds, "test-timeout"), default=900.0,
                     help="a worker silent this long in a test is hung: killed, restarted, the test failed "
                          "(default 900 s)")

@@ -75,10 +75,12 @@ def _median_per_dispatch(m: Measurement) -> float:
 
 
 def probe_adapter(impl: str, index: int, dtypes: Iterable[str], ns: Iterable[int], rounds: int,
-                  progress: Callable[[str], None] | None = None) -> list[ProbeRow]:
-    """One row per dtype and N; ``progress(text)`` after each (a dtype the device lacks counts too)."""
+                  progress: Callable[[str], None] | None = None, rows: list[ProbeRow] | None = None
+                  ) -> list[ProbeRow]:
+    """One row per dtype and N, appended to ``rows`` as each is measured (so that what was measured
+    survives a later failure); ``progress(text)`` after each (a dtype the device lacks counts too)."""
     ns = list(ns)
-    rows = []
+    rows = [] if rows is None else rows
     for dtype in dtypes:
         # A fresh device per dtype, so that one dtype's work leaves no state behind for the
         # next. (Costs still drift within a process: the dtype measured second came out slower
@@ -110,6 +112,37 @@ def probe_adapter(impl: str, index: int, dtypes: Iterable[str], ns: Iterable[int
                          f"submit per dispatch {results[SUBMIT_PER_DISPATCH]:.1f} µs/dispatch")
         device.destroy()
     return rows
+
+
+def probe_all(found: Iterable[tuple[str, int]], dtypes: list[str], ns: list[int], rounds: int,
+              progress: Callable[[str], None] | None = None) -> tuple[list[ProbeRow], list[str], bool]:
+    """Every adapter in turn: the rows, one line per adapter skipped or failed, and whether one
+    failed.  An adapter that cannot run compute work is skipped; one that fails while measured
+    keeps the rows it gave; either way the next adapter is probed."""
+    rows: list[ProbeRow] = []
+    lines: list[str] = []
+    failed = False
+    for impl, index in found:
+        steps = 0
+
+        def step(text: str) -> None:
+            nonlocal steps
+            steps += 1
+            if progress:
+                progress(text)
+
+        try:
+            probe_adapter(impl, index, dtypes, ns, rounds, step, rows)
+            continue
+        except gpu.ComputeUnavailableError as error:
+            lines.append(f"skipped {impl} adapter {index}: {error}")
+        except Exception as error:  # a driver fault on one adapter: the others are still probed
+            failed = True
+            text = str(error).strip().splitlines()
+            lines.append(f"failed on {impl} adapter {index}: {type(error).__name__}: {text[0] if text else ''}")
+        for _ in range(len(dtypes) * len(ns) - steps):  # the steps this adapter will not take
+            step(lines[-1])
+    return rows, lines, failed
 
 
 def render(rows: list[ProbeRow]) -> list[str]:

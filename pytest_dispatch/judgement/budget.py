@@ -3,7 +3,10 @@
     @pytest.mark.dispatch_budget(dispatches=564, submits=exact(1), passes=(1, 2))
 
 Each count is an int (a maximum), a ``(lo, hi)`` range or ``exact(n)``;
-``us_per_dispatch`` is an absolute ceiling on the median wall µs per dispatch.
+``us_per_dispatch`` is an absolute ceiling on the median wall µs per dispatch;
+``instructions_per_dispatch`` one on the host instructions per dispatch that counted mode
+(``--dispatch-instructions``) counts: a count, so the same on every machine of the same
+software (a timed run does not check it).
 The budget applies to each ``Measurement`` the test took (per call), otherwise
 to the counts of the whole call phase (per test).
 """
@@ -14,16 +17,17 @@ import dataclasses
 import math
 from typing import Any, Iterable, Mapping
 
-from pytest_dispatch.judgement import settings
+from pytest_dispatch import settings
 from pytest_dispatch.measurement.recorder import COUNT_KINDS
 
 MARKER = "dispatch_budget"
 GATE_KEYS = tuple(settings.PARSERS)  # per-test overrides of the gate: alpha, threshold
 MARKER_HELP = (
     f"{MARKER}(dispatches=None, submits=None, passes=None, encoders=None, us_per_dispatch=None, "
-    "alpha=None, threshold=None): fail the test when a count per call is over its "
-    "budget (int = maximum, (lo, hi) = range, exact(n) = exactly n), or the median µs per dispatch "
-    "is over us_per_dispatch; alpha/threshold override the gate (stored runs and A/B) for this test."
+    "instructions_per_dispatch=None, alpha=None, threshold=None): fail the test when a count per call is "
+    "over its budget (int = maximum, (lo, hi) = range, exact(n) = exactly n), the median µs per dispatch "
+    "is over us_per_dispatch, or (--dispatch-instructions) the host instructions per dispatch are over "
+    "instructions_per_dispatch; alpha/threshold override the gate (stored runs and A/B) for this test."
 )
 
 
@@ -69,6 +73,7 @@ class Budget:
     counts: Mapping[str, CountLimit]
     us_per_dispatch: float | None = None
     gate: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    instructions_per_dispatch: float | None = None
 
 
 def _count_limit(kind: str, value: Any) -> CountLimit:
@@ -102,7 +107,7 @@ def parse_budget(args: tuple, kwargs: Mapping[str, Any]) -> Budget:
     """The marker's arguments as a Budget; BudgetUsageError on anything unknown or invalid."""
     if args:
         raise BudgetUsageError(f"takes keyword arguments only ({', '.join(COUNT_KINDS)}, us_per_dispatch)")
-    known = set(COUNT_KINDS) | {"us_per_dispatch"} | set(GATE_KEYS)
+    known = set(COUNT_KINDS) | {"us_per_dispatch", "instructions_per_dispatch"} | set(GATE_KEYS)
     unknown = sorted(set(kwargs) - known)
     if "floor_us" in unknown:
         raise BudgetUsageError("floor_us was removed: the gate's smallest change is relative (threshold=0.05)")
@@ -112,13 +117,17 @@ def parse_budget(args: tuple, kwargs: Mapping[str, Any]) -> Budget:
     us_per_dispatch = kwargs.get("us_per_dispatch")
     if us_per_dispatch is not None:
         us_per_dispatch = _positive_float("us_per_dispatch", us_per_dispatch)
+    instructions_per_dispatch = kwargs.get("instructions_per_dispatch")
+    if instructions_per_dispatch is not None:
+        instructions_per_dispatch = _positive_float("instructions_per_dispatch", instructions_per_dispatch)
     try:
         gate = {key: settings.parse(key, kwargs[key]) for key in GATE_KEYS if kwargs.get(key) is not None}
     except settings.SettingError as error:
         raise BudgetUsageError(str(error)) from None
-    if not counts and us_per_dispatch is None and not gate:
-        raise BudgetUsageError("sets no budget; give at least one of " + ", ".join(COUNT_KINDS + ("us_per_dispatch",)))
-    return Budget(counts, us_per_dispatch, gate)
+    if not counts and us_per_dispatch is None and instructions_per_dispatch is None and not gate:
+        raise BudgetUsageError("sets no budget; give at least one of "
+                               + ", ".join(COUNT_KINDS + ("us_per_dispatch", "instructions_per_dispatch")))
+    return Budget(counts, us_per_dispatch, gate, instructions_per_dispatch)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +140,7 @@ class Observation:
     per_call: bool = True
     us_per_dispatch_median: float | None = None
     timing_off: bool = False  # a measurement taken with --dispatch-disable-timing
+    instructions_per_dispatch: float | None = None  # counted mode
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,6 +199,10 @@ def judge(budget: Budget, observations: Iterable[Observation]) -> BudgetFailure 
             lines.append(
                 f"dispatch budget exceeded: {measured:.2f} µs per dispatch (median) > {ceiling:g} allowed{where}"
             )
+        instruction_ceiling, counted = budget.instructions_per_dispatch, observation.instructions_per_dispatch
+        if instruction_ceiling is not None and counted is not None and counted > instruction_ceiling:
+            lines.append(f"dispatch budget exceeded: {counted:,.0f} host instructions per dispatch (counted) > "
+                         f"{instruction_ceiling:,.0f} allowed{where}")
     if ceiling_without_measurement(budget, observations):
         lines.append(
             "dispatch budget: us_per_dispatch needs a measurement; call dispatch_meter.measure(...) in the test"

@@ -15,9 +15,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, Mapping, Sequence
 
-from pytest_dispatch.judgement import settings as gate_settings, stats, storage
+from pytest_dispatch import settings as gate_settings
+from pytest_dispatch.judgement import history, stats, storage
 from pytest_dispatch.judgement.budget import COUNT_KINDS
-from pytest_dispatch.judgement.results import TestResult
+from pytest_dispatch.judgement.results import TestResult, sequential_measurements
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.key import MeasurementKey
@@ -25,15 +26,6 @@ from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement
 
 TIMING_METRIC = "us_per_call"
 INSTRUCTIONS_METRIC = "instructions_per_call"
-DEFAULTS = gate_settings.DEFAULTS
-
-
-def sequential_measurements(results: Iterable[TestResult]) -> dict[str, Measurement]:
-    """The measurements a gate compares, by key."""
-    return {
-        str(MeasurementKey(result.nodeid, m.name)): m for result in results for m in result.measurements
-        if m.method == SEQUENTIAL
-    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,7 +226,7 @@ class Gate:
         self.software_differences = software_differences  # None: the baseline was not counted
         self.instruction_tolerance = instruction_tolerance
         self.comparable = comparable
-        self.settings = {**DEFAULTS, **(settings or {})}
+        self.settings = {**gate_settings.DEFAULTS, **(settings or {})}
         self.family_size = family_size
         self.stored = {key: list(values) for key, values in (stored or {}).items()}
         self._current: dict[str, tuple[list[float], float]] = {}
@@ -269,7 +261,7 @@ class Gate:
             return BELOW_SYNC_NOISE
         self._current[key] = (runs, now)
         if overrides:
-            self._overrides[key] = {k: v for k, v in overrides.items() if k in DEFAULTS}
+            self._overrides[key] = {k: v for k, v in overrides.items() if k in gate_settings.DEFAULTS}
         partial = stats.judge_against_runs(
             self._current, **self.settings, overrides=self._overrides,
             family_size=max(self.family_size or 0, len(self._current)),
@@ -307,8 +299,6 @@ class Baseline:
 
 def stored_medians(storage_root, fingerprint: str, name: str) -> dict[str, list[float]]:
     """Per-call medians of every stored run of this GPU named ``name`` ('latest': any), by key."""
-    from pytest_dispatch.judgement import history
-
     runs = [run for run in history.load_runs(storage_root, fingerprint)
             if name == "latest" or run.name == storage.BaselineStore.safe_name(name)]
     series: dict[str, list[float]] = {}

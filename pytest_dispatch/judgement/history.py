@@ -13,6 +13,7 @@ import datetime
 import functools
 import math
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -20,8 +21,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from pytest_dispatch.judgement import stats, storage
-from pytest_dispatch.judgement.gate import DEFAULTS, sequential_measurements
+from pytest_dispatch.judgement.results import sequential_measurements
 from pytest_dispatch.judgement.stats import format_confidence
+from pytest_dispatch.settings import DEFAULTS
 from pytest_dispatch.measurement.recorder import COUNT_KINDS
 
 
@@ -40,9 +42,9 @@ class RunMeasurement:
     """One sequential measurement of one stored run."""
 
     key: str  # str(MeasurementKey)
-    median_us: float  # median wall µs per dispatch (sync subtracted)
+    median_us_per_dispatch: float  # median wall µs per dispatch (sync subtracted)
     median_us_per_call: float  # the same per call of the measured function (what the gate judges)
-    samples_us: tuple[float, ...]  # wall µs per dispatch, one per round
+    samples_us_per_dispatch: tuple[float, ...]  # wall µs per dispatch, one per round
     rounds: int
     per_round: int
     sync_us: float  # median cost of the empty sync subtracted from each round
@@ -55,7 +57,7 @@ class RunMeasurement:
 
     def interval(self) -> tuple[float, float]:
         """95% bootstrap interval of the median (``stats.median_ci``), computed once per sample set."""
-        return _median_interval(self.samples_us)
+        return _median_interval(self.samples_us_per_dispatch)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,17 +78,14 @@ class StoredRun:
     @property
     def medians(self) -> dict[str, float]:
         """Median wall µs per dispatch of each sequential measurement, by key (``str(MeasurementKey)``)."""
-        return {key: m.median_us for key, m in self.measurements.items()}
-
-    @property
-    def dispatches(self) -> dict[str, int]:
-        """Dispatches per call of each sequential measurement, by key."""
-        return {key: m.dispatches for key, m in self.measurements.items()}
+        return {key: m.median_us_per_dispatch for key, m in self.measurements.items()}
 
     @property
     def short_commit(self) -> str:
         if not self.commit:
             return "no commit"
+        if not re.fullmatch(r"[0-9a-f]{11,}", self.commit):  # a word such as pytest-benchmark's "unversioned"
+            return self.commit
         return self.commit[:10] + ("+dirty" if self.dirty else "")
 
     def order_key(self) -> tuple:
@@ -118,9 +117,9 @@ def _summarise(key: str, measurement) -> RunMeasurement:
     samples = np.asarray(measurement.wall_us_per_dispatch, dtype=float)
     return RunMeasurement(
         key=key,
-        median_us=float(np.median(samples)),
+        median_us_per_dispatch=float(np.median(samples)),
         median_us_per_call=measurement.median_us_per_call,
-        samples_us=tuple(samples.tolist()),
+        samples_us_per_dispatch=tuple(samples.tolist()),
         rounds=int(samples.size),
         per_round=int(measurement.per_round),
         sync_us=measurement.sync_median_us,
@@ -136,7 +135,8 @@ def read_run(path: str | os.PathLike, fingerprint: str | None = None) -> StoredR
     path = Path(path)
     document = storage.load_document(path)
     if document["pytest_dispatch"].get("runs"):
-        raise storage.BaselineError(f"{path}: a merged file of several runs, not one saved run")
+        raise storage.BaselineError(f"{path}: a merged file of several runs, not one saved run; keep merged "
+                                    "files outside the storage folder")
     found = storage.fingerprint_of(document)
     gpu = storage.gpu_of(document)
     if fingerprint is not None and found != fingerprint:
@@ -164,22 +164,6 @@ def read_run(path: str | os.PathLike, fingerprint: str | None = None) -> StoredR
     )
 
 
-def run_files(storage_root: str | os.PathLike, fingerprint: str) -> list[Path]:
-    """The saved-run files of one fingerprint (any name), unordered."""
-    folder = Path(storage_root) / fingerprint
-    if not folder.is_dir():
-        return []
-    return [f for f in folder.glob("*.json") if not f.name.startswith(".")]
-
-
-def fingerprints(storage_root: str | os.PathLike) -> list[str]:
-    """The GPU fingerprints that have a folder in the storage, sorted."""
-    root = Path(storage_root)
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-
-
 def load_runs(
     storage_root: str | os.PathLike,
     fingerprint: str,
@@ -190,7 +174,7 @@ def load_runs(
     A corrupt, hostile or foreign file is skipped with one ``SkippedRunWarning`` naming it;
     ``progress(done, total)`` is called after each file.
     """
-    files = sorted(run_files(storage_root, fingerprint))
+    files = sorted(storage.BaselineStore(storage_root).run_files(fingerprint))
     runs = []
     for done, path in enumerate(files, 1):
         try:
@@ -202,11 +186,6 @@ def load_runs(
         if progress is not None:
             progress(done, len(files))
     return sorted(runs, key=StoredRun.order_key)
-
-
-def run_spread(runs: Iterable[StoredRun], key: str) -> np.ndarray:
-    """The medians of ``key`` over ``runs`` (those that measured it), in the runs' order."""
-    return np.array([run.measurements[key].median_us for run in runs if key in run.measurements], dtype=float)
 
 
 # --------------------------------------------------------------------------
@@ -290,13 +269,7 @@ class Series:
 
     @property
     def medians(self) -> np.ndarray:
-        return np.array([run.measurements[self.key].median_us for run in self.runs], dtype=float)
-
-    def since_last_change(self) -> tuple[StoredRun, ...]:
-        """The runs after the newest change point (all of them without one): today's level and spread."""
-        if not self.change_points:
-            return self.runs
-        return self.runs[self.change_points[-1].index:]
+        return np.array([run.measurements[self.key].median_us_per_dispatch for run in self.runs], dtype=float)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -459,7 +432,7 @@ def series_of(runs: list[StoredRun], key: str, settings: Settings = Settings(),
 
     With ``find_changes`` and no ruptures, ``ChangePointsUnavailable`` says how to install it."""
     measured = [run for run in runs if key in run.measurements]
-    values = [run.measurements[key].median_us for run in measured]
+    values = [run.measurements[key].median_us_per_dispatch for run in measured]
     change_points = None
     if find_changes:
         # runs of one commit measured the same code; a run outside git, or of a dirty tree, stands alone
@@ -500,7 +473,7 @@ def select_keys(keys: Iterable[str], expression: str | None) -> list[str]:
 
 
 # --------------------------------------------------------------------------
-# names, whole histories, and their text, Markdown and JSON forms
+# names, whole histories, and their JSON form (text, Markdown, HTML: pytest_dispatch.presentation.history)
 
 EMPTY_HINT = ("no saved runs in {root}/: run `pytest --dispatch-save` on each commit (e.g. in CI on main); "
               "every saved run is kept there, one folder per GPU")
@@ -508,7 +481,7 @@ EMPTY_HINT = ("no saved runs in {root}/: run `pytest --dispatch-save` on each co
 
 def match_fingerprint(storage_root: str | os.PathLike, wanted: str | None) -> list[str]:
     """The stored fingerprints containing ``wanted`` (all when None); ValueError when none does."""
-    found = fingerprints(storage_root)
+    found = storage.BaselineStore(storage_root).fingerprints()
     if not wanted:
         return found
     matching = [fp for fp in found if wanted.lower() in fp.lower()]
@@ -591,61 +564,6 @@ def analyse(
     return histories, note
 
 
-def _describe_settings(settings: Settings) -> str:
-    return (f"ruptures PELT on log run medians, kept when the step's interval over the runs' spread "
-            f"(Welch t, {format_confidence(1 - settings.alpha)} over the series' commit boundaries) lies beyond "
-            f"{100 * settings.threshold:g}%")
-
-
-def render_text(histories: list[GpuHistory], settings: Settings, note: str | None) -> list[str]:
-    """The history as the terminal shows it: changes first, then one line per series."""
-    lines = []
-    for history in histories:
-        commits = len({run.commit for run in history.runs})
-        lines += [f"GPU {history.gpu} [{history.fingerprint}]: {len(history.runs)} runs of {commits} commits",
-                  f"  change points ({_describe_settings(settings)}):" if note is None else f"  {note}"]
-        if note is None:
-            found = [cp for s in history.series for cp in s.change_points]
-            lines += [f"    {cp.summary()}" for cp in found]
-            lines += [f"    {s.unresolved_summary()}" for s in history.series if not s.change_points]
-        changes = [c for s in history.series for c in s.count_changes]
-        lines += ["  count changes (exact):"] + ([f"    {c.summary()}" for c in changes] or ["    none"])
-        lines.append(f"  {'measurement':<60} {'runs':>4} {'first':>9} {'latest':>9} {'min':>9} {'max':>9}  µs/dispatch")
-        for s in history.series:
-            medians = s.medians
-            lines.append(f"  {_shorten(s.key, 60):<60} {len(s.runs):>4} {medians[0]:>9.2f} {medians[-1]:>9.2f} "
-                         f"{medians.min():>9.2f} {medians.max():>9.2f}")
-        lines.append("")
-    return lines
-
-
-def _shorten(text: str, width: int) -> str:
-    return text if len(text) <= width else "…" + text[-(width - 1):]
-
-
-def render_markdown(histories: list[GpuHistory], settings: Settings, note: str | None) -> list[str]:
-    """The history for a CI summary ($GITHUB_STEP_SUMMARY)."""
-    lines = []
-    for history in histories:
-        lines += [f"### History: {history.gpu}", "",
-                  f"{len(history.runs)} runs; change points: {note or _describe_settings(settings)}", ""]
-        rows = [(cp.key, f"{cp.before_us:.2f} → {cp.after_us:.2f} µs/dispatch (×{cp.ratio:.3f} per dispatch, "
-                         f"{format_confidence(cp.step.confidence)} interval ×{cp.step.low:.3f}–{cp.step.high:.3f})",
-                 cp.run) for s in history.series for cp in (s.change_points or ())]
-        rows += [(c.key, f"{c.kind} {c.before} → {c.after} per call", c.run)
-                 for s in history.series for c in s.count_changes]
-        if rows:
-            lines += ["| measurement | change | commit | branch |", "|---|---|---|---|"]
-            lines += [f"| `{key.replace('|', '/')}` | {text} | `{run.short_commit}` | {run.branch or '-'} |"
-                      for key, text, run in rows]
-        else:
-            lines.append("No changes found.")
-        if note is None:
-            lines += [""] + [f"- {s.unresolved_summary()}" for s in history.series if not s.change_points]
-        lines.append("")
-    return lines
-
-
 def _run_json(run: StoredRun) -> dict[str, Any]:
     return {"path": str(run.path), "name": run.name, "commit": run.commit, "branch": run.branch,
             "dirty": run.dirty, "time": run.time.isoformat(),
@@ -663,7 +581,8 @@ def as_json(histories: list[GpuHistory], settings: Settings, note: str | None,
             points = []
             for run in s.runs:
                 m = run.measurements[s.key]
-                points.append({"run": index_of[run.path], "median_us": m.median_us, "interval_us": list(m.interval()),
+                points.append({"run": index_of[run.path], "median_us": m.median_us_per_dispatch,
+                               "interval_us": list(m.interval()),
                                "rounds": m.rounds, "sync_us": m.sync_us, "counts": dict(m.counts)})
             series.append({
                 "key": s.key,

@@ -27,11 +27,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from pytest_dispatch.judgement import settings
+from pytest_dispatch import settings
 from pytest_dispatch.judgement.stats import format_confidence
 from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.measurement.meter import per_call_us
 
-ORDERS = settings.PAIR_ORDERS
 _EXACT_MAX_PAIRS = 400  # beyond this the signed-rank null is normal to far better than its use needs
 
 
@@ -69,8 +69,8 @@ def check_design(design: Design) -> None:
                          f"(got {design.first}, {design.batch}, {design.max_pairs})")
     if not design.max_seconds > 0:
         raise ValueError(f"max_seconds must be > 0, not {design.max_seconds!r}")
-    if design.order not in ORDERS:
-        raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {design.order!r}")
+    if design.order not in settings.PAIR_ORDERS:
+        raise ValueError(f"order must be one of {', '.join(settings.PAIR_ORDERS)}, not {design.order!r}")
 
 
 # --------------------------------------------------------------------------
@@ -252,12 +252,6 @@ class Rounds:
 
     def per_call_us(self) -> np.ndarray:
         return per_call_us(self.wall_ns, self.sync_ns, self.per_round)
-
-
-def per_call_us(wall_ns: Sequence[float], sync_ns: Sequence[float], per_round) -> np.ndarray:
-    """Wall µs per call of each round, the median empty sync subtracted (the sequential method)."""
-    sync = float(np.median(sync_ns)) if len(sync_ns) else 0.0
-    return (np.asarray(wall_ns, dtype=float) - sync) / 1000.0 / np.asarray(per_round, dtype=float)
 
 
 TakeRound = Callable[[int], tuple[int, int, int]]  # side (0: A, 1: B) -> (wall_ns, sync_ns, per_round)
@@ -455,40 +449,3 @@ def futility(sessions: Sequence[PairedVerdict], question: ChangeQuestion, design
     return (f"stopped after {len(sessions)} sessions: their ratios (sd {sd:.1%}) leave the interval across the "
             f"{question.tolerance:.0%} tolerance even at {cap} sessions, which resolve "
             f"{_resolution_text(question.bound + half)} here")
-
-
-# --------------------------------------------------------------------------
-# synthetic rounds with the noise of real machines, for tests and power figures
-
-
-def simulate_pairs(rng: np.random.Generator, pairs: int, *, ratio: float = 1.0, median_us: float = 40.0,
-                   sigma: float = 0.05, process_sd: float = 0.01, drift_sd: float = 0.01,
-                   autocorrelation: float = 0.2, outlier_fraction: float = 0.03) -> tuple[np.ndarray, np.ndarray]:
-    """Per-call µs of ``pairs`` interleaved rounds of A and B (B = A x ``ratio``).
-
-    Noise, each as measured on real machines (docs/RESULTS.md): a per-process random
-    effect (log-sd ``process_sd``, drawn once per side: two worker processes are never
-    exactly alike), a drift shared by both sides (a random walk, step log-sd
-    ``drift_sd``), round noise with lag-1 autocorrelation ``autocorrelation`` and
-    log-sd ``sigma``, and a heavy tail (a fraction of rounds 1.3-2.5x slower).
-    """
-    process = rng.normal(0.0, process_sd, 2)
-    drift = np.cumsum(rng.normal(0.0, drift_sd, pairs))
-
-    def side(effect: float, scale: float) -> np.ndarray:
-        noise = np.empty(pairs)
-        innovation = rng.normal(0.0, sigma * math.sqrt(1 - autocorrelation ** 2), pairs)
-        noise[0] = rng.normal(0.0, sigma)
-        for i in range(1, pairs):
-            noise[i] = autocorrelation * noise[i - 1] + innovation[i]
-        slow = np.where(rng.random(pairs) < outlier_fraction, rng.uniform(1.3, 2.5, pairs), 1.0)
-        return median_us * scale * np.exp(effect + drift + noise) * slow
-
-    return side(process[0], 1.0), side(process[1], ratio)
-
-
-def simulate_run_medians(rng: np.random.Generator, runs: int, *, ratio: float = 1.0, median_us: float = 40.0,
-                         run_sd: float = 0.22, within_se: float = 0.035) -> np.ndarray:
-    """Medians of ``runs`` separate runs: a run-level random effect (log-sd ``run_sd``,
-    0.22-0.25 on lavapipe) on top of the within-run standard error."""
-    return median_us * ratio * np.exp(rng.normal(0.0, run_sd, runs) + rng.normal(0.0, within_se, runs))

@@ -7,13 +7,14 @@ so the controller of a pytest-xdist run sees every worker's results.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
 from pytest_dispatch.judgement.budget import COUNT_KINDS, Observation
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement import recorder
+from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.meter import SEQUENTIAL, SINGLE_OP, Measurement
 
 USER_PROPERTY = "pytest_dispatch"
@@ -75,6 +76,14 @@ class TestResult:
         )
 
 
+def sequential_measurements(results: Iterable[TestResult]) -> dict[str, Measurement]:
+    """The measurements a gate or a history compares (the sequential ones), by key."""
+    return {
+        str(MeasurementKey(result.nodeid, m.name)): m for result in results for m in result.measurements
+        if m.method == SEQUENTIAL
+    }
+
+
 def observation_of_measurement(measurement: Measurement) -> Observation:
     return Observation(
         name=measurement.name,
@@ -85,6 +94,7 @@ def observation_of_measurement(measurement: Measurement) -> Observation:
         if measurement.method == SEQUENTIAL and measurement.timed
         else None,
         timing_off=not measurement.timed,
+        instructions_per_dispatch=measurement.instructions_per_dispatch,
     )
 
 

@@ -23,7 +23,6 @@ __all__ = [
     "median_ci",
     "ratio_of_medians_ci",
     "judge_against_runs",
-    "simulate_lavapipe_rounds",
 ]
 
 BOOTSTRAP_RESAMPLES = 9999
@@ -325,41 +324,3 @@ def resolvable_change(spread: Interval, threshold: float) -> float:
     """The smallest ratio that a run can show beyond ``spread`` and the ``threshold`` together:
     a true change below it ends inconclusive however the run falls."""
     return (1 + threshold) * spread.high
-
-
-# --------------------------------------------------------------------------
-# synthetic noise model for tests and power benchmarks
-
-
-def simulate_lavapipe_rounds(
-    rng: np.random.Generator,
-    rounds: int,
-    *,
-    trials: int | None = None,
-    median_us: float = 40.0,
-    ratio: float = 1.0,
-    sigma: float = 0.07,
-    outlier_fraction: float = 0.05,
-    outlier_factor: tuple[float, float] = (1.3, 2.5),
-) -> np.ndarray:
-    """Synthetic per-dispatch costs (µs) with lavapipe-like noise.
-
-    Each round is ``median_us * ratio * LogNormal(0, sigma)``; a fraction
-    ``outlier_fraction`` of rounds is further multiplied by U(outlier_factor)
-    (the heavy tail). ``ratio`` scales every round, so the true ratio of any
-    quantile (median included) between two settings is exactly ``ratio``.
-    Returns shape ``(rounds,)``, or ``(trials, rounds)`` when ``trials`` is set.
-
-    Defaults follow lavapipe noise measured on 2026-11-30 (Mesa 22.3.6
-    lavapipe, 2 shared cores; 20 rounds of 100 dispatches, one sync per round,
-    per-dispatch µs): one-pass median 30-42 µs, MAD/median 0.04-0.08, CV
-    0.25-0.5 from occasional rounds 2-3x slower; sequential median 89-95 µs,
-    CV 0.05-0.09, MAD/median 0.035-0.07. With the defaults a 20-round run has
-    MAD/median ~0.05 and CV ~0.16 (10th-90th percentile 0.06-0.32): noisier
-    than sequential timing, milder tails than one-pass timing.
-    Not modelled: the one bimodal run seen (MAD/median 0.47) and drift.
-    """
-    shape = (rounds,) if trials is None else (trials, rounds)
-    costs = median_us * ratio * rng.lognormal(0.0, sigma, shape)
-    slow = rng.random(shape) < outlier_fraction
-    return np.where(slow, costs * rng.uniform(*outlier_factor, shape), costs)

@@ -194,9 +194,9 @@ def load_document(path: str | os.PathLike) -> dict[str, Any]:
         with open(path, encoding="utf-8") as file:
             document = json.load(file, parse_constant=_reject_constant, parse_float=_finite_float)
     except FileNotFoundError:
-        raise BaselineError(f"{path}: no such file") from None
+        raise BaselineError(f"{path}: no such file; check the path, or list the saved runs with `pytest-dispatch list`") from None
     except IsADirectoryError:
-        raise BaselineError(f"{path}: is a folder, not a results file") from None
+        raise BaselineError(f"{path}: is a folder, not a results file; give one of its .json files") from None
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise BaselineError(f"{path}: not valid JSON ({error}); delete it or save a new baseline") from None
     return load_document_object(document, path)
@@ -205,7 +205,9 @@ def load_document(path: str | os.PathLike) -> dict[str, Any]:
 def load_document_object(document: Any, path: str | os.PathLike) -> dict[str, Any]:
     """Validate an already parsed document; BaselineError names ``path`` and the problem."""
     if not isinstance(document, dict) or not isinstance(document.get("pytest_dispatch"), dict):
-        raise BaselineError(f"{path}: not a pytest-dispatch results file (no 'pytest_dispatch' section)")
+        raise BaselineError(f"{path}: not a pytest-dispatch results file (no 'pytest_dispatch' section); give a "
+                            "file written by --dispatch-json or --dispatch-save, and keep other files out of "
+                            "the storage folder")
     schema = document["pytest_dispatch"].get("schema")
     if schema not in READABLE_SCHEMAS:
         raise BaselineError(
@@ -216,10 +218,12 @@ def load_document_object(document: Any, path: str | os.PathLike) -> dict[str, An
         for test in document["pytest_dispatch"]["tests"]:
             _check_result(TestResult.from_dict(test))
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
-        raise BaselineError(f"{path}: malformed test results ({type(error).__name__}: {error})") from None
+        raise BaselineError(f"{path}: malformed test results ({type(error).__name__}: {error}); delete it or "
+                            "save a new run") from None
     runs = document["pytest_dispatch"].get("runs") or []  # a merged file: each run is a document
     if not isinstance(runs, list):
-        raise BaselineError(f"{path}: 'runs' must be a list of results documents")
+        raise BaselineError(f"{path}: 'runs' must be a list of results documents; write merged files with "
+                            "`pytest-dispatch merge`")
     for run in runs:
         load_document_object(run, path)
     return document
@@ -306,9 +310,21 @@ class BaselineStore:
         """Files of this fingerprint (None: every one) with this name ("latest": any), oldest first."""
         return self._files(fingerprint, name)
 
+    def fingerprints(self) -> list[str]:
+        """The GPU fingerprints that have a folder in the storage, sorted."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def run_files(self, fingerprint: str) -> list[Path]:
+        """The saved-run files of one fingerprint (any name), unordered."""
+        folder = self.root / fingerprint
+        if not folder.is_dir():
+            return []
+        return [f for f in folder.glob("*.json") if not f.name.startswith(".")]
+
     def _files(self, fingerprint: str | None, name: str) -> list[Path]:
-        folders = [self.root / fingerprint] if fingerprint else [p for p in self.root.glob("*") if p.is_dir()]
-        files = [f for folder in folders for f in folder.glob("*.json") if not f.name.startswith(".")]
+        files = [f for found in ([fingerprint] if fingerprint else self.fingerprints()) for f in self.run_files(found)]
         if name != "latest":
             files = [f for f in files if self.name_of(f) == self.safe_name(name)]
         return sorted(files, key=lambda f: f.name.split("_", 1)[0])

@@ -6,6 +6,7 @@ import atexit
 import dataclasses
 import hashlib
 import importlib
+import logging
 import os
 import re
 import shutil
@@ -39,6 +40,10 @@ class NoAdapterError(RuntimeError):
     """No adapter matches the request; the message says what was tried and found."""
 
 
+class ComputeUnavailableError(NoAdapterError):
+    """The adapter cannot run compute work (e.g. an OpenGL driver without compute shaders)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class GpuInfo:
     """What runs the dispatches.  ``fingerprint`` keys baselines: equal fingerprints
@@ -47,13 +52,13 @@ class GpuInfo:
     implementation: str  # "wgpu-native" or "dawn"
     implementation_version: str  # the Python package's version (it pins the native library)
     backend: str  # "Vulkan", "Metal", "D3D12", "OpenGL", "Null"
-    adapter_name: str
-    vendor: str
-    vendor_id: int
-    device_id: int
+    adapter_name: str  # e.g. "NVIDIA H200" or "llvmpipe (LLVM 15.0.6, 256 bits)"
+    vendor: str  # the adapter's vendor name, as the driver gives it
+    vendor_id: int  # PCI vendor id (0x10de NVIDIA), 0 when unknown
+    device_id: int  # PCI device id, 0 when unknown
     driver: str  # the adapter's description, e.g. "Mesa 22.3.6 (LLVM 15.0.6)"
     adapter_type: str  # "DiscreteGPU", "IntegratedGPU", "CPU", ...
-    features: frozenset[str] = frozenset()
+    features: frozenset[str] = frozenset()  # the adapter's WebGPU features, e.g. shader-f16
 
     @property
     def fingerprint(self) -> str:
@@ -84,6 +89,7 @@ class GpuInfo:
         )
 
     def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form, with the fingerprint."""
         data = dataclasses.asdict(self)
         data["features"] = sorted(self.features)
         data["fingerprint"] = self.fingerprint
@@ -162,9 +168,11 @@ def select_adapter(request: AdapterRequest):
         # Let the implementation choose, so its own environment variables
         # (e.g. WGPU_BACKEND_TYPE=Null) keep working.
         try:
-            return gpu.request_adapter_sync(power_preference="high-performance")
+            chosen = gpu.request_adapter_sync(power_preference="high-performance")
         except Exception as error:  # wgpu raises plain RuntimeError here
             raise NoAdapterError(f"no WebGPU adapter: {tried}: {_one_line(error)}; {_hint()}") from None
+        if compute_unavailable_reason(chosen) is None:
+            return chosen
     try:
         adapters = list(gpu.enumerate_adapters_sync())
     except Exception as error:
@@ -173,10 +181,11 @@ def select_adapter(request: AdapterRequest):
         adapter
         for adapter in adapters
         if (request.backend == "auto" or adapter.info.get("backend_type", "").lower() == request.backend)
-        and request.adapter.lower() in _searchable(adapter)
+        and request.adapter.lower() in _searchable(adapter) and compute_unavailable_reason(adapter) is None
     ]
     if not matching:
-        found = "; ".join(_summary(a) for a in adapters) or "none"
+        found = "; ".join(_summary(a) + (f": {compute_unavailable_reason(a)}" if compute_unavailable_reason(a)
+                                         else "") for a in adapters) or "none"
         raise NoAdapterError(f"no WebGPU adapter: {tried}; found: {found}")
     return min(matching, key=lambda a: _TYPE_RANK.get(a.info.get("adapter_type", "").lower(), 9))
 
@@ -229,8 +238,58 @@ def gpu_info(adapter, implementation: str | None = None) -> GpuInfo:
     )
 
 
+# Compute work needs these limits above zero; a downlevel adapter without compute shaders has them at 0.
+_COMPUTE_LIMITS = ("max-compute-workgroups-per-dimension", "max-compute-invocations-per-workgroup",
+                   "max-storage-buffers-per-shader-stage")
+
+
+def compute_unavailable_reason(adapter) -> str | None:
+    """Why ``adapter`` cannot run compute work, judged from its limits; None when it can."""
+    limits = adapter.limits
+    missing = [name for name in _COMPUTE_LIMITS if name in limits and not limits[name]]
+    return f"no compute shaders ({missing[0]} is 0)" if missing else None
+
+
+def describe_adapter(adapter) -> str:
+    """``name (type, backend)``, for one-line messages."""
+    return _summary(adapter)
+
+
 def request_device(adapter, label: str = "pytest-dispatch"):
-    """A device with the adapter's useful features and its maximum buffer sizes."""
+    """A device with the adapter's useful features and its maximum buffer sizes.
+
+    An adapter that cannot run compute work raises ComputeUnavailableError, one line saying why
+    (what wgpu logged or raised, without its traceback)."""
+    reason = compute_unavailable_reason(adapter)
+    if reason:
+        raise ComputeUnavailableError(f"{_summary(adapter)} cannot run compute work: {reason}")
     features = [f for f in WANTED_FEATURES if f in adapter.features]
     limits = {name: adapter.limits[name] for name in RAISED_LIMITS if name in adapter.limits}
-    return adapter.request_device_sync(label=label, required_features=features, required_limits=limits)
+    logged = _ErrorLog()
+    wgpu_logger = logging.getLogger("wgpu")
+    wgpu_logger.addFilter(logged)  # a logger's filter runs before its handlers: the error is ours to report
+    try:
+        device = adapter.request_device_sync(label=label, required_features=features, required_limits=limits)
+    except Exception as error:
+        said = logged.messages[0] if logged.messages else _one_line(error)
+        raise ComputeUnavailableError(f"{_summary(adapter)} cannot run compute work: "
+                                      f"{_one_line(RuntimeError(said))}") from None
+    finally:
+        wgpu_logger.removeFilter(logged)
+    for message in logged.messages:  # the device came: what was logged is not ours to hide
+        wgpu_logger.error(message)
+    return device
+
+
+class _ErrorLog(logging.Filter):
+    """Keeps the wgpu errors logged while a device is requested, instead of printing them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR:
+            return True
+        self.messages.append(record.getMessage().strip())
+        return False

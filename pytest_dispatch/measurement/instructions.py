@@ -41,7 +41,8 @@ ENVIRONMENT_BYTES = 32768
 # glibc's malloc moves its mmap threshold and trims its heap as a process's history dictates,
 # and its per-thread caches and fast bins make an allocation's path depend on what the
 # driver's threads freed: on lavapipe that moved a window's count 0.5% from one process to
-# the next.  Fixed thresholds, no caches and no fast bins: each allocation takes one path.
+# the next.  Fixed thresholds, no caches and no fast bins: one path for every allocation
+# (it counts ~3% more in malloc than the default; docs/RESULTS.md).
 FIXED_VARIABLES = {
     "PYTHONHASHSEED": "0",
     "PYTHONMALLOC": "pymalloc",
@@ -62,6 +63,7 @@ WINDOW_PAIRS = 2  # windows of K and 2K calls, this many times each (K, 2K, K, 2
 # A window of K calls first, not kept: the first calls after the recorder's wrappers are taken
 # out re-specialise the interpreter's caches.
 WARM_WINDOWS = 1
+WINDOWS_OF_K = WARM_WINDOWS + 3 * WINDOW_PAIRS  # the calls of every window, in units of K
 
 # Where the counted instructions ran, by the object file they belong to (report order).
 LAYERS = ("interpreter", "cffi", "wgpu", "driver", "libc", "other")
@@ -145,11 +147,15 @@ def build_helper(valgrind: str | None = None) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=".callgrind-helper-", suffix=".so", dir=target.parent)
     os.close(handle)
-    done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", f"-I{include}", "-o", temp, str(HELPER_SOURCE)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
+    try:
+        done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", f"-I{include}", "-o", temp, str(HELPER_SOURCE)],
+                              capture_output=True, text=True)
+        failure = done.stderr if done.returncode != 0 else None
+    except OSError as error:
+        failure = f"{compiler}: {error.strerror}"
+    if failure is not None:
         Path(temp).unlink(missing_ok=True)
-        first = (done.stderr.strip().splitlines() or ["?"])[0]
+        first = (failure.strip().splitlines() or ["?"])[0]
         raise CountingUnavailable(f"cannot build the callgrind helper ({first}): it needs valgrind/callgrind.h "
                                   "(Debian/Ubuntu: apt-get install valgrind)")
     os.replace(temp, target)
@@ -289,7 +295,7 @@ def parse_dump(lines: Iterable[str]) -> Dump:
     by_entry: collections.Counter[str] = collections.Counter()
     for line in lines:
         head = line[:1]
-        if head.isdigit() or head in "+-*":
+        if head and (head.isdigit() or head in "+-*"):
             parts = line.split()
             cost = int(parts[1]) if len(parts) > 1 else 0
             if in_call:  # the inclusive cost of the call just named
@@ -341,6 +347,7 @@ class Counter:
         gc_was_enabled = gc.isenabled()
         gc.collect()
         gc.disable()
+        align_type_versions()
         self.helper.start_instrumentation()
         try:
             for size in sizes:
@@ -371,11 +378,73 @@ class Counter:
         return parse_dump(text.splitlines())
 
 
-def window_calls(instructions_per_call: float, submits_per_call: int) -> int:
-    """K: the calls of the smaller window, so that it holds WINDOW_INSTRUCTIONS and WINDOW_SUBMITS."""
+# CPython caches attribute look-ups in a table indexed by the type's version tag and the name's
+# address.  Tags come from one counter, in the order types are first looked up, so a process
+# whose history differs (another thread ran Python first) caches other collisions and counted
+# 0.5% more or less in the same code.  Before its windows the counter is invalidated for every
+# type and brought to a multiple of the table's size, so the measured code gets the same tags.
+TYPE_CACHE_SIZE = 4096  # CPython's MCACHE_SIZE_EXP = 12
+_tag_offset: int | None | bool = False
+
+
+def _version_tag_offset() -> int | None:
+    """Where ``tp_version_tag`` lies in a type object, found by watching three new types get
+    consecutive tags; None where that cannot be seen (another interpreter)."""
+    global _tag_offset
+    if _tag_offset is False:
+        _tag_offset = None
+        clear = getattr(sys, "_clear_type_cache", None)
+        if clear is not None and platform.python_implementation() == "CPython":
+            probes = [type(f"_pytest_dispatch_probe{i}", (), {"x": i}) for i in range(3)]
+            clear()
+            before = [ctypes.string_at(id(t), 512) for t in probes]
+            for probe in probes:
+                probe.x
+            after = [ctypes.string_at(id(t), 512) for t in probes]
+            for offset in range(0, 512, 4):
+                new = [int.from_bytes(a[offset:offset + 4], "little") for a in after]
+                old = [int.from_bytes(b[offset:offset + 4], "little") for b in before]
+                if not any(old) and new[0] and new[1] == new[0] + 1 and new[2] == new[1] + 1:
+                    _tag_offset = offset
+                    break
+    return _tag_offset
+
+
+def align_type_versions() -> None:
+    """Invalidate every type's version tag and bring the next tag to a multiple of TYPE_CACHE_SIZE."""
+    offset = _version_tag_offset()
+    if offset is None:
+        return
+    sys._clear_type_cache()
+    for _ in range(2 * TYPE_CACHE_SIZE):
+        probe = type("_pytest_dispatch_probe", (), {"x": 0})
+        probe.x
+        if ctypes.c_uint32.from_address(id(probe) + offset).value % TYPE_CACHE_SIZE == TYPE_CACHE_SIZE - 1:
+            break
+
+
+def retire_all(device) -> Callable[[], None]:
+    """What ends a window: a blocking poll of ``device`` on the calling thread, counted.
+
+    wgpu-core retires finished submissions (frees their command buffers and trackers) at the
+    next submit or poll, on whichever thread makes it; left to chance, a window's end cut a
+    varying number of its own submissions' retirements off (+-1.5% a call of 20 submits on
+    the H200).  Polling to idle inside the window retires them all there: the window holds its
+    own submissions' whole host cost.  The wait is a blocking one (a fence), not a spin loop.
+    wgpu-py's wgpu-native device has the poll as ``_poll_wait``; elsewhere nothing is done."""
+    poll = getattr(device, "_poll_wait", None)
+    return poll if callable(poll) else (lambda: None)
+
+
+def window_calls(instructions_per_call: float, submits_per_call: int, max_calls: int | None = None) -> int:
+    """K: the calls of the smaller window, so that it holds WINDOW_INSTRUCTIONS and WINDOW_SUBMITS,
+    and the probe and every window together (1 + K x WINDOWS_OF_K) take at most ``max_calls``."""
     by_instructions = -(-WINDOW_INSTRUCTIONS // max(int(instructions_per_call), 1))
     by_submits = -(-WINDOW_SUBMITS // submits_per_call) if submits_per_call else 1
-    return int(min(max(by_instructions, by_submits, 1), MAX_WINDOW_CALLS))
+    k = min(max(by_instructions, by_submits, 1), MAX_WINDOW_CALLS)
+    if max_calls is not None:
+        k = min(k, max(1, (max_calls - 1) // WINDOWS_OF_K))
+    return int(k)
 
 
 # -- what a measurement keeps
@@ -398,15 +467,16 @@ class InstructionCount:
     window costs beyond its calls.  ``by_layer`` splits ``per_call`` by where it ran
     (LAYERS); ``by_kind`` gives the part inside wgpu's library by call kind (ENTRY_KINDS)."""
 
-    per_call: float
-    fixed: float
+    per_call: float  # host instructions per call of the measured function: the windows' slope
+    fixed: float  # what a window costs beyond its calls: the intercept
     windows: tuple[tuple[int, int], ...]  # (calls, instructions) of each window
-    by_layer: Mapping[str, float]
-    by_kind: Mapping[str, float]
-    tool: str = "callgrind"
+    by_layer: Mapping[str, float]  # per call, by where it ran: interpreter, cffi, wgpu, driver, libc, other
+    by_kind: Mapping[str, float]  # per call, inside wgpu's library, by the call kind that entered it
+    tool: str = "callgrind"  # what counted, with its version"
 
     @classmethod
     def from_windows(cls, sizes: Sequence[int], dumps: Sequence[Dump], tool: str = "callgrind") -> "InstructionCount":
+        """From the windows' sizes (calls) and their dumps, by least squares."""
         per_call, fixed = _slope(sizes, [d.instructions for d in dumps])
         layers = [d.by_layer() for d in dumps]
         kinds = [d.by_kind() for d in dumps]
@@ -415,6 +485,7 @@ class InstructionCount:
         return cls(per_call, fixed, tuple(zip(sizes, (d.instructions for d in dumps))), by_layer, by_kind, tool)
 
     def per_dispatch(self, dispatches: int) -> float:
+        """Host instructions per dispatch, for a call of ``dispatches`` dispatches."""
         return self.per_call / max(dispatches, 1)
 
     @property
@@ -429,6 +500,7 @@ class InstructionCount:
         return (max(slopes) - min(slopes)) / abs(self.per_call)
 
     def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (docs/schema.md)."""
         return {"per_call": self.per_call, "fixed_per_window": self.fixed,
                 "windows": [list(window) for window in self.windows],
                 "by_layer_per_call": dict(self.by_layer), "by_kind_per_call": dict(self.by_kind),
@@ -436,6 +508,7 @@ class InstructionCount:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "InstructionCount":
+        """The inverse of ``as_dict``."""
         windows = tuple((int(calls), int(value)) for calls, value in data["windows"])
         return cls(float(data["per_call"]), float(data["fixed_per_window"]), windows,
                    {str(k): float(v) for k, v in data["by_layer_per_call"].items()},

@@ -15,13 +15,12 @@ import inspect
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
 from pytest_dispatch._meta import PACKAGE_DIR
-from pytest_dispatch.judgement import paired, settings
-from pytest_dispatch.judgement.status import Status
+from pytest_dispatch import settings
 from pytest_dispatch.measurement import devicelock, instructions, recorder, timestamps
 from pytest_dispatch.measurement.key import MeasurementKey
 
@@ -31,8 +30,6 @@ DEFAULT_PER_ROUND = 5
 # Counted rounds after the timed ones (which run uninstrumented): they check that the counts
 # agree with the warm-up's and give the host breakdown per call kind and the GPU time.
 CHECK_ROUNDS = 3
-# assert_speedup: the first look after 20 pairs, then every 20, up to 200 pairs or 60 s.
-SPEEDUP_DESIGN = paired.Design(first=20, batch=20, max_pairs=200, max_seconds=60.0, alpha=0.05)
 
 SEQUENTIAL = "sequential"
 SINGLE_OP = "single-op"
@@ -53,8 +50,10 @@ class RoundServer(Protocol):
     In an A/B job each worker's meter hands its warmed-up measurement to the
     coordinator, which asks the two workers for rounds in turn (pytest_dispatch.ab)."""
 
-    def serve(self, key: str, calls: dict[str, int], take_round: Callable[[], tuple[int, int, int]]) -> bool:
-        """Serve rounds until told to stop; False when this side must measure alone."""
+    def serve(self, key: str, calls: dict[str, int], take_round: Callable[[], tuple[int, int, int]],
+              overrides: dict[str, float]) -> bool:
+        """Serve rounds until told to stop; False when this side must measure alone.
+        ``overrides``: the test's own gate settings (alpha, threshold)."""
 
 
 @dataclasses.dataclass
@@ -66,18 +65,18 @@ class Measurement:
     (single-op method); ``host_us`` runs until the last call returned.
     """
 
-    name: str
+    name: str  # measure's name=, by default the measured function's qualified name
     method: str  # SEQUENTIAL or SINGLE_OP
-    warmup: int
-    rounds: int
-    per_round: int
+    warmup: int  # untimed calls before the timed rounds
+    rounds: int  # timed rounds (0 with timing off)
+    per_round: int  # calls of fn per round, one sync after them
     calls: dict[str, int]  # wgpu calls per call of fn, by kind (recorder.KINDS)
     by_kernel: dict[str, int]  # dispatches per call, by pipeline label
-    host_us: np.ndarray
-    wall_us: np.ndarray
+    host_us: np.ndarray  # per round, µs per call until the last call returned
+    wall_us: np.ndarray  # per round, µs per call until the GPU was done, less the median empty sync
     sync_us: np.ndarray  # the empty syncs, one per round
     host_breakdown_us: dict[str, float]  # host µs per call spent inside each call kind
-    sync_method: str = SYNC_METHOD
+    sync_method: str = SYNC_METHOD  # how a sync waits for the GPU
     gpu_us: np.ndarray | None = None  # from timestamp queries, when enabled
     gpu_is_indicative: bool = False  # timestamps of a CPU adapter
     instructions: instructions.InstructionCount | None = None  # counted mode (--dispatch-instructions)
@@ -94,14 +93,17 @@ class Measurement:
 
     @property
     def submits(self) -> int:
+        """Queue submits per call."""
         return self.count("submits")
 
     @property
     def passes(self) -> int:
+        """Compute passes per call."""
         return self.count("passes")
 
     @property
     def encoders(self) -> int:
+        """Command encoders per call."""
         return self.count("encoders")
 
     def count(self, kind: str) -> int:
@@ -115,14 +117,17 @@ class Measurement:
 
     @property
     def wall_us_per_dispatch(self) -> np.ndarray:
+        """Per round, wall µs per dispatch: the report's figure."""
         return self.wall_us / max(self.dispatches, 1)
 
     @property
     def host_us_per_dispatch(self) -> np.ndarray:
+        """Per round, host µs per dispatch."""
         return self.host_us / max(self.dispatches, 1)
 
     @property
     def sync_median_us(self) -> float | None:
+        """The median empty sync in µs (None with timing off)."""
         return float(np.median(self.sync_us)) if self.timed else None
 
     def as_dict(self) -> dict[str, Any]:
@@ -177,6 +182,28 @@ JSON_KEYS = {"dispatches": "dispatches_per_call", "calls": "calls_per_call", "by
              "host_breakdown_us": "host_breakdown_us_per_call", "gpu_us": "gpu_us_per_call"}
 
 
+def default_name(fn: Callable[..., Any]) -> str:
+    """A measurement's name when none is given: the function's qualified name; for a callable
+    object, its class's (never its repr, whose address changes every run and would match no
+    saved run)."""
+    if hasattr(fn, "__qualname__"):
+        return fn.__qualname__
+    if isinstance(fn, functools.partial):
+        return default_name(fn.func)
+    return type(fn).__qualname__
+
+
+def measurement_name(fn: Callable[..., Any], name: str | None = None) -> str:
+    """The name a measurement of ``fn`` gets: ``name``, else the function's qualified name."""
+    return name or default_name(fn)
+
+
+def per_call_us(wall_ns: Sequence[float], sync_ns: Sequence[float], per_round) -> np.ndarray:
+    """Wall µs per call of each round, the median empty sync subtracted (the sequential method)."""
+    sync = float(np.median(sync_ns)) if len(sync_ns) else 0.0
+    return (np.asarray(wall_ns, dtype=float) - sync) / 1000.0 / np.asarray(per_round, dtype=float)
+
+
 def _kernel_difference(first: dict[str, int], other: dict[str, int]) -> str:
     names = sorted(set(first) | set(other))
     return ", ".join(
@@ -211,9 +238,10 @@ class DispatchMeter:
     """
 
     def __init__(self, request=None, *, device=None, timestamps_enabled: bool = False,
-                 round_server: RoundServer | None = None, speedup_design: paired.Design | None = None,
+                 round_server: RoundServer | None = None,
                  lock: bool = True, min_rounds: int = settings.MIN_ROUNDS, max_time: float | None = None,
-                 timing: bool = True, counter: instructions.Counter | None = None) -> None:
+                 timing: bool = True, gate_overrides: dict[str, float] | None = None,
+                 counter: instructions.Counter | None = None) -> None:
         self._request = request
         # counted mode (--dispatch-instructions): host instructions are counted, nothing is timed
         self.counter = counter
@@ -223,10 +251,9 @@ class DispatchMeter:
         self._device = device
         self.timestamps_enabled = timestamps_enabled
         self.round_server = round_server
-        self.speedup_design = speedup_design or SPEEDUP_DESIGN
+        self.gate_overrides = dict(gate_overrides or {})  # the test's alpha/threshold, for the round server
         self.lock = lock  # take turns on the GPU with other processes (off where a coordinator does it)
         self.measurements: list[Measurement] = []
-        self.speedups: list[Speedup] = []
         self._sync_buffers: dict[int, Any] = {}
         self._call_sites: dict[tuple[str, str], str] = {}
 
@@ -296,59 +323,27 @@ class DispatchMeter:
         __tracebackhide__ = True
         return self._measure([_Sampler(fn, args, kwargs, name, SINGLE_OP, 1)], warmup, rounds, device)[0]
 
-    def assert_speedup(
+    def measure_in_turns(
         self,
-        fast: Callable[[], Any],
-        slow: Callable[[], Any],
+        fns: Sequence[Callable[[], Any]],
+        take_turns: Callable[[Callable[[int], tuple[int, int, int]]], None],
         *,
-        at_least: float = 1.3,
-        confidence: float = 0.95,
+        names: Sequence[str | None] | None = None,
         warmup: int = DEFAULT_WARMUP,
         per_round: int = DEFAULT_PER_ROUND,
-        max_seconds: float | None = None,
         device=None,
-        names: tuple[str, str] | None = None,
-    ) -> "Speedup | None":
-        """Assert that ``fast`` is at least ``at_least`` times faster than ``slow`` per call.
+    ) -> list[Measurement]:
+        """Measure several functions whose timed rounds are taken in turns, as ``take_turns`` decides.
 
-        Rounds of the two are taken in pairs, in ABBA order, so drift cancels in each
-        pair's ratio; pairs are added until the interval of the speedup (Hodges-Lehmann,
-        signed-rank, at ``confidence`` over all looks) clears ``at_least`` (pass) or falls
-        below it (fail), or the cap is reached (fail, with the interval).  ``names`` label
-        the two in the report (default: their qualified names).  With timing off
-        (--dispatch-disable-timing), or in counted mode (--dispatch-instructions: host
-        instructions are not wall time), both are only counted, nothing is asserted, and it
-        returns None."""
+        Each of ``fns`` is warmed up and counted as ``measure`` does; then ``take_turns(take_round)``
+        runs once, where ``take_round(i)`` takes one timed round of ``fns[i]`` (``per_round``
+        calls, one sync) and returns (wall ns, empty-sync ns, calls).  With timing off it is
+        not called: the functions are only counted."""
         __tracebackhide__ = True
-        if not at_least > 0:
-            raise ValueError(f"at_least must be > 0, not {at_least!r}")
-        if not 0 < confidence < 1:
-            raise ValueError(f"confidence must be between 0 and 1, not {confidence!r}")
-        fast_name, slow_name = names or (None, None)
-        samplers = [_Sampler(fast, (), {}, fast_name, SEQUENTIAL, per_round),
-                    _Sampler(slow, (), {}, slow_name, SEQUENTIAL, per_round)]
-        if samplers[0].name == samplers[1].name:
-            samplers[0].name += " [fast]"
-            samplers[1].name += " [slow]"
-        design = dataclasses.replace(self.speedup_design, alpha=1 - confidence,
-                                     max_seconds=max_seconds or self.speedup_design.max_seconds)
-        question = paired.SpeedupQuestion(at_least)
-        if not self.timing:
-            # counts only; take_rounds stands for the pairs, which _measure skips with timing off
-            self._measure(samplers, warmup, 0, device, take_rounds=lambda sync: None)
-            return None
-        verdict_box: list[paired.PairedVerdict] = []
-
-        def take_pairs(sync: Callable[[], None]) -> None:
-            # A is fast, B slow: the pair's ratio B/A is the speedup.
-            verdict_box.append(paired.run_sequential(lambda side: samplers[side].take_round(sync), question, design))
-
-        fast_m, slow_m = self._measure(samplers, warmup, 0, device, take_rounds=take_pairs)
-        speedup = Speedup(fast_m.name, slow_m.name, verdict_box[0], at_least)
-        self.speedups.append(speedup)
-        if not speedup.passed:
-            raise SpeedupNotShown(speedup.summary)
-        return speedup
+        samplers = [_Sampler(fn, (), {}, name, SEQUENTIAL, per_round)
+                    for fn, name in zip(fns, names or [None] * len(fns))]
+        return self._measure(samplers, warmup, 0, device,
+                             take_rounds=lambda sync: take_turns(lambda i: samplers[i].take_round(sync)))
 
     def _measure(self, samplers: list["_Sampler"], warmup: int, rounds: int, device, *, served: bool = False,
                  take_rounds: Callable[[Callable[[], None]], None] | None = None) -> list[Measurement]:
@@ -375,7 +370,7 @@ class DispatchMeter:
             elif take_rounds is not None:
                 take_rounds(sync)
             elif not (served and self.round_server.serve(self._key(samplers[0].name), samplers[0].calls,
-                                                         lambda: samplers[0].take_round(sync))):
+                                                         lambda: samplers[0].take_round(sync), self.gate_overrides)):
                 deadline = None if self.max_time is None else time.perf_counter() + self.max_time
                 for taken in range(1, rounds + 1):
                     for sampler in samplers:
@@ -386,9 +381,11 @@ class DispatchMeter:
                 for _ in range(CHECK_ROUNDS):
                     sampler.check_round(sync)
             if self.counter is not None:
+                retire = instructions.retire_all(device)
                 for sampler in samplers:
                     if sampler.method == SEQUENTIAL:
-                        sampler.count_instructions(self.counter, sync)
+                        sampler.count_instructions(self.counter, sync, retire,
+                                                   max_calls=rounds * sampler.per_round or None)
         measurements = [sampler.measurement(warmup) for sampler in samplers]
         self.measurements.extend(measurements)
         return measurements
@@ -410,40 +407,12 @@ class DispatchMeter:
         self._call_sites[name, method] = site
 
 
-class SpeedupNotShown(AssertionError):
-    """assert_speedup did not show the speedup asked for."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Speedup:
-    """How many times faster ``fast`` ran than ``slow``, per call: the paired verdict."""
-
-    fast: str
-    slow: str
-    verdict: paired.PairedVerdict  # A = slow, B = fast ... read as slow/fast (see assert_speedup)
-    at_least: float
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict.status == Status.PASSED
-
-    @property
-    def summary(self) -> str:
-        v = self.verdict
-        if v.status == Status.PASSED:
-            outcome = f"shown: lower bound > {self.at_least:g}x required"
-        else:
-            outcome = f"NOT shown ({v.reason or f'upper bound < {self.at_least:g}x required'})"
-        return (f"speedup of {self.fast} over {self.slow}: {v.ratio:.2f}x ({v.interval_text}, "
-                f"{v.pairs} pairs, {v.seconds:.1f} s); {outcome}")
-
-
 class _Sampler:
     """Rounds of one measured function: its counts, timings and consistency checks."""
 
     def __init__(self, fn, args, kwargs, name, method, per_round) -> None:
         self.fn, self.args, self.kwargs = fn, args, kwargs
-        self.name = name or getattr(fn, "__qualname__", repr(fn))
+        self.name = measurement_name(fn, name)
         self.method = method
         self.per_round = per_round
         self.stamper: timestamps.PassTimestamps | None = None
@@ -508,17 +477,22 @@ class _Sampler:
         if self.stamper is not None:
             self.gpu.append(self.stamper.read_total_us())
 
-    def count_instructions(self, counter: instructions.Counter, sync: Callable[[], None]) -> None:
-        """Counted mode: one call counted to size the windows, then windows of K and 2K calls."""
+    def count_instructions(self, counter: instructions.Counter, sync: Callable[[], None],
+                           retire: Callable[[], None], max_calls: int | None = None) -> None:
+        """Counted mode: one call counted to size the windows, then windows of K and 2K calls,
+        each ending with ``retire()`` (instructions.retire_all).  ``max_calls``: the calls the
+        timed rounds would have made (rounds x per_round), which the windows do not exceed: a
+        function with state (a decode step filling a KV cache) may allow no more."""
         __tracebackhide__ = True
 
         def run(calls: int) -> None:
             for _ in range(calls):
                 self.fn(*self.args, **self.kwargs)
+            retire()
 
         with recorder.quiet():  # the recorder's wrappers are not the code measured
             (probe,) = counter.count(run, [1], sync)
-            k = instructions.window_calls(probe.instructions, recorder.total(self.calls, "submits"))
+            k = instructions.window_calls(probe.instructions, recorder.total(self.calls, "submits"), max_calls)
             sizes = [k, 2 * k] * instructions.WINDOW_PAIRS
             dumps = counter.count(run, [k] * instructions.WARM_WINDOWS + sizes, sync)[instructions.WARM_WINDOWS:]
         self.instructions = instructions.InstructionCount.from_windows(sizes, dumps, counter.tool)
@@ -535,7 +509,7 @@ class _Sampler:
         if not rounds:  # timing off
             wall_us = np.zeros(0)
         elif self.method == SEQUENTIAL:
-            wall_us = paired.per_call_us(self.wall, self.sync, self.per_round)
+            wall_us = per_call_us(self.wall, self.sync, self.per_round)
         else:
             wall_us = np.asarray(self.wall, dtype=float) / 1000.0 / self.per_round
         return Measurement(

@@ -547,12 +547,14 @@ class Counts:
         return _take_snapshot([self._own])
 
     def close(self) -> "Counts":
+        """Freeze the counts (the scope's end); returns self."""
         if self._end is None:
             self._end = self._now()
         return self
 
     @property
     def closed(self) -> bool:
+        """Whether the scope has ended."""
         return self._end is not None
 
     def _delta(self) -> tuple[list[int], list[int], dict[str, int]]:
@@ -572,54 +574,67 @@ class Counts:
 
     @property
     def dispatches(self) -> int:
+        """Compute dispatches, direct and indirect."""
         return total(self.calls, "dispatches")
 
     @property
     def indirect_dispatches(self) -> int:
+        """Indirect dispatches (dispatch_workgroups_indirect)."""
         return self.count("dispatch_indirect")
 
     @property
     def passes(self) -> int:
+        """Compute passes begun."""
         return self.count("pass")
 
     @property
     def encoders(self) -> int:
+        """Command encoders created."""
         return self.count("encoder")
 
     @property
     def finishes(self) -> int:
+        """Command encoders finished (encoder.finish)."""
         return self.count("finish")
 
     @property
     def submits(self) -> int:
+        """Queue submits."""
         return self.count("submit")
 
     @property
     def set_pipelines(self) -> int:
+        """set_pipeline calls."""
         return self.count("set_pipeline")
 
     @property
     def set_bind_groups(self) -> int:
+        """set_bind_group calls."""
         return self.count("set_bind_group")
 
     @property
     def writes(self) -> int:
+        """queue.write_buffer and write_texture calls."""
         return self.count("write")
 
     @property
     def copies(self) -> int:
+        """encoder.copy_* calls (buffers and textures)."""
         return self.count("copy")
 
     @property
     def readbacks(self) -> int:
+        """Reads of GPU memory back to the host (queue.read_buffer counts once)."""
         return self.count("readback")
 
     @property
     def by_kernel(self) -> dict[str, int]:
+        """Dispatches by pipeline label (the kernel's name in reports), most first."""
         return dict(sorted(self._delta()[2].items(), key=lambda item: (-item[1], item[0])))
 
     @property
     def host_us(self) -> dict[str, float]:
+        """Host µs spent inside the calls of each kind."""
         _, ns, _ = self._delta()
         return {kind: ns[i] / 1000.0 for i, kind in enumerate(KINDS)}
 
@@ -630,6 +645,7 @@ class Counts:
         return {kind: counts[i] for i, kind in enumerate(KINDS)}
 
     def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form: dispatches, calls and host_us by kind, by_kernel."""
         counts, ns, by_kernel = self._delta()
         calls = {kind: counts[i] for i, kind in enumerate(KINDS)}
         return {

@@ -14,25 +14,26 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_dispatch._meta import PACKAGE_DIR
-from pytest_dispatch.judgement import budget, settings
+from pytest_dispatch import settings
+from pytest_dispatch.judgement import budget
 from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
-from pytest_dispatch.plugin import options
+from pytest_dispatch import options
+from pytest_dispatch.plugin import shader_errors
 from pytest_dispatch.plugin.session import GPU_FIXTURES, GpuSession, worker_index
 
 if TYPE_CHECKING:
     from pytest_dispatch.judgement import gate
     from pytest_dispatch.judgement.results import TestResult
-    from pytest_dispatch.measurement.meter import DispatchMeter
+    from pytest_dispatch.plugin.fixture import DispatchMeterFixture
 
 GPU_SESSION_KEY = pytest.StashKey[GpuSession]()
 CALL_COUNTS_KEY = pytest.StashKey[recorder.Counts]()
-METER_KEY = pytest.StashKey["DispatchMeter"]()
+METER_KEY = pytest.StashKey["DispatchMeterFixture"]()
 BUDGET_KEY = pytest.StashKey[budget.Budget]()
 TIMING_KEY = pytest.StashKey[dict]()  # the dispatch_timing marker's overrides of the meter's settings
 BASELINE_KEY = pytest.StashKey["gate.Baseline | None"]()
 GATE_KEY = pytest.StashKey["gate.Gate"]()
-ROUND_SERVER_KEY = pytest.StashKey["RoundServer"]()  # set by an A/B worker (pytest_dispatch.ab.worker)
 COUNTED_KEY = pytest.StashKey[bool]()  # this session counts instructions (relaunched under callgrind)
 WORKERS_KEY = pytest.StashKey[dict]()  # xdist controller: worker id -> what it said about its GPU
 WORKER_OUTPUT = "pytest_dispatch"  # the key of xdist's workeroutput we use
@@ -44,33 +45,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    """``--dispatch-ab=REF`` (or ``--dispatch-aa``): this process coordinates an A/B job
-    instead of running the tests itself.  ``--dispatch-instructions``: this process runs
-    the session again under callgrind (counted mode)."""
-    if options.get(config, "dispatch_instructions") and not options.get(config, "dispatch_ab") \
-            and not options.get(config, "dispatch_aa"):
+    """``--dispatch-instructions``: this process runs the session again under callgrind
+    (counted mode) and returns its exit status."""
+    values = options.of(config)
+    if values.dispatch_instructions and not (values.dispatch_ab or values.dispatch_aa):
         return _relaunch_counted(config)
-    base = options.get(config, "dispatch_ab")
-    if options.get(config, "dispatch_aa"):
-        base = base or "."
-    if not base:
-        return None
-    from pytest_dispatch.ab import command, coordinator  # only for A/B jobs: it loads the statistics
+    return None
 
-    if os.environ.get(coordinator.SIDE_ENV):
-        return None
-    head = options.get(config, "dispatch_ab_head")
-    if options.get(config, "dispatch_aa"):
-        head = head or base
-    job_settings = coordinator.Settings(
-        **options.gate_settings(config), pairs=options.get(config, "dispatch_ab_pairs"),
-        sessions=options.get(config, "dispatch_ab_sessions"),
-        max_sessions=options.get(config, "dispatch_ab_max_sessions"),
-        max_seconds=options.get(config, "dispatch_ab_max_time"), order=options.get(config, "dispatch_ab_order"),
-        cpu=options.get(config, "dispatch_ab_cpu"))
-    return command.run(base, head, list(config.invocation_params.args), job_settings,
-                       json_path=options.get(config, "dispatch_json"),
-                       markdown_path=options.get(config, "dispatch_markdown"))
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_dispatch.plugin import hooks
+
+    pluginmanager.add_hookspecs(hooks)
+
+
+def pytest_dispatch_gpu_session(config: pytest.Config) -> GpuSession:
+    return config.stash[GPU_SESSION_KEY]
 
 
 def _relaunch_counted(config: pytest.Config) -> int | None:
@@ -92,20 +82,26 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", budget.MARKER_HELP)
     config.addinivalue_line("markers", settings.TIMING_MARKER_HELP)
     gpu.ensure_runtime_dir()  # before any wgpu instance, ours or the tests'; xdist workers inherit it
+    values = options.of(config)  # a bad ini value stops the session here
+    if (values.dispatch_ab or values.dispatch_aa) and not any(
+            config.pluginmanager.has_plugin(name) for name in ("dispatch_ab", "pytest_dispatch.ab.plugin")):
+        raise pytest.UsageError("--dispatch-ab/--dispatch-aa: the A/B plugin (pytest_dispatch.ab.plugin) is not "
+                                "loaded; reinstall pytest-dispatch (pip install -e .) or add "
+                                "-p pytest_dispatch.ab.plugin")
     request = AdapterRequest(
-        impl=options.get(config, "gpu_impl"),
-        backend=options.get(config, "gpu_backend"),
-        adapter=options.get(config, "gpu_adapter"),
+        impl=values.gpu_impl,
+        backend=values.gpu_backend,
+        adapter=values.gpu_adapter,
     )
-    spread = None if options.get(config, "gpu_no_spread") else worker_index(os.environ.get("PYTEST_XDIST_WORKER"))
-    config.stash[GPU_SESSION_KEY] = GpuSession(request, required=options.get(config, "gpu_required"),
+    spread = None if values.gpu_no_spread else worker_index(os.environ.get("PYTEST_XDIST_WORKER"))
+    config.stash[GPU_SESSION_KEY] = GpuSession(request, required=values.gpu_required,
                                                spread_index=spread)
     config.stash[WORKERS_KEY] = {}
     config.stash[COUNTED_KEY] = _counts_instructions(config)
-    if options.get(config, "dispatch_compare"):
+    if values.dispatch_compare:
         config.stash[BASELINE_KEY] = _load_baseline(config)
     wants_reporter = any(
-        options.get(config, name)
+        getattr(values, name)
         for name in ("dispatch_report", "dispatch_json", "dispatch_save", "dispatch_compare",
                      "dispatch_accept", "dispatch_plot")
     )
@@ -119,7 +115,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _counts_instructions(config: pytest.Config) -> bool:
-    if not options.get(config, "dispatch_instructions"):
+    if not options.of(config).dispatch_instructions:
         return False
     from pytest_dispatch.measurement import instructions
 
@@ -137,8 +133,9 @@ def counted_software(config: pytest.Config):
 
 def gate_for(baseline: "gate.Baseline", config: pytest.Config, family_size: int | None = None) -> "gate.Gate":
     """The session's gate over ``baseline``, with the session's settings."""
-    return baseline.gate(options.gate_settings(config), family_size=family_size,
-                         instruction_tolerance=options.get(config, "dispatch_instructions_tolerance"))
+    values = options.of(config)
+    return baseline.gate(values.gate_settings, family_size=family_size,
+                         instruction_tolerance=values.dispatch_instructions_tolerance)
 
 
 def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
@@ -147,9 +144,9 @@ def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
     gpu_session = config.stash[GPU_SESSION_KEY]
     if gpu_session.unavailable_reason:
         return None  # GPU tests skip; nothing to compare
-    store = storage.BaselineStore(options.get(config, "dispatch_storage"))
+    store = storage.BaselineStore(options.of(config).dispatch_storage)
     try:
-        return gate.find_baseline(store, gpu_session.info.fingerprint, options.get(config, "dispatch_compare"),
+        return gate.find_baseline(store, gpu_session.info.fingerprint, options.of(config).dispatch_compare,
                                   software=counted_software(config))
     except storage.BaselineError as error:
         raise pytest.UsageError(f"--dispatch-compare: {error}") from None
@@ -204,8 +201,9 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Parse every dispatch_budget and dispatch_timing marker now, so a bad one stops the
-    run before any test."""
+    run before any test; so does a misspelt one."""
     for item in items:
+        _refuse_unknown_dispatch_markers(item)
         marker = item.get_closest_marker(budget.MARKER)
         if marker is not None:
             try:
@@ -221,13 +219,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                         f"{error}") from None
     baseline = config.stash.get(BASELINE_KEY, None)
     if baseline is not None:
-        from pytest_dispatch.judgement import gate
+        from pytest_dispatch.judgement.results import sequential_measurements
         from pytest_dispatch.measurement.key import MeasurementKey
 
         collected = {item.nodeid for item in items}
-        family = sum(1 for key in gate.sequential_measurements(baseline.results)
+        family = sum(1 for key in sequential_measurements(baseline.results)
                      if MeasurementKey.parse(key).nodeid in collected)
         config.stash[GATE_KEY] = gate_for(baseline, config, family_size=family)
+
+
+MARKERS = (budget.MARKER, settings.TIMING_MARKER)
+
+
+def _refuse_unknown_dispatch_markers(item: pytest.Item) -> None:
+    """A misspelt marker would leave the test without its budget: a usage error instead."""
+    import difflib
+
+    for mark in item.iter_markers():
+        if mark.name in MARKERS:
+            continue
+        close = difflib.get_close_matches(mark.name, MARKERS, n=1, cutoff=0.8)
+        if mark.name.startswith("dispatch_") or close:
+            hint = f"did you mean @pytest.mark.{close[0]}?" if close else \
+                f"pytest-dispatch's markers are {', '.join(MARKERS)}"
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{mark.name} is not a pytest-dispatch marker; "
+                                    f"{hint}")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -254,6 +270,8 @@ def pytest_runtest_call(item: pytest.Item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
+    if report.failed and call.excinfo is not None and shader_errors.is_shader_error(call.excinfo.value):
+        report.longrepr = shader_errors.failure_text(call.excinfo, item.config.invocation_params.dir)
     if report.when != "call" or CALL_COUNTS_KEY not in item.stash:
         return report
     _note_device_loss(item, report)
@@ -310,7 +328,7 @@ def _judge_against_baseline(item: pytest.Item, result: "TestResult", report: pyt
     if test_gate is not None and result.measurements:
         verdicts = test_gate.judge(result, result.gate_overrides)
         failures = verdicts.failure_lines
-        if failures and report.passed and not options.get(item.config, "dispatch_accept"):
+        if failures and report.passed and not options.of(item.config).dispatch_accept:
             report.outcome = "failed"
             report.longrepr = "\n".join(failures)
     if result.measurements or result.budget_lines is not None:
@@ -339,7 +357,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem):
     """With --dispatch-isolate, run each GPU test in a child process."""
-    if not options.get(item.config, "dispatch_isolate"):
+    if not options.of(item.config).dispatch_isolate:
         return None
     from pytest_dispatch.plugin import isolate
 
@@ -430,31 +448,44 @@ def gpu_info(request: pytest.FixtureRequest, gpu_adapter) -> GpuInfo:
 @pytest.fixture(scope="session")
 def gpu_device(request: pytest.FixtureRequest, gpu_adapter):
     """A session-wide ``GPUDevice`` with shader-f16/timestamp-query when available
-    and the adapter's maximum buffer sizes and storage buffers per shader stage."""
-    return _gpu_session(request).device
+    and the adapter's maximum buffer sizes and storage buffers per shader stage.
+
+    Skips the test when the adapter cannot run compute work, or errors with --gpu-required."""
+    __tracebackhide__ = True
+    session = _gpu_session(request)
+    try:
+        return session.device
+    except NoAdapterError as error:
+        if session.required:
+            pytest.fail(f"{error} (--gpu-required)", pytrace=False)
+        pytest.skip(str(error))
 
 
 @pytest.fixture
-def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeter:
+def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeterFixture:
     """Counts and measures WebGPU dispatches.
 
     ``with dispatch_meter.count() as c: ...`` counts; ``dispatch_meter.measure(fn)``
-    times by the sequential method; ``dispatch_meter.single_op(fn)`` the naive way.
+    times by the sequential method; ``dispatch_meter.single_op(fn)`` the naive way;
+    ``dispatch_meter.assert_speedup(fast, slow, at_least=1.3)`` asserts a speedup.
     """
     from pytest_dispatch.measurement import instructions
-    from pytest_dispatch.measurement.meter import DispatchMeter
+    from pytest_dispatch.plugin.fixture import DispatchMeterFixture
 
     recorder.install("wgpu-native")
     recorder.install_imported()
-    round_server = request.config.stash.get(ROUND_SERVER_KEY, None)
-    meter = DispatchMeter(
+    values = options.of(request.config)
+    round_server = request.config.hook.pytest_dispatch_round_server(config=request.config)
+    item_budget = request.node.stash.get(BUDGET_KEY, None)
+    meter = DispatchMeterFixture(
         request,
-        timestamps_enabled=options.get(request.config, "dispatch_timestamps"),
+        timestamps_enabled=values.dispatch_timestamps,
         round_server=round_server,
         lock=round_server is None,  # in an A/B job the coordinator takes the turns
-        **{"min_rounds": options.get(request.config, "dispatch_min_rounds"),
-           "max_time": options.get(request.config, "dispatch_max_time"),
-           "timing": not options.get(request.config, "dispatch_disable_timing"),
+        gate_overrides=dict(item_budget.gate) if item_budget is not None else {},
+        **{"min_rounds": values.dispatch_min_rounds,
+           "max_time": values.dispatch_max_time,
+           "timing": not values.dispatch_disable_timing,
            **request.node.stash.get(TIMING_KEY, {})},
         counter=instructions.session_counter() if request.config.stash[COUNTED_KEY] else None,
     )

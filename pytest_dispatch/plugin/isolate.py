@@ -26,7 +26,6 @@ from pytest_dispatch.plugin.session import GPU_FIXTURES
 
 CHILD_ENV = "PYTEST_DISPATCH_ISOLATED"
 # Options the child inherits; the gate and the report stay with the parent.
-_PASSED_THROUGH = ("gpu_impl", "gpu_backend", "gpu_adapter", "gpu_required", "gpu_no_spread", "dispatch_timestamps")
 _CHILD_OVERRIDES = ("dispatch_compare=", "dispatch_save=", "dispatch_accept=false", "dispatch_report=false",
                     "dispatch_isolate=false")
 _OUTPUT_TAIL = 4000
@@ -37,7 +36,7 @@ def wants_isolation(item: pytest.Item) -> bool:
 
 
 def _child_command(item: pytest.Item, folder: Path) -> list[str]:
-    from pytest_dispatch.plugin import options
+    from pytest_dispatch import options
 
     config = item.config
     command = [sys.executable, "-m", "pytest", item.nodeid, "-p", "no:cacheprovider", "-q",
@@ -47,13 +46,12 @@ def _child_command(item: pytest.Item, folder: Path) -> list[str]:
         command.append(f"--config-file={config.inipath}")
     if config.pluginmanager.get_plugin("dispatch") is None:  # loaded with -p, not by its entry point
         command += ["-p", "pytest_dispatch.plugin"]
-    for name in _PASSED_THROUGH:
-        value = options.get(config, name)
-        flag = "--" + name.replace("_", "-")
+    for option in options.ISOLATED_OPTIONS:
+        value = getattr(options.of(config), option.name)
         if value is True:
-            command.append(flag)
+            command.append(option.flag)
         elif value not in (None, False, ""):
-            command.append(f"{flag}={value}")
+            command.append(f"{option.flag}={value}")
     for override in _CHILD_OVERRIDES:
         command += ["-o", override]
     return command

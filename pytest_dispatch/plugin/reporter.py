@@ -10,8 +10,10 @@ from __future__ import annotations
 import pytest
 
 from pytest_dispatch.judgement import gate, storage
-from pytest_dispatch.judgement.results import USER_PROPERTY, TestResult
-from pytest_dispatch.plugin import options, report
+from pytest_dispatch import options
+from pytest_dispatch.judgement.results import USER_PROPERTY, TestResult, sequential_measurements
+from pytest_dispatch.plugin import contention
+from pytest_dispatch.presentation import report
 from pytest_dispatch.plugin.session import GpuSession
 
 
@@ -27,6 +29,7 @@ class DispatchReporter:
         self.late_regressions: list[str] = []  # regressed only once the whole BH family was known
         self.saved: list[str] = []
         self.notes: list[str] = []
+        self.idle_cpus = contention.IdleCpus(config)  # now, before pytest-xdist starts its workers
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
@@ -60,9 +63,9 @@ class DispatchReporter:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.results.sort(key=lambda r: r.nodeid)
-        compare_name = options.get(self.config, "dispatch_compare")
+        compare_name = options.of(self.config).dispatch_compare
         if compare_name and self.baseline is None and not self.gpu_session.unavailable_reason:
-            storage_root = options.get(self.config, "dispatch_storage")
+            storage_root = options.of(self.config).dispatch_storage
             self.notes.append(
                 f"dispatch gate: no baseline named {compare_name!r} in {storage_root}/ for any GPU: nothing "
                 "was compared (budgets were still checked); save one with --dispatch-save"
@@ -72,7 +75,7 @@ class DispatchReporter:
         if self.baseline is not None:
             self._judge_session()
             if self.late_regressions and session.exitstatus == pytest.ExitCode.OK \
-                    and not options.get(self.config, "dispatch_accept"):
+                    and not options.of(self.config).dispatch_accept:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if not self.results:
             return
@@ -81,36 +84,47 @@ class DispatchReporter:
         software = counted_software(self.config) if self._gpu_info() is not None else None
         document = storage.session_json(self.results, self._gpu_info(),
                                         counted=None if software is None else software.as_dict())
-        plot_folder = options.get(self.config, "dispatch_plot")
+        plot_folder = options.of(self.config).dispatch_plot
         if plot_folder:
-            from pytest_dispatch.plugin import plot
+            from pytest_dispatch.presentation import plot
 
-            baseline = gate.sequential_measurements(self.baseline.results) if self.baseline else None
+            baseline = sequential_measurements(self.baseline.results) if self.baseline else None
             try:
                 charts = plot.plot_session(plot_folder, self.results, baseline)
                 self.saved.append(f"{plot_folder}/ ({len(charts)} SVG charts)")
             except RuntimeError as error:
                 self.notes.append(f"dispatch plot: {error}")
-        path = options.get(self.config, "dispatch_json")
+        path = options.of(self.config).dispatch_json
         if path:
             self.saved.append(str(storage.write_json_atomically(path, document)))
-        save_name = options.get(self.config, "dispatch_save")
-        if options.get(self.config, "dispatch_accept"):
+        save_name = options.of(self.config).dispatch_save
+        if options.of(self.config).dispatch_accept:
             save_name = compare_name if compare_name and compare_name != "latest" else "accepted"
         if save_name:
-            store = storage.BaselineStore(options.get(self.config, "dispatch_storage"))
+            store = storage.BaselineStore(options.of(self.config).dispatch_storage)
             self.saved.append(str(store.save(document, save_name)))
+
+    def timing_doubt(self) -> str | None:
+        """Why this session's timings cannot be trusted (see ``contention``), or None."""
+        gpu = self._gpu_info()
+        if gpu is None or not any(m.timed for r in self.results for m in r.measurements):
+            return None
+        return contention.timing_doubt(self.idle_cpus.workers, self.idle_cpus.idle, gpu.is_cpu, gpu.adapter_name)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         write = terminalreporter.write_line
-        if options.get(self.config, "dispatch_report"):
+        doubt = self.timing_doubt()
+        if options.of(self.config).dispatch_report:
             terminalreporter.section("dispatch report")
             if not self.results:
                 write("no measured or budgeted tests")
             else:
                 for line in report.render(self.results, self._gpu_info(), self.gpu_session.header_line(),
-                                          verbose=self.config.get_verbosity() > 0, verdicts=self.verdicts):
+                                          verbose=self.config.get_verbosity() > 0, verdicts=self.verdicts,
+                                          timing_doubt=doubt):
                     write(line)
+        elif doubt:
+            write(doubt, yellow=True)
         if self.baseline is not None:
             for line in report.gate_summary(self.baseline, self.verdicts, self.late_regressions):
                 write(line)

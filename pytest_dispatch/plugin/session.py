@@ -37,6 +37,7 @@ class GpuSession:
         self.adapter_index = 0  # which of the identical adapters of this host
         self.adapter_count = 1
         self._device = None
+        self._device_error: str | None = None
         self._remote_info: GpuInfo | None = None
 
     @property
@@ -86,8 +87,15 @@ class GpuSession:
 
     @property
     def device(self):
+        """The session's device; NoAdapterError (the same each time) when the adapter cannot give one."""
+        if self._device_error is not None:
+            raise NoAdapterError(self._device_error)
         if self._device is None:
-            self._device = gpu.request_device(self.adapter)
+            try:
+                self._device = gpu.request_device(self.adapter)
+            except gpu.ComputeUnavailableError as error:
+                self._device_error = str(error)
+                raise
             devicelock.register(self._device, self.info.fingerprint, self.adapter_index)
         return self._device
 

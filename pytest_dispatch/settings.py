@@ -1,4 +1,4 @@
-"""The gate's settings: their defaults and the one parser every surface uses.
+"""The settings of every layer: their defaults and the one parser every surface uses.
 
 Flags, ini values, marker arguments and the command line all go through
 ``parse``, so they accept the same syntax ("5%" or 0.05, "60s" or 60) and

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import shutil
 import textwrap
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 import numpy as np
 
@@ -16,22 +15,39 @@ from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.meter import SINGLE_OP, Measurement
+from pytest_dispatch.presentation.text import cut_in_the_middle, cut_keeping_end, cut_keeping_start
+
+DOUBT_MARK = "~"  # before a doubtful timing cell
 
 if TYPE_CHECKING:
     from pytest_dispatch.judgement.gate import TestVerdicts
 
 DEFAULT_WIDTH = 100  # when the terminal's width is unknown (not a terminal, no COLUMNS)
-MIN_WIDTH = DEFAULT_WIDTH  # the table needs this much (a 27-character name and the numbers)
-_NAME_MIN = 27  # a narrow terminal still gets this much of a name
+MIN_WIDTH = 60  # narrower terminals get lines this long
 _NUMBER_COLUMNS = (
     ("disp/call", 9),
     ("sub/call", 8),
-    ("wall µs/disp [95% CI]", 22),
+    ("wall µs/disp [95% CI]", 23),
     ("host µs/d", 9),
     ("sync µs", 7),
     ("infl.", 5),
     ("budget", 6),
 )
+# The same cells under shorter headings, where the full ones would leave a name too little room.
+_COMPACT_COLUMNS = (
+    ("disp", 5),
+    ("sub", 4),
+    ("wall µs/d [95% CI]", 20),
+    ("host", 6),
+    ("sync", 5),
+    ("infl.", 5),
+    ("budget", 6),
+)
+_COMPACT_BELOW = 28  # a name column narrower than this with the full headings takes the compact ones
+
+
+def _numbers_width(columns) -> int:
+    return sum(width + 1 for _, width in columns)
 # Counted mode (--dispatch-instructions): host instructions instead of times.
 _COUNTED_COLUMNS = (
     ("disp/call", 9),
@@ -41,7 +57,14 @@ _COUNTED_COLUMNS = (
     ("spread", 7),
     ("budget", 6),
 )
-_NUMBERS_WIDTH = sum(width + 1 for _, width in _NUMBER_COLUMNS)
+_COUNTED_COMPACT_COLUMNS = (
+    ("disp", 5),
+    ("sub", 4),
+    ("instr/call", 13),
+    ("instr/d", 9),
+    ("spread", 6),
+    ("budget", 6),
+)
 
 
 def terminal_width() -> int:
@@ -49,54 +72,70 @@ def terminal_width() -> int:
     return max(shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns, MIN_WIDTH)
 
 
-def cut_keeping_end(text: str, width: int) -> str:
-    """``text`` in ``width`` characters: when it must be cut, its start goes (names
-    share their start, e.g. ``test_fused_``; their end tells them apart)."""
-    if len(text) <= width:
-        return text
-    return "…" + text[len(text) - width + 1:] if width > 1 else "…"
-
-
-def cut_keeping_start(text: str, width: int) -> str:
-    """``text`` in ``width`` characters: when it must be cut, its end goes."""
-    if len(text) <= width:
-        return text
-    return text[:width - 1] + "…" if width > 1 else "…"
-
-
 @dataclasses.dataclass(frozen=True)
 class Label:
-    """A row's test name and what says which measurement; only the name is ever cut."""
+    """A row's test (its node id) and what says which measurement."""
 
-    name: str
+    nodeid: str
     suffix: str = ""
 
-    def __len__(self) -> int:
-        return len(self.name) + len(self.suffix)
+    @property
+    def full(self) -> str:
+        return self.nodeid + self.suffix
 
-    def fit(self, width: int, cut: Callable[[str, int], str] = cut_keeping_end) -> str:
+    @property
+    def short(self) -> str:
+        """The test without its file: what an abbreviation starts from."""
+        return self.nodeid.split("::", 1)[-1]
+
+    def abbreviation(self, width: int) -> str:
+        """Short name and suffix in ``width``: the name's middle goes first; the suffix (which
+        measurement) is cut only when the name would keep fewer than 8 characters."""
+        text = self.short + self.suffix
+        if len(text) <= width:
+            return text
+        short = self.short.removeprefix("test_")  # every test has it: it tells none apart
         room = width - len(self.suffix)
-        if room < 8:  # no room for a readable name: cut both, still keeping the end
-            return cut_keeping_end(self.name + self.suffix, width)
-        return cut(self.name, room) + self.suffix
+        if room >= 8:
+            return cut_in_the_middle(short, room) + self.suffix
+        name_room = max(8, width // 2)
+        return cut_in_the_middle(short, name_room) + cut_in_the_middle(self.suffix, width - name_room)
 
 
 class _Table:
-    """Fixed number columns; the test column takes the rest of the width, no more than it needs."""
+    """Fixed number columns; the test column takes the rest of the width, no more than it needs.
 
-    def __init__(self, labels: Iterable[Label], width: int, columns=_NUMBER_COLUMNS) -> None:
-        labels = set(labels)
+    Each row shows its test's full node id when every one fits; otherwise a number and an
+    abbreviation (``3 fused_is…eager [fused]``), unique within the table, and ``key_lines`` lists
+    each number's full node id once, below the table."""
+
+    def __init__(self, labels: Iterable[Label], width: int, columns=_NUMBER_COLUMNS,
+                 compact_columns=_COMPACT_COLUMNS) -> None:
+        labels = list(dict.fromkeys(labels))  # in row order, so the numbers go up down the table
+        longest = max((len(label.full) for label in labels), default=len("test"))
         self.columns = columns
-        numbers_width = sum(column_width + 1 for _, column_width in columns)
-        longest = max((len(label) for label in labels), default=len("test"))
-        self.name_width = max(len("test"), min(longest, max(width - numbers_width, _NAME_MIN)))
-        self._texts = {label: label.fit(self.name_width) for label in labels}
-        # Names that differ only in the middle (test_fused_is_... / test_fused_plus_is_...)
-        # read alike once their start goes: those keep their start instead.
-        alike = collections.Counter(self._texts.values())
-        for label, text in self._texts.items():
-            if alike[text] > 1:
-                self._texts[label] = label.fit(self.name_width, cut_keeping_start)
+        if width - _numbers_width(columns) >= longest:
+            self.name_width = max(len("test"), longest)
+            self._texts = {label: label.full for label in labels}
+            self.keys: dict[str, int] = {}
+            return
+        if width - _numbers_width(columns) < _COMPACT_BELOW:
+            self.columns = compact_columns
+        self.keys = {nodeid: index for index, nodeid in
+                     enumerate(dict.fromkeys(label.nodeid for label in labels), start=1)}
+        key_width = len(str(len(self.keys)))
+        longest_short = max(len(label.short) + len(label.suffix) for label in labels) + key_width + 1
+        self.name_width = max(len("test"), min(longest_short, width - _numbers_width(self.columns)), 12)
+        room = self.name_width - key_width - 1
+        self._texts = {label: f"{self.keys[label.nodeid]:>{key_width}} {label.abbreviation(room)}"
+                       for label in labels}
+
+    def key_lines(self) -> list[str]:
+        """Each number's full node id, once (none when the rows show them)."""
+        if not self.keys:
+            return []
+        key_width = len(str(len(self.keys)))
+        return ["tests:"] + [f"  {key:>{key_width}} {nodeid}" for nodeid, key in self.keys.items()]
 
     def row(self, label: Label | str, cells: Iterable[str]) -> str:
         text = self._texts[label] if isinstance(label, Label) else label
@@ -115,7 +154,7 @@ def row_label(result: TestResult, measurement: Measurement | None, several: bool
         suffix += f" [{measurement.name.rsplit('.', 1)[-1]}]"
     if measurement is not None and measurement.method == SINGLE_OP:
         suffix += " (single-op)"
-    return Label(result.nodeid.split("::", 1)[-1], suffix)
+    return Label(result.nodeid, suffix)
 
 
 def _interval_text(samples: np.ndarray) -> str:
@@ -216,8 +255,12 @@ def render(
     verbose: bool = False,
     verdicts: Mapping[str, "TestVerdicts"] | None = None,
     width: int | None = None,
+    timing_doubt: str | None = None,
 ) -> list[str]:
-    """The report's lines, at most ``width`` columns (default: the terminal's)."""
+    """The report's lines, at most ``width`` columns (default: the terminal's).
+
+    With ``timing_doubt`` (a line saying why the timings cannot be trusted), each timed cell is
+    marked and the line follows the table."""
     width = width or terminal_width()
     rows: list[tuple[TestResult, Measurement | None, Label]] = []
     for result in results:
@@ -226,7 +269,8 @@ def render(
         if not result.measurements:
             rows.append((result, None, row_label(result, None, False)))
     counted = next((m.instructions for _, m, _ in rows if m is not None and m.instructions is not None), None)
-    table = _Table((label for _, _, label in rows), width, _COUNTED_COLUMNS if counted else _NUMBER_COLUMNS)
+    table = (_Table((label for _, _, label in rows), width, _COUNTED_COLUMNS, _COUNTED_COMPACT_COLUMNS) if counted
+             else _Table((label for _, _, label in rows), width))
     lines = textwrap.wrap(header if gpu is None else f"adapter: {gpu.describe()}", width, subsequent_indent="  ")
     if counted:
         lines.extend(textwrap.wrap(
@@ -249,7 +293,10 @@ def render(
                 lines.extend(breakdown_lines(measurement, width))
                 lines.extend(counted_breakdown_lines(measurement, width))
         else:
-            lines.append(table.row(label, measurement_cells(result, measurement)))
+            cells = list(measurement_cells(result, measurement))
+            if timing_doubt and measurement.timed and measurement.dispatches:
+                cells[2] = DOUBT_MARK + cells[2]
+            lines.append(table.row(label, cells))
             if measurement.timed and measurement.dispatches and np.median(measurement.wall_us) <= 0:
                 lines.append("    the work is below the sync's noise: measure more calls per round (per_round)")
             if verbose:
@@ -263,6 +310,9 @@ def render(
         if verdicts and result.nodeid in verdicts:
             for line in verdicts[result.nodeid].lines():
                 lines.extend(wrapped(line, "    gate: ", " " * 10))
+    lines.extend(table.key_lines())
+    if timing_doubt:
+        lines.append(timing_doubt)  # one line, whatever the width: it is the summary's reason
     return lines
 
 

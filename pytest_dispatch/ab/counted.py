@@ -1,0 +1,84 @@
+"""An A/B job in counted mode (``pytest --dispatch-ab=REF --dispatch-instructions``).
+
+Host instructions are counted, not timed, so the two versions need no sessions of paired
+rounds: each side runs once, counted under callgrind in a session of its own tree (both at
+once: a count does not move with the load), and the head's instructions per call are judged
+against the base's exactly as a counted run is judged against its baseline
+(``gate.compare_instructions``); counts are compared exactly as always.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable, Sequence
+
+from pytest_dispatch.ab import coordinator, verdicts
+from pytest_dispatch.ab.trees import source_roots
+from pytest_dispatch.ab.worker import HARNESS
+from pytest_dispatch.judgement import gate, storage
+from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.measurement.instructions import Software
+
+
+class CountedJobError(RuntimeError):
+    """A side's session did not produce its counts; the message says which and how it ended."""
+
+
+def _side_command(json_path: Path, pytest_args: Sequence[str]) -> list[str]:
+    return [sys.executable, "-m", "pytest", *pytest_args, "--dispatch-instructions", f"--dispatch-json={json_path}",
+            "-p", "no:cacheprovider"]
+
+
+def _side_env(side: str, folder: Path) -> dict[str, str]:
+    # pytest-dispatch (the instrument) from the coordinator's installation, then the side's tree
+    paths = [HARNESS, *source_roots(folder), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, coordinator.SIDE_ENV: side, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
+def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[str], tolerance: float,
+                    descriptions: tuple[str, str], out: Callable[[str], None] = print) -> int:
+    """Count both sides, print one line per measurement and a summary; the exit status."""
+    with tempfile.TemporaryDirectory(prefix="pytest-dispatch-ab-counted-") as scratch:
+        sides = {}
+        for side, folder in (("base", base_folder), ("head", head_folder)):
+            path = Path(scratch) / f"{side}.json"
+            log = open(Path(scratch) / f"{side}.log", "w+")
+            process = subprocess.Popen(_side_command(path, pytest_args), cwd=folder, env=_side_env(side, folder),
+                                       stdout=log, stderr=subprocess.STDOUT)
+            sides[side] = (process, path, log)
+        out(f"A/B (counted): base {descriptions[0]}, head {descriptions[1]}: both sides under callgrind")
+        documents, head_failed = {}, False
+        for side, (process, path, log) in sides.items():
+            code = process.wait()
+            log.seek(0)
+            tail = log.read()[-2000:]
+            log.close()
+            if not path.exists():
+                raise CountedJobError(f"the {side} side wrote no results (exit {code}); its output ends:\n{tail}")
+            documents[side] = storage.load_document(path)
+            head_failed |= side == "head" and code not in (0, 5)
+    base_counted, head_counted = (storage.counted_of(documents[s]) for s in ("base", "head"))
+    if base_counted is None or head_counted is None:
+        raise CountedJobError("a side was not counted (valgrind missing there?): run the job where valgrind is")
+    differences = Software.from_dict(head_counted).differences(Software.from_dict(base_counted))
+    job_gate = gate.Gate(storage.results_of(documents["base"]), comparable=True, software_differences=differences,
+                         instruction_tolerance=tolerance)
+    totals: dict[str, int] = {}
+    regressed = False
+    for result in storage.results_of(documents["head"]):
+        test_verdicts = job_gate.judge(result)
+        for line in test_verdicts.lines():
+            out(f"{result.nodeid}: {line}")
+        regressed |= bool(test_verdicts.failure_lines)
+        for verdict in test_verdicts.instructions.values():
+            totals[verdict.status] = totals.get(verdict.status, 0) + 1
+        totals[Status.NEW] = totals.get(Status.NEW, 0) + len(test_verdicts.missing)
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(totals.items()) if n) or "nothing compared"
+    out(f"A/B (counted): {summary} (host instructions per call, tolerance {100 * tolerance:g}%)")
+    if head_failed:
+        out("A/B (counted): a head test failed (see its session's output with -p no:dispatch_ab)")
+    return verdicts.EXIT_REGRESSED if regressed or head_failed else verdicts.EXIT_OK

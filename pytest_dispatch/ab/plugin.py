@@ -1,0 +1,40 @@
+"""``pytest --dispatch-ab=REF`` (and ``--dispatch-aa``): this process coordinates an A/B job
+instead of running the tests itself.  A ``pytest11`` entry point of its own, as xdist's
+``--looponfail`` is; the options are in the one option table (pytest_dispatch.options)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pytest_dispatch import options
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    values = options.of(config)
+    base = values.dispatch_ab
+    if values.dispatch_aa:
+        base = base or "."
+    if not base:
+        return None
+    from pytest_dispatch.ab import command, coordinator  # only for A/B jobs: it loads the statistics
+
+    if os.environ.get(coordinator.SIDE_ENV):
+        return None
+    head = values.dispatch_ab_head
+    if values.dispatch_aa:
+        head = head or base
+    if values.dispatch_instructions:
+        return command.run_counted(base, head, list(config.invocation_params.args),
+                                   values.dispatch_instructions_tolerance)
+    job_settings = coordinator.Settings(
+        **values.gate_settings, pairs=values.dispatch_ab_pairs,
+        sessions=values.dispatch_ab_sessions,
+        max_sessions=values.dispatch_ab_max_sessions,
+        max_seconds=values.dispatch_ab_max_time, order=values.dispatch_ab_order,
+        cpu=values.dispatch_ab_cpu)
+    return command.run(base, head, list(config.invocation_params.args), job_settings,
+                       json_path=values.dispatch_json,
+                       markdown_path=values.dispatch_markdown)

@@ -1,0 +1,104 @@
+"""``assert_speedup``'s engine and verdict: is one function at least so many times faster than another?
+
+Rounds of the two are taken in turns by the meter (``DispatchMeter.measure_in_turns``) and
+judged in pairs by the paired engine (``paired.run_sequential`` with a ``SpeedupQuestion``),
+the one the A/B gate uses too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from pytest_dispatch.judgement import paired
+from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.measurement.meter import DEFAULT_PER_ROUND, DEFAULT_WARMUP, DispatchMeter, measurement_name
+
+# The first look after 20 pairs, then every 20, up to 200 pairs or 60 s.
+SPEEDUP_DESIGN = paired.Design(first=20, batch=20, max_pairs=200, max_seconds=60.0, alpha=0.05)
+
+
+class SpeedupNotShown(AssertionError):
+    """assert_speedup did not show the speedup asked for."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Speedup:
+    """How many times faster ``fast`` ran than ``slow``, per call: the paired verdict."""
+
+    fast: str  # the name of the function expected to be faster
+    slow: str  # the name of the one it is compared with
+    verdict: paired.PairedVerdict  # A = fast, B = slow: the pairs' ratio B/A is the speedup
+    at_least: float  # the speedup asked for
+
+    @property
+    def status(self) -> Status:
+        """``passed`` or ``failed``: the paired verdict's status."""
+        return self.verdict.status
+
+    @property
+    def passed(self) -> bool:
+        """Whether the interval's lower bound cleared ``at_least``."""
+        return self.status == Status.PASSED
+
+    @property
+    def summary(self) -> str:
+        """One line: the speedup, its interval, pairs, seconds and the outcome (as in the report)."""
+        v = self.verdict
+        if self.passed:
+            outcome = f"shown: lower bound > {self.at_least:g}x required"
+        else:
+            outcome = f"NOT shown ({v.reason or f'upper bound < {self.at_least:g}x required'})"
+        return (f"speedup of {self.fast} over {self.slow}: {v.ratio:.2f}x ({v.interval_text}, "
+                f"{v.pairs} pairs, {v.seconds:.1f} s); {outcome}")
+
+    def assert_shown(self) -> None:
+        """Raise SpeedupNotShown (its message: the summary) unless the speedup was shown."""
+        __tracebackhide__ = True
+        if not self.passed:
+            raise SpeedupNotShown(self.summary)
+
+
+def measure_speedup(
+    meter: DispatchMeter,
+    fast: Callable[[], Any],
+    slow: Callable[[], Any],
+    *,
+    at_least: float = 1.3,
+    confidence: float = 0.95,
+    warmup: int = DEFAULT_WARMUP,
+    per_round: int = DEFAULT_PER_ROUND,
+    max_seconds: float | None = None,
+    device=None,
+    names: tuple[str, str] | None = None,
+    design: paired.Design = SPEEDUP_DESIGN,
+) -> Speedup | None:
+    """How many times faster ``fast`` is than ``slow`` per call, measured by ``meter``.
+
+    Rounds of the two are taken in pairs, in ABBA order, so drift cancels in each
+    pair's ratio; pairs are added until the interval of the speedup (Hodges-Lehmann,
+    signed-rank, at ``confidence`` over all looks) clears ``at_least`` (passed) or falls
+    below it (failed), or the cap is reached (failed, with the interval).  ``names`` label
+    the two in the report (default: their qualified names).  With the meter's timing off
+    (--dispatch-disable-timing), or in counted mode (--dispatch-instructions: host
+    instructions are not wall time), both are only counted, and it returns None."""
+    __tracebackhide__ = True
+    if not at_least > 0:
+        raise ValueError(f"at_least must be > 0, not {at_least!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, not {confidence!r}")
+    fast_name, slow_name = (measurement_name(fn, name) for fn, name in zip((fast, slow), names or (None, None)))
+    if fast_name == slow_name:
+        fast_name, slow_name = f"{fast_name} [fast]", f"{slow_name} [slow]"
+    design = dataclasses.replace(design, alpha=1 - confidence, max_seconds=max_seconds or design.max_seconds)
+    question = paired.SpeedupQuestion(at_least)
+    verdicts: list[paired.PairedVerdict] = []
+
+    def take_pairs(take_round: Callable[[int], tuple[int, int, int]]) -> None:
+        verdicts.append(paired.run_sequential(take_round, question, design))
+
+    meter.measure_in_turns([fast, slow], take_pairs, names=(fast_name, slow_name), warmup=warmup,
+                           per_round=per_round, device=device)
+    if not verdicts:  # timing off: counted only
+        return None
+    return Speedup(fast_name, slow_name, verdicts[0], at_least)

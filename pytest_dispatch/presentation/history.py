@@ -1,0 +1,272 @@
+"""``pytest-dispatch history``'s text, Markdown and HTML forms.
+
+The HTML page is self-contained (inline SVG, no script, no network). At the top, the changes found (change points and count changes); then one chart per measurement:
+each run's median wall µs per dispatch with its 95% interval, in commit order; each change point
+as a dashed line with the level before and after; dispatches per call as a step line in a strip
+of its own below; axis titles and a legend.  The markup is well-formed XML, so tests parse it, and
+tests/test_browser.py renders it in headless Chromium.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from html import escape
+from typing import Callable
+
+import numpy as np
+
+from pytest_dispatch.judgement.history import GpuHistory, Series, Settings
+from pytest_dispatch.judgement.stats import format_confidence
+from pytest_dispatch.presentation.text import cut_keeping_end, markdown_table
+
+def describe_settings(settings: Settings) -> str:
+    """How change points were found, in one phrase."""
+    return (f"ruptures PELT on log run medians, kept when the step's interval over the runs' spread "
+            f"(Welch t, {format_confidence(1 - settings.alpha)} over the series' commit boundaries) lies beyond "
+            f"{100 * settings.threshold:g}%")
+
+
+def render_text(histories: list[GpuHistory], settings: Settings, note: str | None) -> list[str]:
+    """The history as the terminal shows it: changes first, then one line per series."""
+    lines = []
+    for history in histories:
+        commits = len({run.commit for run in history.runs})
+        lines += [f"GPU {history.gpu} [{history.fingerprint}]: {len(history.runs)} runs of {commits} commits",
+                  f"  change points ({describe_settings(settings)}):" if note is None else f"  {note}"]
+        if note is None:
+            found = [cp for s in history.series for cp in s.change_points]
+            lines += [f"    {cp.summary()}" for cp in found]
+            lines += [f"    {s.unresolved_summary()}" for s in history.series if not s.change_points]
+        changes = [c for s in history.series for c in s.count_changes]
+        lines += ["  count changes (exact):"] + ([f"    {c.summary()}" for c in changes] or ["    none"])
+        lines.append(f"  {'measurement':<60} {'runs':>4} {'first':>9} {'latest':>9} {'min':>9} {'max':>9}  µs/dispatch")
+        for s in history.series:
+            medians = s.medians
+            lines.append(f"  {cut_keeping_end(s.key, 60):<60} {len(s.runs):>4} {medians[0]:>9.2f} {medians[-1]:>9.2f} "
+                         f"{medians.min():>9.2f} {medians.max():>9.2f}")
+        lines.append("")
+    return lines
+
+
+def render_markdown(histories: list[GpuHistory], settings: Settings, note: str | None) -> list[str]:
+    """The history for a CI summary ($GITHUB_STEP_SUMMARY)."""
+    lines = []
+    for history in histories:
+        lines += [f"### History: {history.gpu}", "",
+                  f"{len(history.runs)} runs; change points: {note or describe_settings(settings)}", ""]
+        rows = [(cp.key, f"{cp.before_us:.2f} → {cp.after_us:.2f} µs/dispatch (×{cp.ratio:.3f} per dispatch, "
+                         f"{format_confidence(cp.step.confidence)} interval ×{cp.step.low:.3f}–{cp.step.high:.3f})",
+                 cp.run) for s in history.series for cp in (s.change_points or ())]
+        rows += [(c.key, f"{c.kind} {c.before} → {c.after} per call", c.run)
+                 for s in history.series for c in s.count_changes]
+        if rows:
+            lines += markdown_table(("measurement", "change", "commit", "branch"),
+                                    ((f"`{key.replace('|', '/')}`", text, f"`{run.short_commit}`", run.branch or "-")
+                                     for key, text, run in rows))
+        else:
+            lines.append("No changes found.")
+        if note is None:
+            lines += [""] + [f"- {s.unresolved_summary()}" for s in history.series if not s.change_points]
+        lines.append("")
+    return lines
+
+
+# The chart: the µs plot, below it a strip of its own for dispatches per call (so the count's step
+# line never lies on a µs level and reads as a gridline), the commit labels, the axis title, a legend.
+WIDTH = 960
+LEFT, RIGHT, TOP = 80, 110, 20
+PLOT_HEIGHT, STRIP_GAP, STRIP_HEIGHT = 220, 12, 44
+LABEL_ROOM = 96  # commit labels at -45°: "0123456789+dirty" fits
+HEIGHT = TOP + PLOT_HEIGHT + STRIP_GAP + STRIP_HEIGHT + LABEL_ROOM + 56
+FONT_PX = 11
+MIN_LABEL_SPACING = FONT_PX * 1.6 * 2 ** 0.5  # neighbours at -45° stay a line apart
+POINT_COLOUR, CHANGE_COLOUR, COUNT_COLOUR = "#1f6fb4", "#c0392b", "#7f8c8d"
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1000px; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; font-size: 0.9em; }
+code { font-size: 0.9em; }
+svg text { font-size: 11px; fill: #333; font-family: system-ui, sans-serif; }
+.note { color: #8a6d3b; }
+"""
+
+
+def _attr(value) -> str:
+    return escape(str(value), quote=True)
+
+
+def _nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    if high <= low:
+        high = low + 1.0
+    step = 10 ** math.floor(math.log10((high - low) / count))
+    for factor in (1, 2, 5, 10):
+        if (high - low) / (step * factor) <= count:
+            step *= factor
+            break
+    first = math.ceil(low / step) * step
+    return [first + i * step for i in range(int((high - first) / step) + 1)]
+
+
+def _commit_label(run) -> str:
+    """The whole short commit (``unversioned`` when the run had none), never a cut of it."""
+    return run.short_commit
+
+
+def _chart(series: Series, chart_id: str) -> str:
+    runs = series.runs
+    n = len(runs)
+    points = [run.measurements[series.key] for run in runs]
+    intervals = [p.interval() for p in points]
+    low = min(min(lo for lo, _ in intervals), min(p.median_us_per_dispatch for p in points))
+    high = max(max(hi for _, hi in intervals), max(p.median_us_per_dispatch for p in points))
+    pad = (high - low) * 0.08 or abs(high) * 0.05 or 1.0
+    y_low, y_high = max(low - pad, 0.0), high + pad
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, PLOT_HEIGHT
+    strip_top = TOP + plot_h + STRIP_GAP
+    strip_bottom = strip_top + STRIP_HEIGHT
+
+    def x_of(index: float) -> float:
+        return LEFT + (plot_w * (index + 0.5) / n)
+
+    def y_of(value: float) -> float:
+        return TOP + plot_h * (1 - (value - y_low) / (y_high - y_low))
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" id="{_attr(chart_id)}" class="chart" '
+             f'data-key="{_attr(series.key)}" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}">',
+             f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>',
+             f'<rect x="{LEFT}" y="{strip_top}" width="{plot_w}" height="{STRIP_HEIGHT}" fill="#fafafa" '
+             'stroke="#999"/>']
+    for tick in _nice_ticks(y_low, y_high):
+        y = y_of(tick)
+        parts.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
+                     f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:g}</text>')
+    parts.append(f'<text class="axis-title" x="16" y="{TOP + plot_h / 2:.0f}" '
+                 f'transform="rotate(-90 16 {TOP + plot_h / 2:.0f})" text-anchor="middle">'
+                 'wall µs per dispatch (run median, 95% CI)</text>')
+    label_every = max(1, math.ceil(MIN_LABEL_SPACING / (plot_w / n)))
+    for index, run in enumerate(runs):
+        if index % label_every == 0:
+            x, y = x_of(index), strip_bottom + 12
+            parts.append(f'<text class="commit" x="{x:.1f}" y="{y}" text-anchor="end" '
+                         f'transform="rotate(-45 {x:.1f} {y})">{escape(_commit_label(run))}</text>')
+    shown = "every run labelled" if label_every == 1 else f"1 run in {label_every} labelled"
+    parts.append(f'<text class="axis-title" x="{LEFT + plot_w / 2:.0f}" y="{strip_bottom + LABEL_ROOM + 8}" '
+                 f'text-anchor="middle">run, by commit, oldest to newest ({shown})</text>')
+
+    counts = [p.dispatches for p in points]
+    c_low, c_high = min(counts), max(counts)
+    c_span = c_high - c_low
+
+    def y_of_count(value: int) -> float:
+        if not c_span:
+            return strip_top + STRIP_HEIGHT / 2
+        return strip_bottom - 8 - (STRIP_HEIGHT - 16) * (value - c_low) / c_span
+
+    path = [f"M {LEFT} {y_of_count(counts[0]):.1f}"]
+    for index in range(1, n):
+        boundary = (x_of(index - 1) + x_of(index)) / 2
+        path.append(f"H {boundary:.1f} V {y_of_count(counts[index]):.1f}")
+    path.append(f"H {LEFT + plot_w}")
+    parts.append(f'<path class="dispatch-steps" d="{" ".join(path)}" fill="none" stroke="{COUNT_COLOUR}" '
+                 f'stroke-width="2"><title>dispatches per call</title></path>')
+    for value in sorted({c_low, c_high}):
+        parts.append(f'<text class="tick" x="{LEFT - 6}" y="{y_of_count(value) + 4:.1f}" text-anchor="end" '
+                     f'fill="{COUNT_COLOUR}">{value}</text>')
+    parts.append(f'<text class="axis-title" x="{LEFT + plot_w + 8}" y="{strip_top + STRIP_HEIGHT / 2 + 4:.0f}" '
+                 f'fill="{COUNT_COLOUR}">dispatches/call</text>')
+
+    bounds = [0, *(cp.index for cp in series.change_points or ()), n]
+    medians = series.medians
+    for start, stop in zip(bounds, bounds[1:]):
+        level = float(np.median(medians[start:stop]))
+        parts.append(f'<line class="level" x1="{x_of(start) - 8:.1f}" x2="{x_of(stop - 1) + 8:.1f}" '
+                         f'y1="{y_of(level):.1f}" y2="{y_of(level):.1f}" stroke="{POINT_COLOUR}" '
+                         'stroke-opacity="0.35" stroke-width="3"/>')
+    for cp in series.change_points or ():
+        x = (x_of(cp.index - 1) + x_of(cp.index)) / 2
+        parts.append(f'<line class="change-point" data-commit="{_attr(cp.run.commit or "")}" x1="{x:.1f}" '
+                     f'x2="{x:.1f}" y1="{TOP}" y2="{strip_bottom}" stroke="{CHANGE_COLOUR}" '
+                     f'stroke-dasharray="5 3"><title>{escape(cp.summary())}</title></line>'
+                     f'<text class="change-label" x="{x + 4:.1f}" y="{TOP + 12}" fill="{CHANGE_COLOUR}">'
+                     f'×{cp.ratio:.2f} at {escape(_commit_label(cp.run))}</text>')
+
+    for index, (run, point, (lo, hi)) in enumerate(zip(runs, points, intervals)):
+        x = x_of(index)
+        tip = (f"{run.short_commit} ({run.branch or 'no branch'}), saved {run.time:%Y-%m-%d %H:%M} UTC, "
+               f"{run.name}: {point.median_us_per_dispatch:.3f} µs/dispatch [{lo:.3f}-{hi:.3f}], "
+               f"{point.rounds} rounds, "
+               f"sync {point.sync_us:.0f} µs, {point.dispatches} dispatches/call")
+        parts.append(f'<line class="interval" x1="{x:.1f}" x2="{x:.1f}" y1="{y_of(lo):.1f}" y2="{y_of(hi):.1f}" '
+                     f'stroke="{POINT_COLOUR}"/>'
+                     f'<circle class="run" data-commit="{_attr(run.commit or "")}" cx="{x:.1f}" '
+                     f'cy="{y_of(point.median_us_per_dispatch):.1f}" r="3.5" fill="{POINT_COLOUR}"><title>{escape(tip)}</title>'
+                     '</circle>')
+    parts.append(_legend(HEIGHT - 14))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _legend(y: float) -> str:
+    """One row: what each mark of the chart is."""
+    x = LEFT
+    items = []
+    entries = [
+        (f'<line x1="0" x2="0" y1="-6" y2="6" stroke="{POINT_COLOUR}"/><circle cx="0" cy="0" r="3.5" '
+         f'fill="{POINT_COLOUR}"/>', "run median, 95% CI", 14),
+        (f'<line x1="-8" x2="8" y1="0" y2="0" stroke="{POINT_COLOUR}" stroke-opacity="0.35" stroke-width="3"/>',
+         "level of a segment", 22),
+        (f'<line x1="0" x2="0" y1="-7" y2="7" stroke="{CHANGE_COLOUR}" stroke-dasharray="5 3"/>',
+         "change point", 14),
+        (f'<path d="M -8 4 H 0 V -4 H 8" fill="none" stroke="{COUNT_COLOUR}" stroke-width="2"/>',
+         "dispatches per call (strip below the plot)", 22),
+    ]
+    for mark, text, room in entries:
+        items.append(f'<g transform="translate({x:.0f} {y:.0f})">{mark}'
+                     f'<text x="{room // 2 + 4}" y="4">{escape(text)}</text></g>')
+        x += room + 16 + len(text) * 6.2
+    return f'<g class="legend">{"".join(items)}</g>'
+
+
+def _overview(gpu_history: GpuHistory, anchors: dict[str, str]) -> list[str]:
+    rows = []
+    for series in gpu_history.series:
+        link = f'<a href="#{_attr(anchors[series.key])}"><code>{escape(series.key)}</code></a>'
+        for cp in series.change_points or ():
+            rows.append(f'<tr class="change"><td>{link}</td><td>{cp.before_us:.3f} → {cp.after_us:.3f} µs/dispatch '
+                        f'(×{cp.ratio:.3f} per dispatch, {cp.direction}, interval ×{cp.step.low:.3f}–'
+                        f'{cp.step.high:.3f}; p={cp.p_value:.2g}, {cp.runs_before} runs before, '
+                        f'{cp.runs_after} after)</td><td><code>{escape(cp.run.short_commit)}</code></td>'
+                        f'<td>{escape(cp.run.branch or "-")}</td></tr>')
+        for change in series.count_changes:
+            rows.append(f'<tr class="count-change"><td>{link}</td><td>{escape(change.kind)} {change.before} → '
+                        f'{change.after} per call</td><td><code>{escape(change.run.short_commit)}</code></td>'
+                        f'<td>{escape(change.run.branch or "-")}</td></tr>')
+    if not rows:
+        return ['<p class="no-changes">No changes found.</p>']
+    return ['<table class="overview"><tr><th>measurement</th><th>change</th><th>first commit after</th>'
+            '<th>branch</th></tr>', *rows, "</table>"]
+
+
+def page(histories: list[GpuHistory], settings: Settings, note: str | None,
+         progress: Callable[[str], None] | None = None) -> str:
+    """The whole page as a string."""
+    made = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    body = [f"<h1>pytest-dispatch history</h1><p>Made {made}. Change points: "
+            f"{escape(note or describe_settings(settings))}.</p>"]
+    if note:
+        body.append(f'<p class="note">{escape(note)}</p>')
+    for g, gpu_history in enumerate(histories):
+        anchors = {series.key: f"chart-{g}-{i}" for i, series in enumerate(gpu_history.series)}
+        body.append(f'<h2>{escape(gpu_history.gpu)}</h2><p><code>{escape(gpu_history.fingerprint)}</code>: '
+                    f'{len(gpu_history.runs)} runs</p>')
+        body += _overview(gpu_history, anchors)
+        for series in gpu_history.series:
+            body.append(f"<h3><code>{escape(series.key)}</code></h3>")
+            body.append(_chart(series, anchors[series.key]))
+            if progress:
+                progress(f"chart of {series.key}")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>"
+            f"<title>pytest-dispatch history</title><style>{_STYLE}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")

@@ -1,0 +1,67 @@
+"""The history page and a --dispatch-plot chart, rendered by headless Chromium (Playwright driving
+the system browser): charts drawn, no label cut or overlapping another, axis titles, a legend.
+Skips, saying why, where Playwright or Chromium is missing; .ci/run installs both."""
+
+import importlib.util
+import itertools
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("page_screenshots", ROOT / "scripts" / "page_screenshots.py")
+pages = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pages)
+
+pytestmark = pytest.mark.skipif(pages.missing_reason() is not None, reason=str(pages.missing_reason()))
+
+
+def assert_inside_and_apart(chart, texts):
+    for text in texts:
+        assert text["width"] > 0, f"{text['text']!r} is not drawn"
+        assert chart["left"] <= text["left"] + 0.5 and text["right"] <= chart["right"] + 0.5, \
+            f"{text['text']!r} is cut at the chart's side"
+        assert chart["top"] <= text["top"] + 0.5 and text["bottom"] <= chart["bottom"] + 0.5, \
+            f"{text['text']!r} is cut at the chart's top or bottom"
+    for a, b in itertools.combinations(texts, 2):
+        assert not pages.overlaps(a, b), f"{a['text']!r} overlaps {b['text']!r}"
+
+
+def rotated_labels_apart(labels):
+    """Labels turned by 45° around anchors on one line: a line's height apart, perpendicularly."""
+    anchors = sorted(label["right"] for label in labels)  # text-anchor end: each ends at its anchor
+    return all((b - a) * 2 ** -0.5 >= labels[0]["height"] * 0.95 for a, b in zip(anchors, anchors[1:]))
+
+
+@pytest.mark.parametrize("runs", [12, 60])
+def test_the_history_page_renders_with_whole_labels_axis_titles_and_a_legend(tmp_path, runs):
+    page = pages.write_history_page(pages.make_history(tmp_path / "storage", runs=runs), tmp_path / "history.html")
+    charts = pages.layout(page, "svg.chart", "text", tmp_path / "history.png")
+    assert len(charts) == 2 and (tmp_path / "history.png").stat().st_size > 10_000
+    for chart in charts:
+        assert chart["circles"] == runs and chart["right"] - chart["left"] > 500
+        texts = chart["texts"]
+        commits = [t for t in texts if t["cls"] == "commit"]
+        assert commits and rotated_labels_apart(commits)
+        if runs == 12:  # every run labelled, each with its whole commit
+            assert [t["text"] for t in commits][:2] == ["unversioned", "01a3f9c1e7"]
+            assert commits[-1]["text"] == "11a3f9c1e7+dirty"
+        titles = [t["text"] for t in texts if t["cls"] == "axis-title"]
+        assert titles[0].startswith("wall µs per dispatch") and titles[1].startswith("run, by commit")
+        assert titles[2] == "dispatches/call"
+        legend = [t["text"] for t in texts if t["cls"] == "" and "dispatches per call" in t["text"]]
+        assert legend, "the legend names the count line"
+        assert_inside_and_apart(chart, [t for t in texts if t["cls"] != "commit"])
+        assert_inside_and_apart(chart, [])  # the frame itself was measured
+        for label in commits:
+            assert chart["left"] <= label["left"] and label["bottom"] <= chart["bottom"], f"{label['text']} is cut"
+    decode = next(chart for chart in charts if chart["key"].endswith("decode_step"))
+    assert any(t["cls"] == "change-label" and t["text"].startswith("×1.3") for t in decode["texts"])
+
+
+def test_a_dispatch_plot_chart_renders_with_its_labels_apart(tmp_path):
+    pytest.importorskip("matplotlib")
+    chart_file = pages.write_plot(tmp_path / "plots")
+    (chart,) = pages.layout(chart_file, "svg", "g[id^=text_]", tmp_path / "plot.png")
+    assert chart["paths"] > 10 and len(chart["texts"]) > 10
+    assert_inside_and_apart(chart, chart["texts"])

@@ -1,0 +1,78 @@
+"""Counted mode end to end: a session relaunched under callgrind counts, saves, and fails a
+host-side regression that changes no count.  Needs valgrind and a Vulkan adapter (lavapipe)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from pytest_dispatch.measurement import instructions
+
+pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None,
+                                reason="valgrind is not installed (apt-get install valgrind)")
+
+TEST_FILE = """
+import os
+import pytest
+from pytest_dispatch.workloads import AddOne
+
+EXTRA_WORK = int(os.environ.get("EXTRA_WORK", "0"))  # Python work added to every call
+
+
+@pytest.fixture(scope="module")
+def kernel(gpu_device):
+    return AddOne(gpu_device)
+
+
+@pytest.mark.dispatch_budget(dispatches=100, instructions_per_dispatch=10_000_000)
+def test_single_pass(dispatch_meter, kernel):
+    def step():
+        kernel.single_pass(100)
+        for _ in range(EXTRA_WORK):
+            pass
+    dispatch_meter.measure(step, name="single_pass")
+"""
+
+
+def test_a_counted_session_saves_and_fails_a_host_side_regression(pytester, monkeypatch):
+    pytester.makepyfile(test_counted_addone=TEST_FILE)
+    monkeypatch.delenv(instructions.COUNTED_ENV, raising=False)
+    monkeypatch.setenv("EXTRA_WORK", "0")
+    saved = pytester.runpytest_subprocess("--dispatch-instructions", "--dispatch-save=main", "--dispatch-report",
+                                          "--dispatch-json=base.json", "-p", "no:cacheprovider", timeout=600)
+    saved.assert_outcomes(passed=1)
+    saved.stdout.fnmatch_lines(["*counted (callgrind *): host instructions of the calling thread, not wall time*",
+                                "*disp/call*instr/call*instr/disp*"])
+    document = json.loads((pytester.path / "base.json").read_text())
+    section = document["pytest_dispatch"]
+    assert section["schema"] == 3 and section["counted"]["valgrind"].startswith("valgrind-")
+    (measurement,) = section["tests"][0]["measurements"]
+    count = measurement["instructions"]
+    assert measurement["rounds"] == 0 and count["per_call"] > 0 and count["thread"] == "calling"
+    assert sum(count["by_layer_per_call"].values()) == pytest.approx(count["per_call"], rel=1e-9)
+
+    # ~2M instructions a call; 2,000 empty loop turns (~200 each) add far more than the 0.5% tolerance
+    monkeypatch.setenv("EXTRA_WORK", "2000")
+    compared = pytester.runpytest_subprocess("--dispatch-instructions", "--dispatch-compare=main",
+                                             "-p", "no:cacheprovider", timeout=600)
+    compared.assert_outcomes(failed=1)
+    compared.stdout.fnmatch_lines(["*single_pass instructions_per_call regressed: * -> * host instructions per call "
+                                   "(x1.*; counted, tolerance 0.5%)*",
+                                   "*dispatch gate vs * (counted): *1 instructions regressed*"])
+
+
+def test_a_counted_ab_job_compares_the_two_trees_exactly(pytester, monkeypatch):
+    monkeypatch.delenv(instructions.COUNTED_ENV, raising=False)
+    monkeypatch.delenv("EXTRA_WORK", raising=False)
+    base, head = pytester.mkdir("base"), pytester.mkdir("head")
+    (base / "test_counted_addone.py").write_text(TEST_FILE)
+    (head / "test_counted_addone.py").write_text(TEST_FILE.replace('os.environ.get("EXTRA_WORK", "0")', '"2000"'))
+    result = pytester.runpytest_subprocess(f"--dispatch-ab={base}", f"--dispatch-ab-head={head}",
+                                           "--dispatch-instructions", "test_counted_addone.py", timeout=600)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["A/B (counted): base folder */base, head */head*: both sides under callgrind",
+                                 "*test_counted_addone.py::test_single_pass: single_pass instructions_per_call "
+                                 "regressed: * -> * host instructions per call (x1.*",
+                                 "A/B (counted): 1 regressed (host instructions per call, tolerance 0.5%)"])

@@ -1,0 +1,276 @@
+"""Counted mode (--dispatch-instructions): the dump parser, the windows' arithmetic, the fixed
+environment, the verdicts and the budget, without Valgrind."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+
+from pytest_dispatch.judgement import budget, gate
+from pytest_dispatch.judgement.results import TestResult, observations
+from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.measurement import instructions, recorder
+from pytest_dispatch.measurement.instructions import Dump, InstructionCount, Software
+from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement
+
+WGPU = "/venv/site-packages/wgpu/resources/libwgpu_native-release.so"
+# A dump as callgrind writes it: names compressed ("(3) name" once, then "(3)"), a call's
+# inclusive cost on the line after its calls=, cob= for one call only.
+DUMP = f"""# callgrind format
+version: 1
+creator: callgrind-3.19.0
+desc: Trigger: Client Request: pytest-dispatch window 1
+
+positions: line
+events: Ir
+summary: 800
+
+ob=(1) /usr/lib/libpython3.11.so.1.0
+fl=(1) ceval.c
+fn=(1) _PyEval_EvalFrameDefault
+0 300
+ob=(2) /venv/site-packages/_cffi_backend.cpython-311-x86_64-linux-gnu.so
+fl=(2) cffi.c
+fn=(2) ffi_call_int
+0 50
+cob=(3) {WGPU}
+cfi=(3) queue.rs
+cfn=(3) wgpu_core::device::queue::<impl wgpu_core::global::Global>::queue_submit
+calls=1 0
+0 400
+cob=(3)
+cfn=(4) wgpu_core::command::<impl wgpu_core::global::Global>::command_encoder_finish
+calls=2 0
+0 150
+ob=(3)
+fl=(3)
+fn=(3)
+0 200
+cob=(4) /usr/lib/x86_64-linux-gnu/libvulkan_lvp.so
+cfn=(5) lvp_QueueSubmit2
+calls=1 0
+0 100
+fn=(4)
+0 150
+ob=(4)
+fn=(5)
+0 60
+ob=(5) /usr/lib/x86_64-linux-gnu/libc.so.6
+fn=(6) malloc
+0 40
+"""
+
+
+def test_a_dump_is_read_by_object_and_by_entry_into_wgpu():
+    dump = instructions.parse_dump(DUMP.splitlines())
+    assert dump.instructions == 800
+    assert sum(dump.by_object.values()) == 800  # self costs add up to the summary
+    assert dump.by_object[WGPU] == 350
+    assert dump.by_object["/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so"] == 60
+    # only calls into wgpu from outside it, inclusive; wgpu's own call into the driver is not an entry
+    assert dump.by_entry == {
+        "wgpu_core::device::queue::<impl wgpu_core::global::Global>::queue_submit": 400,
+        "wgpu_core::command::<impl wgpu_core::global::Global>::command_encoder_finish": 150,
+    }
+    assert dump.by_layer() == {"interpreter": 300, "cffi": 50, "wgpu": 350, "driver": 60, "libc": 40, "other": 0}
+    kinds = dump.by_kind()
+    assert kinds["submit"] == 400 and kinds["finish"] == 150 and sum(kinds.values()) == 550
+
+
+@pytest.mark.parametrize("path, layer", [
+    ("/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0", "interpreter"),
+    ("/usr/bin/python3.12", "interpreter"),
+    ("/x/site-packages/_cffi_backend.cpython-312-x86_64-linux-gnu.so", "cffi"),
+    ("/usr/lib/x86_64-linux-gnu/libffi.so.8.1.2", "cffi"),
+    ("/x/site-packages/wgpudawn/_lib/_wgpu_dawn.abi3.so", "wgpu"),
+    ("/usr/lib/x86_64-linux-gnu/libnvidia-glcore.so.580.159.04", "driver"),
+    ("/usr/lib/x86_64-linux-gnu/libvulkan.so.1.3.239", "driver"),
+    ("/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1", "driver"),
+    ("/usr/lib/x86_64-linux-gnu/libc.so.6", "libc"),
+    ("/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "libc"),
+    ("/usr/lib/x86_64-linux-gnu/libcrypto.so.3", "other"),
+    ("???", "other"),
+])
+def test_each_object_file_has_its_layer(path, layer):
+    assert instructions.layer_of(path) == layer
+
+
+@pytest.mark.parametrize("function, kind", [
+    ("wgpu_core::command::compute::<impl wgpu_core::global::Global>::compute_pass_dispatch_workgroups", "dispatch"),
+    ("wgpu_core::command::compute::<impl wgpu_core::global::Global>::compute_pass_dispatch_workgroups_indirect",
+     "dispatch_indirect"),
+    ("wgpu_core::device::global::<impl wgpu_core::global::Global>::device_create_command_encoder", "encoder"),
+    ("wgpu_core::command::compute::<impl wgpu_core::global::Global>::compute_pass_set_bind_group", "set_bind_group"),
+    ("wgpu_core::command::compute::<impl wgpu_core::global::Global>::compute_pass_end", "end_pass"),
+    ("dawn::native::QueueBase::APISubmit(unsigned int, dawn::native::CommandBufferBase* const*)", "submit"),
+    ("dawn::native::CommandEncoder::APIFinish(dawn::native::CommandBufferDescriptor const*)", "finish"),
+    ("wgpuQueueWriteBuffer", "write"),
+    ("alloc::sync::Arc<T,A>::drop_slow", "release"),
+    ("__rustc::__rust_alloc", "other"),
+])
+def test_an_entry_into_wgpu_is_charged_to_its_call_kind(function, kind):
+    assert instructions.kind_of_entry(function) == kind
+
+
+def _dump(total: int, **layers: int) -> Dump:
+    by_object = {"/usr/lib/libpython3.11.so": total - sum(layers.values())}
+    by_object.update({f"/usr/lib/{name}.so": value for name, value in layers.items()})
+    return Dump(total, by_object, {"queue_submit": layers.get("libvulkan_lvp", 0)})
+
+
+def test_the_per_call_cost_is_the_slope_of_the_windows_and_the_fixed_part_its_intercept():
+    sizes = [10, 20, 10, 20]
+    dumps = [_dump(7_000 + 1_234 * n, libvulkan_lvp=300 * n) for n in sizes]
+    count = InstructionCount.from_windows(sizes, dumps, "callgrind 3.19.0")
+    assert count.per_call == pytest.approx(1_234)
+    assert count.fixed == pytest.approx(7_000)
+    assert count.spread == pytest.approx(0)
+    assert count.by_layer["driver"] == pytest.approx(300)
+    assert sum(count.by_layer.values()) == pytest.approx(count.per_call)
+    assert count.by_kind["submit"] == pytest.approx(300)
+    assert count.per_dispatch(4) == pytest.approx(1_234 / 4)
+    assert InstructionCount.from_dict(count.as_dict()) == count
+
+
+def test_spread_is_how_far_the_pairs_of_windows_disagree():
+    sizes = [10, 20, 10, 20]
+    totals = [10_000, 20_000, 10_000, 20_100]  # slopes 1,000 and 1,010
+    count = InstructionCount.from_windows(sizes, [Dump(t, {"x": t}, {}) for t in totals])
+    assert count.spread == pytest.approx(10 / count.per_call)
+
+
+def test_a_window_holds_enough_instructions_and_submits():
+    assert instructions.window_calls(instructions.WINDOW_INSTRUCTIONS / 4, 0) == 4
+    assert instructions.window_calls(instructions.WINDOW_INSTRUCTIONS * 3, 0) == 1
+    assert instructions.window_calls(10, 0) == instructions.MAX_WINDOW_CALLS
+    heavy = instructions.WINDOW_INSTRUCTIONS * 10
+    assert instructions.window_calls(heavy, 1) == instructions.WINDOW_SUBMITS
+    assert instructions.window_calls(heavy, instructions.WINDOW_SUBMITS * 2) == 1
+    # a decode step that may be called 10 more times (rounds=5, per_round=2): 1 + 7K <= 10
+    assert instructions.window_calls(1_000, 1, max_calls=10) == 1
+    assert instructions.window_calls(1_000, 1, max_calls=100) == (100 - 1) // instructions.WINDOWS_OF_K
+
+
+def _size(env: dict[str, str], args: list[str]) -> int:
+    return sum(len(k) + len(v) + 2 for k, v in env.items()) + sum(len(a) + 1 for a in args)
+
+
+def test_the_environment_is_fixed_and_padded_to_one_size():
+    short = {"PATH": "/usr/bin", "HOME": "/root", "PYTHONPERFSUPPORT": "1", "PYTHONHASHSEED": "123"}
+    long = {**short, "UNRELATED_VARIABLE": "x" * 300, "HOME": "/home/a/much/longer/checkout/path"}
+    args_short = ["valgrind", "python", "-m", "pytest", "t"]
+    args_long = ["valgrind", "python", "-m", "pytest", "tests/perf/test_a_much_longer_name.py"]
+    env_short = instructions.fixed_environment(short, args_short, "/tmp/d", "valgrind-3.19.0")
+    env_long = instructions.fixed_environment(long, args_long, "/tmp/dumps-elsewhere", "valgrind-3.19.0")
+    assert _size(env_short, args_short) == _size(env_long, args_long) == instructions.ENVIRONMENT_BYTES
+    for env in (env_short, env_long):
+        assert env["PYTHONHASHSEED"] == "0" and env["PYTHONMALLOC"] == "pymalloc"
+        assert "glibc.malloc.mmap_threshold" in env["GLIBC_TUNABLES"]
+        assert "PYTHONPERFSUPPORT" not in env
+    assert env_long["UNRELATED_VARIABLE"] == "x" * 300  # the user's variables stay
+    assert env_short[instructions.COUNTED_ENV] == "/tmp/d"
+
+
+def test_an_environment_larger_than_the_target_is_padded_to_the_next_page():
+    big = {"BIG": "y" * (instructions.ENVIRONMENT_BYTES + 100)}
+    env = instructions.fixed_environment(big, ["python"], "/tmp/d", "valgrind-3.19.0")
+    size = _size(env, ["python"])
+    assert size > instructions.ENVIRONMENT_BYTES and (size - instructions.ENVIRONMENT_BYTES) % 4096 == 0
+
+
+SOFTWARE = Software(python="CPython 3.11.7", wgpu="0.32.0", implementation="wgpu-native 0.32.0", backend="Vulkan",
+                    adapter="llvmpipe (LLVM 15.0.6, 256 bits)", driver="Mesa 22.3.6", valgrind="valgrind-3.19.0",
+                    cpu_vendor="GenuineIntel", machine="x86_64", numpy="2.4.6")
+
+
+def test_software_fingerprints_and_what_differs():
+    other = dataclasses.replace(SOFTWARE, python="CPython 3.12.1", driver="Mesa 24.0.0")
+    assert other.fingerprint != SOFTWARE.fingerprint
+    assert other.differences(SOFTWARE) == ["python CPython 3.11.7 -> CPython 3.12.1",
+                                           "driver Mesa 22.3.6 -> Mesa 24.0.0"]
+    assert Software.from_dict(SOFTWARE.as_dict()) == SOFTWARE
+
+
+def _measurement(per_call: float | None, dispatches: int = 10) -> Measurement:
+    count = None if per_call is None else InstructionCount(per_call, 0.0, ((1, int(per_call)), (2, int(2 * per_call))),
+                                                           {}, {})
+    calls = dict.fromkeys(recorder.KINDS, 0) | {"dispatch": dispatches, "submit": 1, "pass": 1, "encoder": 1}
+    empty = np.zeros(0)
+    return Measurement(name="fn", method=SEQUENTIAL, warmup=3, rounds=0, per_round=5, calls=calls,
+                       by_kernel={"k": dispatches}, host_us=empty, wall_us=empty, sync_us=empty,
+                       host_breakdown_us={}, instructions=count)
+
+
+@pytest.mark.parametrize("ratio, status", [
+    (1.0, Status.UNCHANGED), (1.004, Status.UNCHANGED), (0.996, Status.UNCHANGED),
+    (1.006, Status.REGRESSED), (1.01, Status.REGRESSED), (0.99, Status.IMPROVED),
+])
+def test_instructions_are_judged_against_the_tolerance_alone(ratio, status):
+    verdict = gate.compare_instructions(_measurement(1e6), _measurement(1e6 * ratio), 0.005, [])
+    assert verdict.status == status
+    assert verdict.failed == (status == Status.REGRESSED)
+    assert "host instructions per call" in verdict.line("fn instructions_per_call")
+
+
+def test_instructions_of_other_software_or_of_an_uncounted_baseline_are_not_judged():
+    other = gate.compare_instructions(_measurement(1e6), _measurement(2e6), 0.005, ["python 3.11 -> 3.12"])
+    assert other.status == Status.INCOMPARABLE and not other.failed and "python 3.11 -> 3.12" in other.reason
+    timed = gate.compare_instructions(_measurement(None), _measurement(2e6), 0.005, None)
+    assert timed.status == Status.OFF and not timed.failed and "--dispatch-instructions --dispatch-save" in timed.reason
+
+
+def test_the_gate_fails_a_counted_regression_and_judges_no_timing():
+    baseline = TestResult("t.py::test_a", [_measurement(1e6)], call={})
+    current = TestResult("t.py::test_a", [_measurement(1.02e6)], call={})
+    verdicts = gate.Gate([baseline], comparable=True, software_differences=[],
+                         instruction_tolerance=0.005).judge(current)
+    assert not verdicts.timing
+    (line,) = verdicts.failure_lines
+    assert line.startswith("fn instructions_per_call regressed: 1,000,000 -> 1,020,000")
+    assert verdicts.as_dict()["instructions"]["t.py::test_a::fn"]["status"] == "regressed"
+
+
+def test_an_instruction_budget_is_checked_in_counted_mode_only():
+    parsed = budget.parse_budget((), {"instructions_per_dispatch": 50_000})
+    assert parsed.instructions_per_dispatch == 50_000
+    over = TestResult("t.py::test_a", [_measurement(600_000, dispatches=10)], call={})
+    failure = budget.judge(parsed, observations(over))
+    assert failure is not None and "60,000 host instructions per dispatch (counted) > 50,000 allowed" in failure.message
+    assert budget.judge(parsed, observations(TestResult("t.py::test_a", [_measurement(400_000)], call={}))) is None
+    assert budget.judge(parsed, observations(TestResult("t.py::test_a", [_measurement(None)], call={}))) is None
+    with pytest.raises(budget.BudgetUsageError, match="instructions_per_dispatch"):
+        budget.parse_budget((), {"instructions_per_dispatch": -1})
+
+
+def test_without_valgrind_the_session_says_so_and_runs_timed(pytester, monkeypatch):
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    monkeypatch.setenv("PATH", str(pytester.path))  # no valgrind there
+    monkeypatch.delenv(instructions.COUNTED_ENV, raising=False)
+    result = pytester.runpytest("--dispatch-instructions", "-W", "default")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*--dispatch-instructions: valgrind is not on PATH (Debian/Ubuntu: apt-get install "
+                                 "valgrind); this session is timed, not counted*"])
+
+
+def test_the_helper_builds_against_callgrind_h_where_valgrind_is(tmp_path, monkeypatch):
+    if not os.path.exists("/usr/include/valgrind/callgrind.h"):
+        pytest.skip("valgrind's callgrind.h is not installed (apt-get install valgrind)")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = instructions.build_helper(instructions.valgrind_executable())
+    assert path.is_relative_to(tmp_path) and path.exists()
+    helper = instructions.Helper(path)
+    assert not helper.running_on_valgrind()  # outside Valgrind every request is a no-op
+    helper.window_open()
+    helper.window_close(b"nothing")
+    assert instructions.build_helper() == path  # built once
+
+
+def test_a_missing_compiler_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setattr(instructions, "valgrind_version", lambda valgrind: "valgrind-0.0.test")
+    with pytest.raises(instructions.CountingUnavailable, match="cannot build the callgrind helper"):
+        instructions.build_helper("/usr/bin/valgrind")
