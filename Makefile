@@ -12,8 +12,10 @@ setup:
 demo: setup
 	$(PY) -m pytest examples --dispatch-report
 
+PYTEST_ARGS ?=
+
 test: setup
-	$(PY) -m pytest tests -n 2
+	$(PY) -m pytest tests -n 2 $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) benchmarks/recorder_overhead.py

@@ -1,8 +1,20 @@
+import atexit
 import os
+import shutil
 import tempfile
 
+# One temporary folder for the whole run, shared with xdist workers and every process the
+# tests start (A/B workers, GPU lock files, pytest's own tmp_path), and removed at the end:
+# the suite leaves nothing in the system's temporary folder.
+_TEMP_ENV = "PYTEST_DISPATCH_TESTS_TMP"
+if not os.path.isdir(os.environ.get(_TEMP_ENV, "")):
+    os.environ[_TEMP_ENV] = tempfile.mkdtemp(prefix="pytest-dispatch-tests-")
+    atexit.register(shutil.rmtree, os.environ[_TEMP_ENV], ignore_errors=True)
+os.environ["TMPDIR"] = tempfile.tempdir = os.environ[_TEMP_ENV]
+
 # Mesa warns on every device creation without a runtime dir.
-os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="xdg-"))
+if not os.path.isdir(os.environ.get("XDG_RUNTIME_DIR", "")):
+    os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="xdg-")
 
 # The plugin loads these lazily. pytester's in-process runs drop the modules an inner run
 # imported first, and numpy's extension cannot load twice in a process: import them here.

@@ -86,7 +86,9 @@ def test_a_a_job_on_one_folder_finds_no_regression(project):
     assert set(measured) == {"work", "steady"}
     for measurement in measured.values():
         assert measurement["status"] in ("unchanged", "inconclusive")
-        assert measurement["timing"]["sessions"] == 4 and len(measurement["sessions"]) == 4
+        timing = measurement["timing"]
+        # all 4 sessions, or fewer when the sessions so far could not decide by the cap (futility)
+        assert len(measurement["sessions"]) == 4 or "stopped after 3 sessions" in timing["reason"], timing
     assert measured["work"]["dispatches_per_call"] == {"base": 20, "head": 20}
     assert outcome["schema"] == "pytest-dispatch-ab/2" and "A/B passed" in done.stdout
 
@@ -266,6 +268,7 @@ def _job_with_sessions(log_ratios: dict[str, list[float]]) -> coordinator.Job:
     """A job that has measured these per-session log-ratios (nothing run)."""
     job = coordinator.Job.__new__(coordinator.Job)
     job.settings, job.overrides, job.timing, job.progress = coordinator.Settings(), {}, {}, lambda line: None
+    job.results = ({}, {})
     job.session_verdicts = {key: [paired.PairedVerdict(Status.INCONCLUSIVE, math.exp(x), 0.0, math.inf, 0.99, 10, 0.1,
                                                        10.0, 10.0 * math.exp(x), 1.0) for x in logs]
                             for key, logs in log_ratios.items()}
@@ -314,6 +317,42 @@ def test_among_many_unchanged_measurements_a_job_catches_ten_percent_and_raises_
         caught += sum(final[f"t::{i}"].status == Status.REGRESSED for i in range(nulls, nulls + changes))
     assert false_alarms <= 2, false_alarms  # of 1,200 unchanged measurements (alpha 0.01: 12 allowed)
     assert caught >= 0.9 * jobs * changes, caught  # stopping at its own look and BH at the end: 129 of 240
+
+
+def test_unchanged_code_that_sessions_cannot_resolve_stops_at_the_first_look():
+    # the H200's A/A jobs: identical code whose sessions' ratios spread sd 6%, tolerance 2%
+    rng = np.random.default_rng(7)
+    job = _job_with_sessions({"t::same": list(rng.normal(0.0, 0.06, 4))})
+    job._look(final=False)
+    verdict = job.timing["t::same"]
+    assert verdict.status == Status.INCONCLUSIVE and verdict.sessions == 4
+    assert "stopped after 4 sessions" in verdict.reason and "at 12 sessions, which resolve ±" in verdict.reason
+    # between the looks too, from the third session: futility spends no alpha
+    job = _job_with_sessions({"t::same": list(rng.normal(0.0, 0.06, 3))})
+    job._look(final=False)
+    assert "stopped after 3 sessions" in job.timing["t::same"].reason
+    # a +10% change with the same spread is still worth its sessions
+    job = _job_with_sessions({"t::slow": list(math.log(1.10) + rng.normal(0.0, 0.03, 4))})
+    job._look(final=False)
+    assert job.timing.get("t::slow") is None or job.timing["t::slow"].status == Status.REGRESSED
+
+
+def test_a_measurement_whose_counts_regressed_takes_no_more_timing_sessions():
+    from helpers import measurement
+    from pytest_dispatch.judgement.results import TestResult
+
+    def result(dispatches: int) -> TestResult:
+        return TestResult("t", [measurement("work", dispatches=dispatches)], {})
+
+    job = _job_with_sessions({"t::work": [0.01]})
+    job.results = ({"t": result(3)}, {"t": result(4)})
+    job._look(final=False)
+    assert "counts regressed" in job.timing["t::work"].reason
+    job = _job_with_sessions({"t::work": [0.01]})
+    job.results = ({"t": result(3)}, {"t": result(4)})
+    job.settings = coordinator.Settings(time_count_regressions=True)
+    job._look(final=False)
+    assert "t::work" not in job.timing
 
 
 def test_sides_on_different_adapters_are_refused():

@@ -43,7 +43,7 @@ def test_compare_timing_against_one_run_is_inconclusive_and_points_to_ab(tmp_pat
     # one stored run cannot tell a slower run from a regression: separate runs differ by far more
     assert cli.main(["compare", write(tmp_path, "a.json"), write(tmp_path, "b.json", us=48.0, seed=1)]) == 0
     out = " ".join(capsys.readouterr().out.split())  # the report wraps long lines
-    assert "model us_per_call inconclusive:" in out and "pytest-dispatch ab --base REF" in out
+    assert "model us_per_call inconclusive:" in out and "use an A/B job" in out
 
 
 def test_compare_count_increase_exits_1(tmp_path, capsys):

@@ -161,8 +161,27 @@ def test_history_names_the_commit_of_the_step_and_nothing_for_the_steady_one(tmp
     out = capsys.readouterr().out
     changes = out.split("count changes")[0]
     assert f"{KEY}: " in changes and "at 05cccccccc" in changes and "slower" in changes
-    assert STEADY not in changes
+    assert f"{STEADY}: no change resolvable (runs spread x" in changes
+    assert f"{KEY}: no change resolvable" not in changes
     assert f"{KEY}: dispatches 10 -> 12 per call at 07cccccccc" in out
+
+
+def test_a_series_that_spreads_like_lavapipe_names_no_change_it_cannot_resolve():
+    # the lavapipe case: 13 runs over 4 commits of unchanged code, medians 95-183
+    # µs/dispatch; no change is named, and the series could not resolve the x1.38 once named
+    medians = [101.0, 95.0, 120.0, 99.0, 110.0, 183.0, 104.0, 97.0, 170.0, 150.0, 160.0, 175.0, 140.0]
+    commits = [0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3]
+    assert history.change_points_of(medians, commits=commits) == []
+    assert history.resolvable_step(medians, history.Settings(), boundaries=3) > 1.38
+
+
+def test_a_step_beyond_the_spread_is_named_with_its_interval():
+    rng = np.random.default_rng(8)
+    medians = 100 * rng.lognormal(0, 0.05, 80)
+    medians[40:] *= 1.2
+    commits = [i // 4 for i in range(80)]
+    ((index, step),) = history.steps_of(medians, commits=commits)
+    assert index == 40 and step.low > 1.02 and step.low < 1.2 < step.high
 
 
 @pytest.mark.slow
@@ -180,7 +199,9 @@ def test_history_json_and_markdown(tmp_path, capsys):
     assert gpu["runs"][point["run"]]["commit"] == commit_of(0)
     assert cli.main(["history", "--storage", str(tmp_path), "--markdown"]) == 0
     markdown = capsys.readouterr().out
-    assert f"| `{KEY}` |" in markdown and "`05cccccccc`" in markdown and STEADY not in markdown
+    assert f"| `{KEY}` |" in markdown and "`05cccccccc`" in markdown and f"| `{STEADY}` |" not in markdown
+    assert f"- {STEADY}: no change resolvable" in markdown
+    assert by_key[STEADY]["resolution"] > 1.02 and by_key[STEADY]["runs_spread"] >= 1
 
 
 @pytest.mark.slow

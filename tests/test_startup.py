@@ -21,6 +21,14 @@ def test_gpu(gpu_device):
 """
 
 
+@pytest.fixture(autouse=True)
+def only_this_plugin(monkeypatch):
+    """The subprocess loads this plugin and no other installed one (which may import numpy):
+    what these tests check is what this plugin imports."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("PYTEST_PLUGINS", "pytest_dispatch.plugin")
+
+
 @pytest.fixture
 def no_runtime_dir(monkeypatch):
     """As on a CI runner or a container: Mesa then complains on every instance."""
@@ -71,7 +79,7 @@ def test_xdist_workers_name_their_adapter_once_at_the_end(pytester, gpu_info):
     pytest.importorskip("xdist")
     pytester.makeconftest(REPORT_LOADED)
     pytester.makepyfile("\n".join(GPU_TEST.replace("test_gpu", f"test_gpu_{i}") for i in range(4)))
-    result = pytester.runpytest_subprocess("-n", "2", "-s", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-p", "xdist.plugin", "-n", "2", "-s", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines([f"dispatch: gw*: {gpu_info.describe()}*"])
     result.stdout.fnmatch_lines(["*LOADED: nothing"])  # the controller: the workers measured

@@ -15,11 +15,13 @@ import pytest
 from noise import simulate_lavapipe_rounds, simulate_run_medians
 from scipy import stats as sps
 
+from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement.meter import DEFAULT_ROUNDS
 from pytest_dispatch.judgement.stats import (
     MIN_STORED_RUNS,
     Interval,
     judge_against_runs,
+    resolvable_change,
     median_ci,
     ratio_of_medians_ci,
 )
@@ -69,14 +71,15 @@ def test_one_stored_run_would_flag_unchanged_code_often_which_is_why_the_unit_is
 
 
 def test_a_large_change_is_caught_and_a_small_one_is_not_claimed():
-    large = statuses(stored_trials(seed=3, ratio=3.0, trials=200), alpha=ALPHA)
+    # 8 runs of log-sd 0.22 resolve changes of about x2.3 (the 99% spread times the tolerance)
+    large = statuses(stored_trials(seed=3, ratio=4.0, trials=200), alpha=ALPHA)
     assert large.count("regressed") >= 0.9 * 200
     small = statuses(stored_trials(seed=4, ratio=1.01, trials=200, run_sd=0.001, within_se=0.001), alpha=ALPHA)
     assert small.count("regressed") == 0  # significant, but under the 2% threshold
 
 
 def test_improvements_mirror_regressions():
-    verdicts = statuses(stored_trials(seed=5, ratio=1 / 3.0, trials=200), alpha=ALPHA)
+    verdicts = statuses(stored_trials(seed=5, ratio=1 / 4.0, trials=200), alpha=ALPHA)
     assert verdicts.count("improved") >= 0.9 * 200 and verdicts.count("regressed") == 0
 
 
@@ -89,7 +92,7 @@ def test_too_few_stored_runs_is_inconclusive_and_says_to_use_ab():
 def test_overrides_apply_to_their_key_only():
     runs = list(40.0 * np.exp(np.linspace(-0.02, 0.02, 8)))
     verdicts = judge_against_runs({"a": (runs, 48.0), "b": (runs, 48.0)}, overrides={"a": {"threshold": 0.5}})
-    assert verdicts["a"].status == "unchanged" and verdicts["b"].status == "regressed"
+    assert verdicts["a"].status == Status.UNCHANGED and verdicts["b"].status == Status.REGRESSED
     assert verdicts["a"].threshold == 0.5 and verdicts["b"].threshold == 0.02
 
 
@@ -104,9 +107,29 @@ def test_verdict_line_names_the_spread_and_the_stored_runs():
     runs = list(40.0 * np.exp(np.linspace(-0.05, 0.05, 6)))
     verdict = judge_against_runs({"t": (runs, 80.0)})["t"]
     assert verdict.status == "regressed" and verdict.failed
-    assert verdict.line("work us_per_call").startswith("work us_per_call regressed: 40.0 -> 80.0 µs (x2.00, "
-                                                       "unchanged runs vary x")
-    assert "over 6 stored runs" in verdict.summary and verdict.as_dict()["stored_runs"] == 6
+    assert verdict.line("work us_per_call").startswith("work us_per_call regressed: 40.0 -> 80.0 µs per call "
+                                                       "(x2.00 per call, 99% interval x")
+    assert "from the spread of 6 stored runs" in verdict.summary and verdict.as_dict()["stored_runs"] == 6
+
+
+def test_runs_that_spread_wider_than_the_tolerance_never_say_unchanged():
+    # the H200 case: stored medians ~5 or ~9 µs, then a run 50% slower than their centre
+    runs = [5.0, 9.0, 5.2, 8.8, 5.1]
+    verdict = judge_against_runs({"t": (runs, 1.5 * float(np.exp(np.mean(np.log(runs)))))})["t"]
+    assert verdict.status == Status.INCONCLUSIVE and not verdict.failed
+    resolves = resolvable_change(verdict.spread, verdict.threshold)
+    assert resolves > 1.5 and f"resolve changes of x{resolves:.2f} or more" in verdict.summary
+    low, high = verdict.interval
+    assert low < 1 < 1.5 < high
+
+
+def test_unchanged_only_when_the_interval_lies_inside_the_tolerance():
+    tight = list(40.0 * np.exp(np.linspace(-0.002, 0.002, 8)))
+    assert judge_against_runs({"t": (tight, 40.1)}, threshold=0.05)["t"].status == Status.UNCHANGED
+    # the same run against the same runs, but a tolerance narrower than the spread
+    wide = list(40.0 * np.exp(np.linspace(-0.03, 0.03, 8)))
+    verdict = judge_against_runs({"t": (wide, 40.1)}, threshold=0.01)["t"]
+    assert verdict.status == Status.INCONCLUSIVE and verdict.interval[1] > 1.01
 
 
 @pytest.mark.parametrize(("runs", "current", "message"), [

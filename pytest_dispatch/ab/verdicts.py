@@ -74,13 +74,12 @@ class Comparison:
         parts = [v.summary for v in self.counts if v.status != Status.UNCHANGED]
         timing = self.timing
         if timing is not None and not math.isnan(timing.ratio):
-            per_dispatch = (f"{format_us(self._median(self.base, 0))} -> "
-                            f"{format_us(self._median(self.head, 1))} µs/dispatch")
-            detail = (f"x{timing.ratio:.3f}, {timing.interval_text}, {timing.sessions} sessions, {timing.pairs} pairs, "
-                      f"{timing.seconds:.1f} s")
+            per_call = f"{format_us(timing.a_median)} -> {format_us(timing.b_median)} µs per call"
+            detail = (f"x{timing.ratio:.3f} per call, {timing.interval_text}, {timing.sessions} sessions, "
+                      f"{timing.pairs} pairs, {timing.seconds:.1f} s")
             if timing.p_adjusted is not None:
                 detail += f", p={timing.p_adjusted:.2g} adj."
-            parts.append(f"time per call {timing.status}: {per_dispatch} ({detail})"
+            parts.append(f"time per call {timing.status}: {per_call} ({detail})"
                          + (f"; {timing.reason}" if timing.status == Status.INCONCLUSIVE and timing.reason else ""))
         elif timing is not None:
             parts.append(f"time per call inconclusive: {timing.reason}")
@@ -93,6 +92,8 @@ class Comparison:
             "key": self.key, "nodeid": self.nodeid, "name": self.name, "status": self.status,
             "counts": {v.metric: v.as_dict() for v in self.counts},
             "timing": None if self.timing is None else self.timing.as_dict(),
+            "base_us_per_call": self._median(self.base, 0, per_dispatch=False),
+            "head_us_per_call": self._median(self.head, 1, per_dispatch=False),
             "base_us_per_dispatch": self._median(self.base, 0),
             "head_us_per_dispatch": self._median(self.head, 1),
             "dispatches_per_call": {"base": self.base.dispatches if self.base else None,
@@ -101,11 +102,11 @@ class Comparison:
             "note": self.note, "line": self.line(),
         }
 
-    def _median(self, measurement: Measurement | None, side: int) -> float | None:
+    def _median(self, measurement: Measurement | None, side: int, per_dispatch: bool = True) -> float | None:
         if measurement is None or self.timing is None or math.isnan(self.timing.ratio):
             return None
         per_call = self.timing.a_median if side == 0 else self.timing.b_median
-        return per_call / max(measurement.dispatches, 1)
+        return per_call / max(measurement.dispatches, 1) if per_dispatch else per_call
 
 
 @dataclasses.dataclass
@@ -152,16 +153,17 @@ class Outcome:
             d = c.as_dict()
             dispatches = f"{d['dispatches_per_call']['base'] or '–'} → {d['dispatches_per_call']['head'] or '–'}"
             us = "–"
-            if d["base_us_per_dispatch"] is not None:
-                us = f"{format_us(d['base_us_per_dispatch'])} → {format_us(d['head_us_per_dispatch'])}"
+            if d["base_us_per_call"] is not None:
+                us = f"{format_us(d['base_us_per_call'])} → {format_us(d['head_us_per_call'])}"
             ratio, pairs = "–", "–"
             if c.timing is not None and not math.isnan(c.timing.ratio):
                 high = "inf" if math.isinf(c.timing.high) else f"{c.timing.high:.3f}"
                 ratio, pairs = f"x{c.timing.ratio:.3f} [{c.timing.low:.3f}–{high}]", str(c.timing.pairs)
             rows.append((f"`{c.nodeid}`", c.name, dispatches, us, ratio, pairs, f"**{c.status}**"))
         lines = [f"### A/B: {self.head} against {self.base}", "", f"Adapter: {self.adapter}", ""]
-        lines += markdown_table(("test", "measurement", "dispatches base → head", "µs/dispatch base → head",
-                                 "ratio [interval]", "pairs", "verdict"), rows, right=(2, 3, 4, 5))
+        lines += markdown_table(("test", "measurement", "dispatches per call base → head",
+                                 "µs per call base → head", "ratio per call [interval]", "pairs", "verdict"),
+                                rows, right=(2, 3, 4, 5))
         lines += [""] + [f"- {problem}" for problem in self.problems]
         lines.append(f"**A/B {'failed' if self.exit_code else 'passed'}**: {self.tally()}")
         return lines

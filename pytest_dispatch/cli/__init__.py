@@ -342,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     trend.add_argument("--html", metavar="FILE", help="also write a self-contained page with one chart per "
                                                       "measurement")
     trend.add_argument("--alpha", type=settings.flag_type(settings.alpha, "alpha"), default=history.Settings.alpha,
-                       help="significance level of a change point (Mann-Whitney U between its segments)")
+                       help="significance level of a change point (its step's interval over the runs' spread)")
     trend.add_argument("--threshold", type=settings.flag_type(settings.fraction, "threshold"),
                        default=history.Settings.threshold, help="smallest relative change called a change point")
     _add_storage_arguments(trend)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import math
 import os
 import re
 import warnings
@@ -21,6 +22,7 @@ import numpy as np
 
 from pytest_dispatch.judgement import stats, storage
 from pytest_dispatch.judgement.results import sequential_measurements
+from pytest_dispatch.judgement.stats import format_confidence
 from pytest_dispatch.settings import DEFAULTS
 from pytest_dispatch.measurement.recorder import COUNT_KINDS
 
@@ -205,21 +207,26 @@ class ChangePoint:
     run: StoredRun  # that run: its commit is the one the change is attributed to
     before_us: float  # median of the run medians of the segment before
     after_us: float  # ... and of the segment after
-    p_value: float  # two-sided Mann-Whitney U test between the two segments' run medians
+    step: Step  # after / before, with its interval over the runs' spread
     runs_before: int
     runs_after: int
 
     @property
     def ratio(self) -> float:
-        return self.after_us / self.before_us if self.before_us > 0 else float("inf")
+        return self.step.ratio
+
+    @property
+    def p_value(self) -> float:
+        return self.step.p_value
 
     @property
     def direction(self) -> str:
         return "slower" if self.after_us > self.before_us else "faster"
 
     def summary(self) -> str:
-        return (f"{self.key}: {self.before_us:.2f} -> {self.after_us:.2f} µs/dispatch (x{self.ratio:.3f}, "
-                f"{self.direction}) at {self.run.short_commit} ({_commit_label(self.run)}; "
+        return (f"{self.key}: {self.before_us:.2f} -> {self.after_us:.2f} µs/dispatch (x{self.ratio:.3f} per "
+                f"dispatch, {self.direction}, {format_confidence(self.step.confidence)} interval "
+                f"x{self.step.low:.3f}-{self.step.high:.3f}) at {self.run.short_commit} ({_commit_label(self.run)}; "
                 f"p={self.p_value:.2g}, {self.runs_before} runs before, {self.runs_after} after)")
 
 
@@ -252,6 +259,13 @@ class Series:
     runs: tuple[StoredRun, ...]  # the runs that measured ``key``
     change_points: tuple[ChangePoint, ...] | None  # None: ruptures is not installed
     count_changes: tuple[CountChange, ...]
+    resolution: float = math.inf  # the smallest step (a ratio) its runs' spread lets it name
+    spread: float = math.inf  # runs_spread of its medians
+
+    def unresolved_summary(self) -> str:
+        """The line for a series with no change point: what its runs could have shown."""
+        return (f"{self.key}: no change resolvable (runs spread x{self.spread:.2f}; this history resolves changes "
+                f"of x{self.resolution:.2f} or more; for smaller ones use an A/B job)")
 
     @property
     def medians(self) -> np.ndarray:
@@ -285,14 +299,69 @@ def _robust_scale(values: np.ndarray) -> float:
     return max(mad, 1e-3)  # 0.1% in log units: identical runs are not infinitely precise
 
 
-def _segment_test(before: np.ndarray, after: np.ndarray) -> float:
-    from scipy.stats import mannwhitneyu
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """A step between two segments of run medians: after / before with its interval."""
 
-    if before.size == 0 or after.size == 0:
-        return 1.0
-    if np.ptp(np.r_[before, after]) == 0:
-        return 1.0
-    return float(mannwhitneyu(before, after, alternative="two-sided").pvalue)
+    ratio: float
+    low: float
+    high: float
+    confidence: float  # of the interval, Bonferroni over the series' commit boundaries
+    p_value: float  # two-sided Welch t, times the boundaries
+
+    def beyond(self, threshold: float) -> bool:
+        """True when the whole interval lies beyond the tolerance (either way)."""
+        return self.low > 1 + threshold or self.high < 1 / (1 + threshold)
+
+
+def step_between(before: np.ndarray, after: np.ndarray, alpha: float, boundaries: int) -> Step:
+    """Welch's t interval of the mean log run median after the step minus before it.
+
+    Separate runs of unchanged code differ by far more than the rounds inside a run, so the
+    unit is the run; a change point is chosen among ``boundaries`` places, so each interval
+    is at 1 - alpha / boundaries (Bonferroni), which keeps the chance of naming a change
+    that did not happen within alpha per series.  A segment with a median <= 0 (work below
+    the sync's noise) is compared on the raw scale, relative to the level before."""
+    from scipy import stats as sps
+
+    level = float(np.median(before)) if before.size else 0.0
+    logs = np.all(before > 0) and np.all(after > 0)
+    x, y = (np.log(before), np.log(after)) if logs else (before / (abs(level) or 1.0), after / (abs(level) or 1.0))
+    difference = float(np.mean(y) - np.mean(x))
+    vx = float(np.var(x, ddof=1)) / x.size if x.size > 1 else math.inf
+    vy = float(np.var(y, ddof=1)) / y.size if y.size > 1 else math.inf
+    se = math.sqrt(vx + vy)
+    confidence = 1 - alpha / max(boundaries, 1)
+    if not math.isfinite(se):
+        low, high, p = -math.inf, math.inf, 1.0
+    elif se == 0:
+        low = high = difference
+        p = 0.0 if difference else 1.0
+    else:
+        dof = (vx + vy) ** 2 / ((vx ** 2 / (x.size - 1) if vx else 0) + (vy ** 2 / (y.size - 1) if vy else 0))
+        half = float(sps.t.isf((1 - confidence) / 2, dof)) * se
+        low, high = difference - half, difference + half
+        p = min(1.0, 2 * float(sps.t.sf(abs(difference) / se, dof)) * max(boundaries, 1))
+    as_ratio = (lambda v: math.exp(v)) if logs else (lambda v: 1 + v)
+    return Step(as_ratio(difference), as_ratio(low), as_ratio(high), confidence, p)
+
+
+def resolvable_step(values: Sequence[float], settings: "Settings", boundaries: int) -> float:
+    """The smallest step (a ratio) this series could name, with its spread, at its middle."""
+    x = np.log(np.asarray(values, dtype=float)) if np.all(np.asarray(values) > 0) else np.asarray(values, float)
+    if x.size < 4:
+        return math.inf
+    from scipy import stats as sps
+
+    half = float(sps.t.isf(settings.alpha / max(boundaries, 1) / 2, x.size - 2)) * float(np.std(x, ddof=1)) \
+        * math.sqrt(4 / x.size)
+    return (1 + settings.threshold) * math.exp(half)
+
+
+def runs_spread(values: Sequence[float]) -> float:
+    """How far apart this series' runs lie: its 95th percentile over its 5th."""
+    low, high = np.percentile(np.asarray(values, dtype=float), [5, 95])
+    return float(high / low) if low > 0 else math.inf
 
 
 def change_points_of(medians: Iterable[float], settings: Settings = Settings(),
@@ -302,14 +371,21 @@ def change_points_of(medians: Iterable[float], settings: Settings = Settings(),
     With ``commits`` (one per run, equal for consecutive runs of one commit), a change can only
     fall between commits: candidates are found on each commit's median run.  Candidates come from
     ruptures' PELT (L2 cost on the log medians scaled by their robust noise, BIC penalty); a
-    candidate is kept while the runs of its two neighbouring segments differ by a two-sided
-    Mann-Whitney U test at ``alpha`` and their medians by at least ``threshold``; the weakest
-    failing candidate is dropped and the rest re-tested until all pass.
+    candidate is kept while the step between its two neighbouring segments survives the runs'
+    spread (``step_between``: its interval lies beyond ``threshold``); the weakest failing
+    candidate is dropped and the rest re-tested until all pass.
     """
+    return [(index, step.p_value) for index, step in steps_of(medians, settings, commits)]
+
+
+def steps_of(medians: Iterable[float], settings: Settings = Settings(),
+             commits: Sequence[Any] | None = None) -> list[tuple[int, Step]]:
+    """``change_points_of`` with each change's ``Step``."""
     values = np.asarray(list(medians), dtype=float)
     starts = _group_starts(commits if commits is not None else range(values.size))
     if len(starts) < 3:
         return []
+    boundaries = len(starts) - 1
     levels = np.array([np.median(values[a:b]) for a, b in zip(starts, [*starts[1:], values.size])])
     # relative changes on a log scale; a median <= 0 (work below the sync's noise) keeps the raw scale
     transformed = np.log(levels) if np.all(levels > 0) else levels
@@ -321,15 +397,11 @@ def change_points_of(medians: Iterable[float], settings: Settings = Settings(),
         bounds = [0, *candidates, values.size]
         tested = []
         for i, index in enumerate(candidates):
-            before, after = values[bounds[i]:index], values[index:bounds[i + 2]]
-            p = _segment_test(before, after)
-            level = float(np.median(before))
-            shift = abs(float(np.median(after)) - level)
-            large = shift >= settings.threshold * abs(level) and shift > 0
-            tested.append((p < settings.alpha and large, p, index))
-        failing = [(p, index) for ok, p, index in tested if not ok]
+            step = step_between(values[bounds[i]:index], values[index:bounds[i + 2]], settings.alpha, boundaries)
+            tested.append((step.beyond(settings.threshold), step, index))
+        failing = [(step.p_value, index) for ok, step, index in tested if not ok]
         if not failing:
-            return [(index, p) for _, p, index in tested]
+            return [(index, step) for _, step, index in tested]
         candidates.remove(max(failing)[1])
     return []
 
@@ -365,15 +437,20 @@ def series_of(runs: list[StoredRun], key: str, settings: Settings = Settings(),
     if find_changes:
         # runs of one commit measured the same code; a run outside git, or of a dirty tree, stands alone
         commits = [run.commit if run.commit and not run.dirty else f"run {i}" for i, run in enumerate(measured)]
-        found = change_points_of(values, settings, commits)
+        found = steps_of(values, settings, commits)
         bounds = [0, *(i for i, _ in found), len(values)]
         change_points = tuple(
             ChangePoint(key, index, measured[index], float(np.median(values[bounds[i]:index])),
-                        float(np.median(values[index:bounds[i + 2]])), p, index - bounds[i], bounds[i + 2] - index)
-            for i, (index, p) in enumerate(found)
+                        float(np.median(values[index:bounds[i + 2]])), step, index - bounds[i], bounds[i + 2] - index)
+            for i, (index, step) in enumerate(found)
         )
+        boundaries = max(len(_group_starts(commits)) - 1, 1)
+    else:
+        boundaries = 1
     return Series(key, measured[0].fingerprint if measured else "", tuple(measured), change_points,
-                  tuple(_count_changes(key, measured)))
+                  tuple(_count_changes(key, measured)),
+                  resolvable_step(values, settings, boundaries) if values else math.inf,
+                  runs_spread(values) if values else math.inf)
 
 
 def keys_of(runs: Iterable[StoredRun]) -> list[str]:
@@ -512,8 +589,11 @@ def as_json(histories: list[GpuHistory], settings: Settings, note: str | None,
                 "points": points,
                 "change_points": None if s.change_points is None else [
                     {"run": index_of[cp.run.path], "commit": cp.run.commit, "before_us": cp.before_us,
-                     "after_us": cp.after_us, "ratio": cp.ratio, "p_value": cp.p_value,
+                     "after_us": cp.after_us, "ratio": cp.ratio, "low": cp.step.low, "high": cp.step.high,
+                     "confidence": cp.step.confidence, "p_value": cp.p_value,
                      "runs_before": cp.runs_before, "runs_after": cp.runs_after} for cp in s.change_points],
+                "resolution": None if math.isinf(s.resolution) else s.resolution,
+                "runs_spread": None if math.isinf(s.spread) else s.spread,
                 "count_changes": [{"run": index_of[c.run.path], "commit": c.run.commit, "kind": c.kind,
                                    "before": c.before, "after": c.after} for c in s.count_changes],
             })

@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from pytest_dispatch import settings
+from pytest_dispatch.judgement.stats import format_confidence
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement.meter import per_call_us
 
@@ -157,7 +158,7 @@ class PairedVerdict:
     def interval_text(self) -> str:
         low = "0" if self.low <= 0 else f"{self.low:.3f}"
         high = "inf" if math.isinf(self.high) else f"{self.high:.3f}"
-        return f"{self.confidence:.1%} interval {low}-{high}"
+        return f"{format_confidence(self.confidence)} interval {low}-{high}"
 
     def as_dict(self) -> dict:
         """JSON-ready: an unbounded or undefined figure is None."""
@@ -414,6 +415,37 @@ def judge_sessions(sessions: Sequence[PairedVerdict], question: ChangeQuestion,
     bound = question.bound if upward else -question.bound
     t = (mean - bound) / se if se > 0 else math.copysign(math.inf, mean - bound)
     p = float(stats.t.sf(t, n - 1) if upward else stats.t.cdf(t, n - 1))
-    reason = "" if status else f"{question.undecided_reason(low, high)} after {n} sessions"
+    reason = ""
+    if not status:
+        reason = (f"{question.undecided_reason(low, high)} after {n} sessions; "
+                  f"{n} sessions resolve {_resolution_text(question.bound + quantile * se)} here")
     return PairedVerdict(status or Status.INCONCLUSIVE, math.exp(mean), math.exp(low), math.exp(high), confidence, pairs,
                          seconds, a_median, b_median, min(1.0, p * looks), reason, sessions=n)
+
+
+def _resolution_text(log_change: float) -> str:
+    """The smallest change (on the log scale) an interval can show beyond the tolerance, as '±6%'."""
+    return f"±{math.expm1(log_change):.0%}"
+
+
+def futility(sessions: Sequence[PairedVerdict], question: ChangeQuestion, design: SessionDesign) -> str | None:
+    """Why the sessions left cannot decide, or None while they still can.
+
+    The interval at the cap is projected from the sessions so far (their mean log-ratio and
+    sd, the cap's t quantile and sqrt(max_sessions)): when it would still straddle a bound
+    of the tolerance, more sessions only spend time; the measurement ends inconclusive
+    with that resolution.  Stopping early can only turn a verdict into inconclusive, so
+    the false-alarm rate stays within alpha."""
+    from scipy import stats
+
+    e = np.log([v.ratio for v in sessions if math.isfinite(v.ratio) and v.ratio > 0])
+    cap = design.max_sessions
+    if e.size < 2 or e.size >= cap:
+        return None
+    mean, sd = abs(float(np.mean(e))), float(np.std(e, ddof=1))
+    half = float(stats.t.isf(design.alpha_per_look, cap - 1)) * sd / math.sqrt(cap)
+    if mean + half <= question.bound or mean - half > question.bound:
+        return None
+    return (f"stopped after {len(sessions)} sessions: their ratios (sd {sd:.1%}) leave the interval across the "
+            f"{question.tolerance:.0%} tolerance even at {cap} sessions, which resolve "
+            f"{_resolution_text(question.bound + half)} here")

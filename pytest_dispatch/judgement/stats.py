@@ -174,7 +174,7 @@ class TimingVerdict:
     """
 
     key: str
-    status: Status  # regressed, improved, unchanged or inconclusive
+    status: Status  # regressed, improved, unchanged or inconclusive (see judge_against_runs)
     baseline_median: float
     current_median: float
     ratio: float
@@ -197,24 +197,39 @@ class TimingVerdict:
 
     def line(self, label: str) -> str:
         """One line for the report, with ``label`` naming the measurement."""
-        head = f"{label} {self.status}: {format_us(self.baseline_median)} -> {format_us(self.current_median)} µs"
+        head = (f"{label} {self.status}: {format_us(self.baseline_median)} -> {format_us(self.current_median)} "
+                f"µs per call")
         if self.spread is None:
-            return f"{head} (x{self.ratio:.2f}; {self.reason})"
-        parts = [f"x{self.ratio:.2f}",
-                 f"unchanged runs vary x{self.spread.low:.2f}-{self.spread.high:.2f} over {self.stored_runs} "
-                 f"stored runs"]
+            return f"{head} (x{self.ratio:.2f} per call; {self.reason})"
+        low, high = self.interval
+        parts = [f"x{self.ratio:.2f} per call", f"{format_confidence(self.spread.confidence)} interval "
+                 f"x{low:.2f}-{high:.2f} from the spread of {self.stored_runs} stored runs"]
         if self.p_adjusted is not None:
             parts.append(f"p={self.p_adjusted:.2g} adj.")
-        return f"{head} ({', '.join(parts)})"
+        return f"{head} ({', '.join(parts)})" + (f"; {self.reason}" if self.reason else "")
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The change this run shows against the stored runs, with their spread (nan without one)."""
+        if self.spread is None:
+            return math.nan, math.nan
+        return self.ratio * self.spread.low, self.ratio * self.spread.high
 
     def as_dict(self) -> dict:
         return {
             "status": self.status, "baseline_median_us": self.baseline_median,
             "current_median_us": self.current_median, "ratio": self.ratio,
             "spread": None if self.spread is None else [self.spread.low, self.spread.high],
+            "interval": None if self.spread is None else list(self.interval),
+            "confidence": None if self.spread is None else self.spread.confidence,
             "p_value": self.p_value, "p_adjusted": self.p_adjusted, "stored_runs": self.stored_runs,
             "reason": self.reason, "summary": self.summary,
         }
+
+
+def format_confidence(confidence: float) -> str:
+    """A confidence level as every verdict prints it: 0.99 -> '99%', 0.99333 -> '99.3%'."""
+    return f"{100 * confidence:.3g}%"
 
 
 def format_us(value: float) -> str:
@@ -239,8 +254,10 @@ def judge_against_runs(
     log-median x is, for unchanged code, t-distributed about m with scale
     s * sqrt(1 + 1/n) (n - 1 degrees of freedom).  ``regressed``: the one-sided p of
     x above m, Benjamini-Hochberg adjusted over the family, is below alpha, and the
-    ratio exp(x - m) is at least 1 + threshold; ``improved`` mirrors it; else
-    ``unchanged``.  Fewer stored runs: ``inconclusive`` (never fails).
+    change interval, the ratio exp(x - m) times the spread's (1 - alpha) range, lies above
+    1 + threshold; ``improved`` mirrors it; ``unchanged`` only when that interval lies inside
+    [1 / (1 + threshold), 1 + threshold]; else ``inconclusive``, saying the smallest change
+    these runs resolve.  Fewer stored runs: ``inconclusive`` (never fails).
     ``family_size`` beyond the conclusive comparisons given counts the rest as p = 1,
     so a test judged early stays failed once the whole family is in.
     """
@@ -284,13 +301,26 @@ def judge_against_runs(
         ratio = math.exp(math.log(current) - centre)
         half = float(stats.t.isf(a / 2, dof)) * scale
         spread = Interval(1.0, math.exp(-half), math.exp(half), 1 - a)
-        status = Status.UNCHANGED
-        if adjusted_up[key] < a and ratio >= 1 + t_min:
+        low, high = ratio * spread.low, ratio * spread.high
+        status = Status.INCONCLUSIVE
+        if adjusted_up[key] < a and low > 1 + t_min:
             status = Status.REGRESSED
-        elif adjusted_down[key] < a and ratio <= 1 / (1 + t_min):
+        elif adjusted_down[key] < a and high < 1 / (1 + t_min):
             status = Status.IMPROVED
+        elif low >= 1 / (1 + t_min) and high <= 1 + t_min:
+            status = Status.UNCHANGED
+        reason = ""
+        if status == Status.INCONCLUSIVE:
+            reason = (f"{runs.size} stored runs resolve changes of x{resolvable_change(spread, t_min):.2f} "
+                      f"or more; for smaller ones use an A/B job (pytest-dispatch ab --base REF)")
         upward = ratio >= 1
         verdicts[key] = TimingVerdict(
             key, status, math.exp(centre), current, ratio, spread, (p_up if upward else p_down)[key],
-            float((adjusted_up if upward else adjusted_down)[key]), a, t_min, runs.size)
+            float((adjusted_up if upward else adjusted_down)[key]), a, t_min, runs.size, reason)
     return verdicts
+
+
+def resolvable_change(spread: Interval, threshold: float) -> float:
+    """The smallest ratio that a run can show beyond ``spread`` and the ``threshold`` together:
+    a true change below it ends inconclusive however the run falls."""
+    return (1 + threshold) * spread.high

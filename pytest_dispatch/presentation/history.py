@@ -17,12 +17,14 @@ from typing import Callable
 import numpy as np
 
 from pytest_dispatch.judgement.history import GpuHistory, Series, Settings
+from pytest_dispatch.judgement.stats import format_confidence
 from pytest_dispatch.presentation.text import cut_keeping_end, markdown_table
 
 def describe_settings(settings: Settings) -> str:
     """How change points were found, in one phrase."""
-    return (f"ruptures PELT on log run medians, kept when Mann-Whitney p < {settings.alpha:g} and the change "
-            f">= {100 * settings.threshold:g}%")
+    return (f"ruptures PELT on log run medians, kept when the step's interval over the runs' spread "
+            f"(Welch t, {format_confidence(1 - settings.alpha)} over the series' commit boundaries) lies beyond "
+            f"{100 * settings.threshold:g}%")
 
 
 def render_text(histories: list[GpuHistory], settings: Settings, note: str | None) -> list[str]:
@@ -34,7 +36,8 @@ def render_text(histories: list[GpuHistory], settings: Settings, note: str | Non
                   f"  change points ({describe_settings(settings)}):" if note is None else f"  {note}"]
         if note is None:
             found = [cp for s in history.series for cp in s.change_points]
-            lines += [f"    {cp.summary()}" for cp in found] or ["    none"]
+            lines += [f"    {cp.summary()}" for cp in found]
+            lines += [f"    {s.unresolved_summary()}" for s in history.series if not s.change_points]
         changes = [c for s in history.series for c in s.count_changes]
         lines += ["  count changes (exact):"] + ([f"    {c.summary()}" for c in changes] or ["    none"])
         lines.append(f"  {'measurement':<60} {'runs':>4} {'first':>9} {'latest':>9} {'min':>9} {'max':>9}  µs/dispatch")
@@ -52,7 +55,8 @@ def render_markdown(histories: list[GpuHistory], settings: Settings, note: str |
     for history in histories:
         lines += [f"### History: {history.gpu}", "",
                   f"{len(history.runs)} runs; change points: {note or describe_settings(settings)}", ""]
-        rows = [(cp.key, f"{cp.before_us:.2f} → {cp.after_us:.2f} µs/dispatch (×{cp.ratio:.3f}, p={cp.p_value:.2g})",
+        rows = [(cp.key, f"{cp.before_us:.2f} → {cp.after_us:.2f} µs/dispatch (×{cp.ratio:.3f} per dispatch, "
+                         f"{format_confidence(cp.step.confidence)} interval ×{cp.step.low:.3f}–{cp.step.high:.3f})",
                  cp.run) for s in history.series for cp in (s.change_points or ())]
         rows += [(c.key, f"{c.kind} {c.before} → {c.after} per call", c.run)
                  for s in history.series for c in s.count_changes]
@@ -62,6 +66,8 @@ def render_markdown(histories: list[GpuHistory], settings: Settings, note: str |
                                      for key, text, run in rows))
         else:
             lines.append("No changes found.")
+        if note is None:
+            lines += [""] + [f"- {s.unresolved_summary()}" for s in history.series if not s.change_points]
         lines.append("")
     return lines
 
@@ -229,7 +235,8 @@ def _overview(gpu_history: GpuHistory, anchors: dict[str, str]) -> list[str]:
         link = f'<a href="#{_attr(anchors[series.key])}"><code>{escape(series.key)}</code></a>'
         for cp in series.change_points or ():
             rows.append(f'<tr class="change"><td>{link}</td><td>{cp.before_us:.3f} → {cp.after_us:.3f} µs/dispatch '
-                        f'(×{cp.ratio:.3f}, {cp.direction}; p={cp.p_value:.2g}, {cp.runs_before} runs before, '
+                        f'(×{cp.ratio:.3f} per dispatch, {cp.direction}, interval ×{cp.step.low:.3f}–'
+                        f'{cp.step.high:.3f}; p={cp.p_value:.2g}, {cp.runs_before} runs before, '
                         f'{cp.runs_after} after)</td><td><code>{escape(cp.run.short_commit)}</code></td>'
                         f'<td>{escape(cp.run.branch or "-")}</td></tr>')
         for change in series.count_changes:

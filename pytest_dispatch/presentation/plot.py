@@ -1,7 +1,7 @@
 """SVG charts (``--dispatch-plot DIR``, needs the ``plot`` extra: matplotlib).
 
-Per measured test: the per-dispatch cost of each round against the baseline's,
-and dispatches per kernel.  File names are derived from the test id, made safe.
+Per measured test: the wall time per call of each round against the baseline's (what
+the gate judges), and dispatches per call by kernel, the baseline's beside them.  File names are derived from the test id, made safe.
 """
 
 from __future__ import annotations
@@ -37,15 +37,22 @@ def plot_measurement(folder: Path, nodeid: str, current: Measurement, baseline: 
     plt = _pyplot()
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [3, 2]})
     series = [("current", current)] + ([("baseline", baseline)] if baseline is not None else [])
-    left.boxplot([m.wall_us_per_dispatch for _, m in series], orientation="horizontal",
-                 tick_labels=[n for n, _ in series])
+    left.boxplot([m.wall_us for _, m in series], orientation="horizontal", tick_labels=[n for n, _ in series])
     for row, (_, m) in enumerate(series, start=1):
-        left.scatter(m.wall_us_per_dispatch, [row] * m.rounds, s=8, alpha=0.5)
-    left.set_xlabel("wall µs per dispatch (one point per round)")
-    left.set_title(f"{current.name}: {current.dispatches} dispatches per call", fontsize=9)
-    kernels = list(current.by_kernel.items())[:15]
-    right.barh([name for name, _ in kernels][::-1], [n for _, n in kernels][::-1])
-    right.set_xlabel("dispatches per call")
+        left.scatter(m.wall_us, [row] * m.rounds, s=8, alpha=0.5)
+    left.set_xlabel("wall µs per call (one point per round; what the gate judges)")
+    left.set_title(", ".join(f"{label}: {m.dispatches} dispatches per call" for label, m in series), fontsize=9)
+    names = list(dict.fromkeys([*current.by_kernel, *(baseline.by_kernel if baseline is not None else {})]))[:15]
+    rows = range(len(names))[::-1]
+    height = 0.4 if baseline is not None else 0.8
+    right.barh([r + (height / 2 if baseline is not None else 0) for r in rows],
+               [current.by_kernel.get(n, 0) for n in names], height=height, label="current")
+    if baseline is not None:
+        right.barh([r - height / 2 for r in rows], [baseline.by_kernel.get(n, 0) for n in names], height=height,
+                   label="baseline")
+        right.legend(fontsize=7)
+    right.set_yticks(list(rows), names)
+    right.set_xlabel("dispatches per call, by kernel")
     right.tick_params(axis="y", labelsize=7)
     figure.suptitle(nodeid, fontsize=8)
     figure.tight_layout()
