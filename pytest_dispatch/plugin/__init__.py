@@ -20,6 +20,7 @@ from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
 from pytest_dispatch import options
 from pytest_dispatch.plugin import shader_errors
+from pytest_dispatch.plugin.gating import COUNTED_KEY, counted_software, counts_instructions, gate_for
 from pytest_dispatch.plugin.session import GPU_FIXTURES, GpuSession, worker_index
 
 if TYPE_CHECKING:
@@ -34,7 +35,6 @@ BUDGET_KEY = pytest.StashKey[budget.Budget]()
 TIMING_KEY = pytest.StashKey[dict]()  # the dispatch_timing marker's overrides of the meter's settings
 BASELINE_KEY = pytest.StashKey["gate.Baseline | None"]()
 GATE_KEY = pytest.StashKey["gate.Gate"]()
-COUNTED_KEY = pytest.StashKey[bool]()  # this session counts instructions (relaunched under callgrind)
 WORKERS_KEY = pytest.StashKey[dict]()  # xdist controller: worker id -> what it said about its GPU
 WORKER_OUTPUT = "pytest_dispatch"  # the key of xdist's workeroutput we use
 
@@ -97,7 +97,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[GPU_SESSION_KEY] = GpuSession(request, required=values.gpu_required,
                                                spread_index=spread)
     config.stash[WORKERS_KEY] = {}
-    config.stash[COUNTED_KEY] = _counts_instructions(config)
+    config.stash[COUNTED_KEY] = counts_instructions(config)
     if values.dispatch_compare:
         config.stash[BASELINE_KEY] = _load_baseline(config)
     wants_reporter = any(
@@ -114,30 +114,6 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-def _counts_instructions(config: pytest.Config) -> bool:
-    if not options.of(config).dispatch_instructions:
-        return False
-    from pytest_dispatch.measurement import instructions
-
-    return instructions.session_counter() is not None
-
-
-def counted_software(config: pytest.Config):
-    """In counted mode, the software this session counts with (``instructions.Software``), else None."""
-    if not config.stash.get(COUNTED_KEY, False):
-        return None
-    from pytest_dispatch.measurement import instructions
-
-    return instructions.Software.here(config.stash[GPU_SESSION_KEY].info)
-
-
-def gate_for(baseline: "gate.Baseline", config: pytest.Config, family_size: int | None = None) -> "gate.Gate":
-    """The session's gate over ``baseline``, with the session's settings."""
-    values = options.of(config)
-    return baseline.gate(values.gate_settings, family_size=family_size,
-                         instruction_tolerance=values.dispatch_instructions_tolerance)
-
-
 def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
     from pytest_dispatch.judgement import gate, storage
 
@@ -147,7 +123,7 @@ def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
     store = storage.BaselineStore(options.of(config).dispatch_storage)
     try:
         return gate.find_baseline(store, gpu_session.info.fingerprint, options.of(config).dispatch_compare,
-                                  software=counted_software(config))
+                                  software=counted_software(config, gpu_session.info))
     except storage.BaselineError as error:
         raise pytest.UsageError(f"--dispatch-compare: {error}") from None
 

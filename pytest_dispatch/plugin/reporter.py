@@ -14,6 +14,7 @@ from pytest_dispatch import options
 from pytest_dispatch.judgement.results import USER_PROPERTY, TestResult, sequential_measurements
 from pytest_dispatch.plugin import contention
 from pytest_dispatch.presentation import report
+from pytest_dispatch.plugin.gating import counted_software, gate_for
 from pytest_dispatch.plugin.session import GpuSession
 
 
@@ -44,8 +45,6 @@ class DispatchReporter:
     def _judge_session(self) -> None:
         """The same judgement as each test's (marker overrides and family included),
         made again with the whole family known."""
-        from pytest_dispatch.plugin import gate_for
-
         session_gate = gate_for(self.baseline, self.config)
         for result in self.results:
             self.verdicts[result.nodeid] = session_gate.judge(result, result.gate_overrides)
@@ -79,9 +78,7 @@ class DispatchReporter:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if not self.results:
             return
-        from pytest_dispatch.plugin import counted_software
-
-        software = counted_software(self.config) if self._gpu_info() is not None else None
+        software = counted_software(self.config, self._gpu_info()) if self._gpu_info() is not None else None
         document = storage.session_json(self.results, self._gpu_info(),
                                         counted=None if software is None else software.as_dict())
         plot_folder = options.of(self.config).dispatch_plot

@@ -8,7 +8,7 @@ import re
 import sys
 from pathlib import Path
 
-from pytest_dispatch import PACKAGE_DIR
+from pytest_dispatch._meta import PACKAGE_DIR
 
 _HEADLINE = re.compile(r"Shader (?:'(?P<label>[^']*)' )?(?P<kind>\w+) error: (?P<message>.*)")
 _LOCATION = re.compile(r"┌─ [^:\s]*:(?P<line>\d+):(?P<column>\d+)")
