@@ -86,7 +86,7 @@ GATE_OPTIONS = (
            coordinator=True, command_flag="--alpha"),
     Option("dispatch_instructions_tolerance", "Counted mode: the largest relative change of host instructions "
            "per call still called unchanged (0.005 or 0.5%%).", settings.INSTRUCTION_TOLERANCE, type="fraction",
-           coordinator=True),
+           coordinator=True, command_flag="--instructions-tolerance"),
     Option("dispatch_threshold", "Smallest relative change of time called a change: a ratio (0.02 or 2%%), "
            "never µs.", settings.DEFAULTS["threshold"], type="fraction",
            coordinator=True, command_flag="--threshold"),

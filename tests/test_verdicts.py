@@ -82,7 +82,7 @@ def test_the_ab_markdown_is_one_table_row_per_measurement():
     outcome = Outcome("main", "head", "Test GPU", {}, [Comparison(str(MeasurementKey(NODE, "attn::f16")), None,
                                                                    measurement(name="attn::f16"))])
     lines = outcome.markdown()
-    header = lines.index("| test | measurement | dispatches base → head | µs/dispatch base → head | ratio [interval] "
-                         "| pairs | verdict |")
+    header = lines.index("| test | measurement | dispatches per call base → head | µs per call base → head "
+                         "| ratio per call [interval] | pairs | verdict |")
     assert lines[header + 1] == "|---|---|---:|---:|---:|---:|---|"
     assert lines[header + 2] == f"| `{NODE}` | attn::f16 | – → 10 | – | – | – | **new** |"

@@ -48,15 +48,21 @@ def describe_folder(folder: Path) -> str:
     return f"{folder} ({head.stdout.strip()}{', uncommitted changes' if dirty else ''})"
 
 
+def _head_folder(head: str | None, pytest_args: Sequence[str]) -> Path:
+    """The head's folder (default: here); TreeError or SettingError for a job that cannot run."""
+    _refuse_parallel(pytest_args)
+    head_folder = Path(head or os.getcwd()).resolve()
+    if not head_folder.is_dir():
+        raise trees.TreeError(f"head {head!r} is not a folder")
+    return head_folder
+
+
 def run(base: str, head: str | None, pytest_args: Sequence[str], settings: coordinator.Settings, *,
         json_path: str | None = None, markdown_path: str | None = None,
         out: Callable[[str], None] = print) -> int:
     """Run the job, print its outcome, write the files asked for; the exit status."""
     try:
-        _refuse_parallel(pytest_args)
-        head_folder = Path(head or os.getcwd()).resolve()
-        if not head_folder.is_dir():
-            raise trees.TreeError(f"head {head!r} is not a folder")
+        head_folder = _head_folder(head, pytest_args)
         with trees.checked_out(base, head_folder) as (base_folder, base_description):
             outcome = coordinator.run_job(base_folder, head_folder, worker_args(pytest_args), settings,
                                           (base_description, describe_folder(head_folder)), progress=out)
@@ -85,10 +91,7 @@ def run_counted(base: str, head: str | None, pytest_args: Sequence[str], toleran
     from pytest_dispatch.ab import counted
 
     try:
-        _refuse_parallel(pytest_args)
-        head_folder = Path(head or os.getcwd()).resolve()
-        if not head_folder.is_dir():
-            raise trees.TreeError(f"head {head!r} is not a folder")
+        head_folder = _head_folder(head, pytest_args)
         with trees.checked_out(base, head_folder) as (base_folder, base_description):
             return counted.run_counted_job(base_folder, head_folder, worker_args(pytest_args), tolerance,
                                            (base_description, describe_folder(head_folder)), out)

@@ -281,6 +281,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
+    if args.instructions:
+        return command.run_counted(args.base, args.head, pytest_args, args.instructions_tolerance)
     return command.run(args.base, args.head, pytest_args, job_settings, json_path=args.json,
                        markdown_path=args.markdown)
 
@@ -361,6 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--test-timeout", type=settings.flag_type(settings.seconds, "test-timeout"), default=900.0,
                     help="a worker silent this long in a test is hung: killed, restarted, the test failed "
                          "(default 900 s)")
+    ab.add_argument("--instructions", action="store_true",
+                    help="counted mode: count both sides' host instructions once under callgrind and compare "
+                         "them exactly, instead of timing sessions (docs/counted.md)")
     ab.add_argument("--seed", type=int, help="seed of the random order")
     ab.add_argument("--json", help="write the outcome to this JSON file")
     ab.add_argument("--markdown", help="append the outcome as Markdown to this file ('-': print it)")

@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 from typing import Any
 
@@ -266,7 +267,9 @@ def request_device(adapter, label: str = "pytest-dispatch"):
     features = [f for f in WANTED_FEATURES if f in adapter.features]
     limits = {name: adapter.limits[name] for name in RAISED_LIMITS if name in adapter.limits}
     logged = _ErrorLog()
-    wgpu_logger = logging.getLogger("wgpu")
+    # wgpu-py makes its "wgpu" logger of its own class at import and asserts it did: with Dawn,
+    # wgpu may not be imported yet, and a plain logger made here would fail that import later.
+    wgpu_logger = logging.getLogger("wgpu") if "wgpu" in sys.modules else logging.getLogger("pytest_dispatch.unused")
     wgpu_logger.addFilter(logged)  # a logger's filter runs before its handlers: the error is ours to report
     try:
         device = adapter.request_device_sync(label=label, required_features=features, required_limits=limits)
