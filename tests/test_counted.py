@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from pytest_dispatch.judgement import storage
 from pytest_dispatch.measurement import instructions
 
 pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None,
@@ -47,7 +48,7 @@ def test_a_counted_session_saves_and_fails_a_host_side_regression(pytester, monk
                                 "*instr/call*spread*"])
     document = json.loads((pytester.path / "base.json").read_text())
     section = document["pytest_dispatch"]
-    assert section["schema"] == 3 and section["counted"]["valgrind"].startswith("valgrind-")
+    assert section["schema"] == storage.SCHEMA_VERSION and section["counted"]["valgrind"].startswith("valgrind-")
     (measurement,) = section["tests"][0]["measurements"]
     count = measurement["instructions"]
     assert measurement["rounds"] == 0 and count["per_call"] > 0 and count["thread"] == "calling"
