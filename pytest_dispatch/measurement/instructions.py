@@ -358,8 +358,10 @@ class Counter:
                 self._dumps += 1
                 label = f"pytest-dispatch window {self._dumps}"
                 self.helper.window_open()
-                run(size)
-                self.helper.window_close(label.encode())
+                try:
+                    run(size)
+                finally:  # a call that raised still closes its window: the next one must toggle on
+                    self.helper.window_close(label.encode())
                 paths.append((self.dump_folder / f"callgrind.{os.getpid()}.{self._dumps}", label))
             between()
         finally:

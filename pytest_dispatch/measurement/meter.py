@@ -385,7 +385,7 @@ class DispatchMeter:
                 for sampler in samplers:
                     if sampler.method == SEQUENTIAL:
                         sampler.count_instructions(self.counter, sync, retire,
-                                                   max_calls=rounds * sampler.per_round or None)
+                                                   max_calls=(rounds or DEFAULT_ROUNDS) * sampler.per_round)
         measurements = [sampler.measurement(warmup) for sampler in samplers]
         self.measurements.extend(measurements)
         return measurements
