@@ -80,6 +80,68 @@ def test_a_dump_is_read_by_object_and_by_entry_into_wgpu():
     assert kinds["submit"] == 400 and kinds["finish"] == 150 and sum(kinds.values()) == 550
 
 
+# An attribute look-up that missed CPython's type cache: _PyType_Lookup walks the MRO
+# (find_name_in_mro, or inlined dict look-ups in builds that inline it) and assigns a tag.
+MISSES = """# callgrind format
+desc: Trigger: Client Request: pytest-dispatch window 2
+events: Ir
+summary: 1000
+ob=(1) /usr/lib/libpython3.12.so.1.0
+fn=(1) _PyEval_EvalFrameDefault
+0 500
+cfn=(2) _PyType_Lookup
+calls=10 0
+0 300
+fn=(2)
+0 60
+cfn=(3) find_name_in_mro
+calls=2 0
+0 150
+cfn=(4) _Py_dict_lookup'2
+calls=1 0
+0 50
+cfn=(5) _PyType_LookupRef
+calls=1 0
+0 40
+fn=(5)
+0 30
+cfn=(6) assign_version_tag.isra.0
+calls=1 0
+0 10
+fn=(3)
+0 110
+cfn=(4)
+calls=4 0
+0 40
+fn=(4)
+0 90
+fn=(6)
+0 10
+fn=(7) PyDict_GetItem
+0 200
+"""
+
+
+def test_type_cache_misses_are_left_out_and_the_lookups_kept():
+    dump = instructions.parse_dump(MISSES.splitlines())
+    # what the look-ups called outside themselves: the MRO walk 150, a dict look-up 50, a tag 10;
+    # the call from one look-up function into another (_PyType_LookupRef, 40) is not a miss
+    assert dump.type_cache_misses == 210
+    assert dump.instructions == 1000 - 210
+    assert dump.by_layer()["interpreter"] == 1000 - 210  # the layers add up to what is counted
+    assert instructions.TYPE_LOOKUP.match("_PyType_Lookup'2") and not instructions.TYPE_LOOKUP.match("find_name_in_mro")
+
+
+def test_warm_up_runs_enough_dispatches_within_what_the_rounds_allow():
+    k = 5
+    assert instructions.warm_calls(k, 100) == instructions.WARM_DISPATCHES // 100
+    assert instructions.warm_calls(k, 0) == instructions.WARM_DISPATCHES  # no dispatches: calls count
+    assert instructions.warm_calls(k, 10 * instructions.WARM_DISPATCHES) == k  # never fewer than K
+    # a decode step with 60 calls left: 1 probe + 6K windows leave 29 warm calls
+    assert instructions.warm_calls(k, 1, max_calls=60) == 60 - 1 - 6 * k
+    assert instructions.warm_calls(k, 1, max_calls=7 * k) == k
+
+
 @pytest.mark.parametrize("path, layer", [
     ("/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0", "interpreter"),
     ("/usr/bin/python3.12", "interpreter"),

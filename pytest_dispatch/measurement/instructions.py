@@ -63,10 +63,21 @@ WINDOW_INSTRUCTIONS = 20_000_000
 WINDOW_SUBMITS = 40
 MAX_WINDOW_CALLS = 100_000
 WINDOW_PAIRS = 2  # windows of K and 2K calls, this many times each (K, 2K, K, 2K)
-# A window of K calls first, not kept: the first calls after the recorder's wrappers are taken
-# out re-specialise the interpreter's caches.
-WARM_WINDOWS = 1
-WINDOWS_OF_K = WARM_WINDOWS + 3 * WINDOW_PAIRS  # the calls of every window, in units of K
+# Before the windows, uncounted calls (at least K) until the code measured ran this many
+# dispatches: the interpreter retries a failed specialisation of an instruction after a
+# back-off that doubles up to 4,096 executions, so a pass of 100 dispatches still counted
+# 0.7% less from its fourth window of 21 calls on than in its first (docs/RESULTS.md).
+WARM_DISPATCHES = 10_000
+WINDOWS_OF_K = 1 + 3 * WINDOW_PAIRS  # the warm-up's least and every window, in units of K
+
+# CPython's type attribute cache (4096 entries) is indexed by a type's version tag and the
+# *address* of the attribute's name, so which hot look-ups collide, and then walk the MRO's
+# dicts on every call, depends on where the interpreter's strings happen to lie: it moved a
+# window's count by up to 3% between identical processes on Dawn's Null backend, and by
+# 0.4% typically (docs/RESULTS.md).  What a look-up function calls outside itself is only
+# ever that miss path (the MRO walk, tag assignment), so it is left out of the count; the
+# look-ups themselves still count.  Names are callgrind's (with a recursion suffix "'2").
+TYPE_LOOKUP = re.compile(r"^_PyType_Lookup\w*(?:[.'][\w.']*)?$")
 
 # Where the counted instructions ran, by the object file they belong to (report order).
 LAYERS = ("interpreter", "cffi", "wgpu", "driver", "libc", "other")
@@ -238,14 +249,16 @@ class Helper:
 class Dump:
     """One window's counts, read from callgrind's dump of it."""
 
-    instructions: int
-    by_object: Mapping[str, int]  # self instructions by object file
+    instructions: int  # counted, less the type cache's misses
+    by_object: Mapping[str, int]  # self instructions by object file (the misses' still in)
     by_entry: Mapping[str, int]  # inclusive instructions of calls into wgpu's library, by callee
+    type_cache_misses: int = 0  # instructions left out: CPython's type cache misses (TYPE_LOOKUP)
 
     def by_layer(self) -> dict[str, int]:
         layers = dict.fromkeys(LAYERS, 0)
         for path, value in self.by_object.items():
             layers[layer_of(path)] += value
+        layers["interpreter"] = max(0, layers["interpreter"] - self.type_cache_misses)
         return layers
 
     def by_kind(self) -> dict[str, int]:
@@ -273,6 +286,10 @@ def kind_of_entry(function: str) -> str:
     return "other"
 
 
+def _is_type_lookup(function: str | None) -> bool:
+    return function is not None and TYPE_LOOKUP.match(function) is not None
+
+
 def _is_wgpu_object(path: str | None) -> bool:
     return path is not None and layer_of(path) == "wgpu"
 
@@ -292,8 +309,9 @@ def parse_dump(lines: Iterable[str]) -> Dump:
         return text
 
     total = None
-    obj = callee_obj = callee_fn = None
+    obj = function = callee_obj = callee_fn = None
     in_call = False
+    misses = 0
     by_object: collections.Counter[str] = collections.Counter()
     by_entry: collections.Counter[str] = collections.Counter()
     for line in lines:
@@ -305,6 +323,8 @@ def parse_dump(lines: Iterable[str]) -> Dump:
                 in_call = False
                 if _is_wgpu_object(callee_obj) and not _is_wgpu_object(obj):
                     by_entry[callee_fn or "?"] += cost
+                if _is_type_lookup(function) and not _is_type_lookup(callee_fn):
+                    misses += cost
                 callee_obj = None  # cob= holds for one call
             else:
                 by_object[obj or "?"] += cost
@@ -317,7 +337,7 @@ def parse_dump(lines: Iterable[str]) -> Dump:
         if key == "ob":
             obj = name("ob", value)
         elif key == "fn":
-            name("fn", value)
+            function = name("fn", value)
             callee_obj = None
         elif key == "cob":
             callee_obj = name("ob", value)
@@ -330,7 +350,7 @@ def parse_dump(lines: Iterable[str]) -> Dump:
             continue
     if total is None:
         total = sum(by_object.values())
-    return Dump(total, dict(by_object), dict(by_entry))
+    return Dump(total - misses, dict(by_object), dict(by_entry), misses)
 
 
 class Counter:
@@ -342,15 +362,18 @@ class Counter:
         self._dumps = 0
         self.tool = os.environ.get(VALGRIND_VERSION_ENV, "valgrind").replace("valgrind-", "callgrind ")
 
-    def count(self, run: Callable[[int], None], sizes: Sequence[int], between: Callable[[], None]) -> list[Dump]:
+    def count(self, run: Callable[[int], None], sizes: Sequence[int], between: Callable[[], None],
+              warm: int = 0) -> list[Dump]:
         """One window per size: ``run(size)`` counted, ``between()`` (the wait for the GPU)
-        before each window, not counted.  The interpreter's cyclic garbage collector is
-        paused meanwhile (it would run at moments that depend on what ran before)."""
+        before each window, not counted; first ``run(warm)``, uninstrumented.  The
+        interpreter's cyclic garbage collector is paused meanwhile (it would run at moments
+        that depend on what ran before)."""
         paths = []
         gc_was_enabled = gc.isenabled()
         gc.collect()
         gc.disable()
-        align_type_versions()
+        if warm:
+            run(warm)
         self.helper.start_instrumentation()
         try:
             for size in sizes:
@@ -383,51 +406,6 @@ class Counter:
         return parse_dump(text.splitlines())
 
 
-# CPython caches attribute look-ups in a table indexed by the type's version tag and the name's
-# address.  Tags come from one counter, in the order types are first looked up, so a process
-# whose history differs (another thread ran Python first) caches other collisions and counted
-# 0.5% more or less in the same code.  Before its windows the counter is invalidated for every
-# type and brought to a multiple of the table's size, so the measured code gets the same tags.
-TYPE_CACHE_SIZE = 4096  # CPython's MCACHE_SIZE_EXP = 12
-_tag_offset: int | None | bool = False
-
-
-def _version_tag_offset() -> int | None:
-    """Where ``tp_version_tag`` lies in a type object, found by watching three new types get
-    consecutive tags; None where that cannot be seen (another interpreter)."""
-    global _tag_offset
-    if _tag_offset is False:
-        _tag_offset = None
-        clear = getattr(sys, "_clear_type_cache", None)
-        if clear is not None and platform.python_implementation() == "CPython":
-            probes = [type(f"_pytest_dispatch_probe{i}", (), {"x": i}) for i in range(3)]
-            clear()
-            before = [ctypes.string_at(id(t), 512) for t in probes]
-            for probe in probes:
-                probe.x
-            after = [ctypes.string_at(id(t), 512) for t in probes]
-            for offset in range(0, 512, 4):
-                new = [int.from_bytes(a[offset:offset + 4], "little") for a in after]
-                old = [int.from_bytes(b[offset:offset + 4], "little") for b in before]
-                if not any(old) and new[0] and new[1] == new[0] + 1 and new[2] == new[1] + 1:
-                    _tag_offset = offset
-                    break
-    return _tag_offset
-
-
-def align_type_versions() -> None:
-    """Invalidate every type's version tag and bring the next tag to a multiple of TYPE_CACHE_SIZE."""
-    offset = _version_tag_offset()
-    if offset is None:
-        return
-    sys._clear_type_cache()
-    for _ in range(2 * TYPE_CACHE_SIZE):
-        probe = type("_pytest_dispatch_probe", (), {"x": 0})
-        probe.x
-        if ctypes.c_uint32.from_address(id(probe) + offset).value % TYPE_CACHE_SIZE == TYPE_CACHE_SIZE - 1:
-            break
-
-
 def retire_all(device) -> Callable[[], None]:
     """What ends a window: a blocking poll of ``device`` on the calling thread, counted.
 
@@ -439,6 +417,15 @@ def retire_all(device) -> Callable[[], None]:
     wgpu-py's wgpu-native device has the poll as ``_poll_wait``; elsewhere nothing is done."""
     poll = getattr(device, "_poll_wait", None)
     return poll if callable(poll) else (lambda: None)
+
+
+def warm_calls(k: int, dispatches_per_call: int, max_calls: int | None = None) -> int:
+    """The uncounted calls before the windows of K and 2K: WARM_DISPATCHES' worth, at least K,
+    and no more than ``max_calls`` leaves after the probe and the windows."""
+    calls = max(k, -(-WARM_DISPATCHES // max(dispatches_per_call, 1)))
+    if max_calls is not None:
+        calls = min(calls, max(k, max_calls - 1 - 3 * WINDOW_PAIRS * k))
+    return int(calls)
 
 
 def window_calls(instructions_per_call: float, submits_per_call: int, max_calls: int | None = None) -> int:

@@ -479,8 +479,9 @@ class _Sampler:
 
     def count_instructions(self, counter: instructions.Counter, sync: Callable[[], None],
                            retire: Callable[[], None], max_calls: int | None = None) -> None:
-        """Counted mode: one call counted to size the windows, then windows of K and 2K calls,
-        each ending with ``retire()`` (instructions.retire_all).  ``max_calls``: the calls the
+        """Counted mode: one call counted to size the windows, uncounted calls to warm the
+        interpreter up (instructions.warm_calls), then windows of K and 2K calls, each ending
+        with ``retire()`` (instructions.retire_all).  ``max_calls``: the calls the
         timed rounds would have made (rounds x per_round), which the windows do not exceed: a
         function with state (a decode step filling a KV cache) may allow no more."""
         __tracebackhide__ = True
@@ -494,7 +495,8 @@ class _Sampler:
             (probe,) = counter.count(run, [1], sync)
             k = instructions.window_calls(probe.instructions, recorder.total(self.calls, "submits"), max_calls)
             sizes = [k, 2 * k] * instructions.WINDOW_PAIRS
-            dumps = counter.count(run, [k] * instructions.WARM_WINDOWS + sizes, sync)[instructions.WARM_WINDOWS:]
+            warm = instructions.warm_calls(k, recorder.total(self.calls, "dispatches"), max_calls)
+            dumps = counter.count(run, sizes, sync, warm=warm)
         self.instructions = instructions.InstructionCount.from_windows(sizes, dumps, counter.tool)
 
     def measurement(self, warmup: int) -> Measurement:
