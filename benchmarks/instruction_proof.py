@@ -1,19 +1,21 @@
 """Counted mode's proof: A/A differences and injected host-side changes, across separate processes.
 
-    python benchmarks/instruction_proof.py --processes 12 --out proof.json            # lavapipe
-    python benchmarks/instruction_proof.py --processes 12 --impl dawn --out null.json  # Dawn's Null backend
+    python benchmarks/instruction_proof.py --processes 8 --out proof.json            # lavapipe
+    python benchmarks/instruction_proof.py --processes 8 --impl dawn --out null.json  # Dawn's Null backend
     python benchmarks/instruction_proof.py --busy ...   # a neighbour keeps one core busy meanwhile
 
 Each process is one ``pytest --dispatch-instructions`` session (relaunched under callgrind)
-of a generated test file that counts two workloads of the paper's add-one kernel (a pass of
-100 dispatches, one submit; 20 dispatches each with its own encoder and submit) as they are,
-and with host work injected: an extra ``set_bind_group`` every M dispatches (API calls) or
-an empty Python loop of L turns per call (interpreter work), M and L sized from a first
-calibration session so that they add 1%, 2% and 5%.  Every third process runs from a copy of
-the test folder at a longer path with an unrelated environment variable set.  Then every pair
-of processes (i, j), i != j, is compared as the gate compares a run with its baseline, one
-run, no statistics: base_i against base_j (A/A: any verdict but unchanged is a false alarm)
-and base_i against variant_j (caught when regressed).  Prints the figures; --out keeps them.
+of a generated test file that counts five workloads of the paper's add-one kernel (a pass of
+100 dispatches, one submit; 20 dispatches each with its own encoder and submit; 10 passes of
+10 in one encoder; a 256-byte write then a pass of 50; 50 dispatches with a bind group set
+before each).  The first ``--injected`` processes also count the first two with host work
+injected: an extra ``set_bind_group`` every M dispatches (API calls) or an empty Python loop
+of L turns per call (interpreter work), M and L sized from a first calibration session so
+that they add 1%, 2% and 5%.  Every third process runs from a copy of the test folder at a
+longer path with an unrelated environment variable set.  Then every pair of processes is
+compared as the gate compares a run with its baseline, one run, no statistics: base_i
+against base_j (A/A: any verdict but unchanged is a false alarm) and base_i against
+variant_j (caught when regressed).  Prints the figures; --out keeps them.
 """
 
 from __future__ import annotations
@@ -34,7 +36,10 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_dispatch import settings  # noqa: E402
 
-WORKLOADS = {"pass": (100, "single_pass"), "seq": (20, "per_dispatch")}  # dispatches a call, encoding
+# dispatches a call, encoding; host changes are injected into the first two
+WORKLOADS = {"pass": (100, "single_pass"), "seq": (20, "per_dispatch"), "passes": (100, "passes_of_10"),
+             "write": (50, "write_then_pass"), "bind": (50, "bind_each")}
+INJECTED = ("pass", "seq")
 SIZES = (0.01, 0.02, 0.05)
 
 TEST_FILE = '''
@@ -44,6 +49,7 @@ import wgpu
 from pytest_dispatch.workloads import AddOne
 
 PLAN = json.loads(os.environ["PROOF_PLAN"])  # variant -> [workload, extra bind groups every M, loop turns]
+SMALL = bytes(256)
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +66,28 @@ def run(kernel, dispatches, encoding, every, turns):
         compute.set_bind_group(0, kernel.bind_group)
         for i in range(dispatches):
             if every and i % every == every - 1:
+                compute.set_bind_group(0, kernel.bind_group)
+            compute.dispatch_workgroups(kernel.workgroups)
+        compute.end()
+        device.queue.submit([encoder.finish()])
+    elif encoding == "passes_of_10":
+        encoder = device.create_command_encoder()
+        for first in range(0, dispatches, 10):
+            compute = encoder.begin_compute_pass()
+            compute.set_pipeline(kernel.pipeline)
+            compute.set_bind_group(0, kernel.bind_group)
+            for i in range(first, first + 10):
+                compute.dispatch_workgroups(kernel.workgroups)
+            compute.end()
+        device.queue.submit([encoder.finish()])
+    elif encoding in ("write_then_pass", "bind_each"):
+        if encoding == "write_then_pass":
+            device.queue.write_buffer(kernel.buffer, 0, SMALL)
+        encoder = device.create_command_encoder()
+        compute = encoder.begin_compute_pass()
+        compute.set_pipeline(kernel.pipeline)
+        for i in range(dispatches):
+            if encoding == "bind_each" or i == 0:
                 compute.set_bind_group(0, kernel.bind_group)
             compute.dispatch_workgroups(kernel.workgroups)
         compute.end()
@@ -104,6 +132,8 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=12)
     parser.add_argument("--impl", choices=("wgpu", "dawn"), default="wgpu",
                         help="dawn: wgpudawn's Null backend (WGPU_BACKEND_TYPE=Null)")
+    parser.add_argument("--injected", type=int, default=4,
+                        help="the first N processes also count the injected variants (the others: the bases only)")
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a second process meanwhile")
     parser.add_argument("--tolerance", type=float, default=settings.INSTRUCTION_TOLERANCE)
     parser.add_argument("--out", type=Path)
@@ -119,26 +149,29 @@ def main() -> int:
                 folder.mkdir(parents=True)
                 (folder / "test_proof.py").write_text(TEST_FILE)
             # calibration: one extra set_bind_group per dispatch, 10,000 loop turns
-            calibration = {f"{w}-{kind}": [w, n, enc, every, turns] for w, (n, enc) in WORKLOADS.items()
+            calibration = {f"{w}-{kind}": [w, *WORKLOADS[w], every, turns] for w in INJECTED
                            for kind, every, turns in (("base", 0, 0), ("api", 1, 0), ("python", 0, 10_000))}
             measured = session(near, calibration, args.impl, impl_env, Path(scratch) / "calibration.json")
-            plan = {}
-            for w, (n, enc) in WORKLOADS.items():
+            plan = {f"{w}-base": [w, n, enc, 0, 0] for w, (n, enc) in WORKLOADS.items()}
+            for w in INJECTED:
+                n, enc = WORKLOADS[w]
                 base = measured[f"{w}-base"]
                 per_bind = (measured[f"{w}-api"] - base) / n
                 per_turn = (measured[f"{w}-python"] - base) / 10_000
-                plan[f"{w}-base"] = [w, n, enc, 0, 0]
                 for size in SIZES:
                     every = max(1, round(per_bind / (size * base / n))) if per_bind > 0 else 0
                     plan[f"{w}-api+{size:.0%}"] = [w, n, enc, every, 0]
                     plan[f"{w}-python+{size:.0%}"] = [w, n, enc, 0, max(1, round(size * base / per_turn))]
+            base_plan = {variant: spec for variant, spec in plan.items() if variant.endswith("base")}
             runs = []
             for index in range(args.processes):
                 moved = index % 3 == 2
                 extra = {**impl_env, **({"AN_UNRELATED_VARIABLE": "x" * (37 + index)} if moved else {})}
-                counts = session(far if moved else near, plan, args.impl, extra, Path(scratch) / f"run{index}.json")
+                counts = session(far if moved else near, plan if index < args.injected else base_plan, args.impl,
+                                 extra, Path(scratch) / f"run{index}.json")
                 runs.append({"moved": moved, "counts": counts})
-                print(f"process {index + 1}/{args.processes}{' (moved, extra variable)' if moved else ''}: "
+                print(f"process {index + 1}/{args.processes}{' (moved, extra variable)' if moved else ''} "
+                      f"({time.time() - started:.0f} s): "
                       + ", ".join(f"{k} {v:,.0f}" for k, v in counts.items() if k.endswith("base")), flush=True)
     finally:
         if neighbour is not None:
@@ -160,7 +193,7 @@ def judge(runs: list[dict], plan: dict, tolerance: float) -> dict:
     moved_ratios: list[float] = []
     caught: dict[str, list[bool]] = {}
     for (i, a), (j, b) in itertools.permutations(enumerate(runs), 2):
-        for variant in plan:
+        for variant in b["counts"]:
             workload = variant.split("-")[0]
             base = a["counts"][f"{workload}-base"]
             ratio = b["counts"][variant] / base

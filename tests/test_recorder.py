@@ -1,5 +1,6 @@
 """The recorder counts exactly, on a real device (lavapipe in CI)."""
 
+import sys
 import threading
 
 import numpy as np
@@ -180,3 +181,15 @@ def test_validation_error_at_finish_lists_what_was_encoded(add_one, gpu_device):
     message = str(excinfo.value)
     assert "recorded for this encoder: 1 compute pass(es), 2 dispatch(es)" in message
     assert "add_one x2" in message
+
+
+def test_quiet_works_after_a_test_runner_dropped_the_backend_module(add_one, monkeypatch):
+    # pytester's in-process runs restore sys.modules afterwards, dropping a backend first
+    # imported inside them (wgpudawn, by a run with --gpu-impl dawn) while it stays patched
+    assert recorder.install("wgpu-native")
+    monkeypatch.delitem(sys.modules, recorder.BACKEND_MODULES["wgpu-native"])
+    with recorder.quiet():
+        add_one.single_pass(1)
+    with count_dispatches() as counts:
+        add_one.single_pass(1)
+    assert counts.dispatches == 1

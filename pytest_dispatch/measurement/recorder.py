@@ -192,6 +192,8 @@ _retired = _Tally()  # totals of threads that have ended
 _tallies_lock = threading.Lock()
 _installed: dict[str, dict[tuple[str, str], Any]] = {}  # impl -> originals
 _wrappers: dict[str, dict[tuple[str, str], Any]] = {}  # impl -> our wrappers
+# the backend modules patched, by implementation: kept, since a test runner may drop them from sys.modules
+_modules: dict[str, Any] = {}
 _install_lock = threading.Lock()
 
 
@@ -451,6 +453,7 @@ def install(impl: str = "wgpu-native") -> bool:
             wrappers[class_name, method_name] = wrapper
         _installed[impl] = originals
         _wrappers[impl] = wrappers
+        _modules[impl] = api
         return True
 
 
@@ -486,7 +489,7 @@ _quiet_depth = 0
 
 def _swap(wrapped: bool) -> None:
     for impl, wrappers in _wrappers.items():
-        api = sys.modules[BACKEND_MODULES[impl]]
+        api = _modules[impl]
         for (class_name, method_name), wrapper in wrappers.items():
             setattr(getattr(api, class_name), method_name, wrapper if wrapped else wrapper.__dispatch_original__)
 
@@ -495,7 +498,7 @@ def uninstall() -> None:
     """Restore the original methods (for tests of the recorder itself)."""
     with _install_lock:
         for impl, originals in _installed.items():
-            api = sys.modules[BACKEND_MODULES[impl]]
+            api = _modules[impl]
             for (class_name, method_name), original in originals.items():
                 cls = getattr(api, class_name)
                 if original is None:
@@ -504,6 +507,7 @@ def uninstall() -> None:
                     setattr(cls, method_name, original)
         _installed.clear()
         _wrappers.clear()
+        _modules.clear()
 
 
 @dataclasses.dataclass(frozen=True)
