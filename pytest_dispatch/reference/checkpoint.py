@@ -30,6 +30,8 @@ _NUMPY_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64":
 SUPPORTED_MODEL_TYPES = ("qwen2", "llama")
 STORAGE_DTYPES = ("float32", "float16", "bfloat16")  # config.json's torch_dtype / dtype
 DEFAULT_ROPE_THETA = 10_000.0  # Qwen2Config's and LlamaConfig's, where config.json has none
+# Qwen2Config's, where config.json says use_sliding_window but not the window or the layers
+DEFAULT_SLIDING_WINDOW, DEFAULT_MAX_WINDOW_LAYERS = 4096, 28
 _CHUNK_ELEMENTS = 1 << 22  # elements of a stored tensor converted at a time (row_blocks, tensors_equal)
 
 
@@ -264,14 +266,16 @@ def _sliding_window(hf: dict, n_layers: int, where: str) -> int | None:
     """The window of the layers that use sliding-window attention, or None: 5.x lists each
     layer's kind in ``layer_types``; 4.x's Qwen2 slides from layer ``max_window_layers`` on
     when ``use_sliding_window``."""
-    window, layer_types = hf.get("sliding_window"), hf.get("layer_types")
+    window = hf.get("sliding_window", DEFAULT_SLIDING_WINDOW if hf.get("use_sliding_window") else None)
+    layer_types = hf.get("layer_types")
     if layer_types is not None:
         unknown = sorted(set(layer_types) - {"full_attention", "sliding_attention"})
         if unknown:
             raise ValueError(f"{where}: layer_types has {', '.join(map(repr, unknown))}; the reference model "
                              f"implements full_attention (and sliding_attention within its window)")
     sliding = (layer_types is not None and "sliding_attention" in layer_types) or (
-        bool(hf.get("use_sliding_window")) and window is not None and hf.get("max_window_layers", 0) < n_layers)
+        bool(hf.get("use_sliding_window")) and window is not None
+        and hf.get("max_window_layers", DEFAULT_MAX_WINDOW_LAYERS) < n_layers)
     if not sliding:
         return None
     if not isinstance(window, int) or window < 1:

@@ -70,6 +70,15 @@ def test_sliding_window_is_read_from_both_dialects():
     assert parse(five).sliding_window == 24
 
 
+def test_sliding_window_fields_left_out_take_qwen2_configs_defaults():
+    """use_sliding_window alone: Qwen2Config's window of 4096 from layer 28 on, not full attention."""
+    deep = dataclasses.replace(ODD, n_layers=30)
+    hf = {**hf_config(deep), "use_sliding_window": True}
+    assert parse(hf).sliding_window == 4096  # layers 28 and 29 slide
+    assert parse({**hf_config(ODD), "use_sliding_window": True}).sliding_window is None  # 2 layers: none does
+    assert parse({**hf, "sliding_window": None}).sliding_window is None  # an explicit null: no window at all
+
+
 REFUSED = [
     ({"rope_parameters": {"rope_theta": 1e4, "rope_type": "yarn", "factor": 4.0}},
      "rope_type 'yarn' is not implemented"),

@@ -27,7 +27,10 @@ from ._helpers import relative_error  # noqa: E402
 PROMPT = [3, 17, 250, 42, 7]
 N = 8  # greedy tokens compared
 DECODE_INPUTS = [5, 99, 280, 11, 64, 130, 8]  # positions up to 11: the low RoPE frequencies turn
-TOLERANCE = {"f32": 1e-5, "f16": 2e-3}  # max |ours - transformers'| / max |transformers'| over the vocabulary
+# max |ours - transformers'| / max |transformers'| over the vocabulary. f16: transformers' own float16
+# forward of these checkpoints lands up to 2.5e-3 from its float32 (docs/RESULTS.md §12), so a tighter
+# bound tests which rounding order a kernel happens to use, not whether it is right.
+TOLERANCE = {"f32": 1e-5, "f16": 3e-3}
 MAX_SEQ = 32
 # With head_dim 32 and theta 5e5: one frequency kept, two interpolated, the rest divided by 4.
 LLAMA3 = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.2, "high_freq_factor": 6.0,
