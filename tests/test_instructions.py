@@ -213,7 +213,12 @@ def test_a_window_holds_enough_instructions_and_submits():
     assert instructions.window_calls(heavy, instructions.WINDOW_SUBMITS * 2) == 1
     # a decode step that may be called 10 more times (rounds=5, per_round=2): 1 + 7K <= 10
     assert instructions.window_calls(1_000, 1, max_calls=10) == 1
-    assert instructions.window_calls(1_000, 1, max_calls=100) == (100 - 1) // instructions.WINDOWS_OF_K
+    assert instructions.window_calls(1_000, 1, max_calls=100, dispatches_per_call=10_000) == (
+        (100 - 1) // instructions.WINDOWS_OF_K)
+    # a pass of 100 dispatches with the default 150 calls: the warm-up gets up to half of them
+    k = instructions.window_calls(1_000, 1, max_calls=150, dispatches_per_call=100)
+    assert k == (150 - 1 - 75) // 6
+    assert instructions.warm_calls(k, 100, max_calls=150) == 150 - 1 - 6 * k  # what the windows leave
 
 
 def _size(env: dict[str, str], args: list[str]) -> int:

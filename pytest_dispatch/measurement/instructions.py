@@ -419,23 +419,30 @@ def retire_all(device) -> Callable[[], None]:
     return poll if callable(poll) else (lambda: None)
 
 
+def _wanted_warm_calls(dispatches_per_call: int) -> int:
+    return -(-WARM_DISPATCHES // max(dispatches_per_call, 1))
+
+
 def warm_calls(k: int, dispatches_per_call: int, max_calls: int | None = None) -> int:
     """The uncounted calls before the windows of K and 2K: WARM_DISPATCHES' worth, at least K,
     and no more than ``max_calls`` leaves after the probe and the windows."""
-    calls = max(k, -(-WARM_DISPATCHES // max(dispatches_per_call, 1)))
+    calls = max(k, _wanted_warm_calls(dispatches_per_call))
     if max_calls is not None:
         calls = min(calls, max(k, max_calls - 1 - 3 * WINDOW_PAIRS * k))
     return int(calls)
 
 
-def window_calls(instructions_per_call: float, submits_per_call: int, max_calls: int | None = None) -> int:
+def window_calls(instructions_per_call: float, submits_per_call: int, max_calls: int | None = None,
+                 dispatches_per_call: int = 1) -> int:
     """K: the calls of the smaller window, so that it holds WINDOW_INSTRUCTIONS and WINDOW_SUBMITS,
-    and the probe and every window together (1 + K x WINDOWS_OF_K) take at most ``max_calls``."""
+    and the probe and every window together (1 + K x WINDOWS_OF_K) take at most ``max_calls``,
+    leaving the warm-up up to half of them (a short warm-up drifted more than small windows spread)."""
     by_instructions = -(-WINDOW_INSTRUCTIONS // max(int(instructions_per_call), 1))
     by_submits = -(-WINDOW_SUBMITS // submits_per_call) if submits_per_call else 1
     k = min(max(by_instructions, by_submits, 1), MAX_WINDOW_CALLS)
     if max_calls is not None:
-        k = min(k, max(1, (max_calls - 1) // WINDOWS_OF_K))
+        warm = min(_wanted_warm_calls(dispatches_per_call), max_calls // 2)
+        k = min(k, max(1, (max_calls - 1) // WINDOWS_OF_K), max(1, (max_calls - 1 - warm) // (3 * WINDOW_PAIRS)))
     return int(k)
 
 

@@ -493,9 +493,11 @@ class _Sampler:
 
         with recorder.quiet():  # the recorder's wrappers are not the code measured
             (probe,) = counter.count(run, [1], sync)
-            k = instructions.window_calls(probe.instructions, recorder.total(self.calls, "submits"), max_calls)
+            dispatches = recorder.total(self.calls, "dispatches")
+            k = instructions.window_calls(probe.instructions, recorder.total(self.calls, "submits"), max_calls,
+                                          dispatches)
             sizes = [k, 2 * k] * instructions.WINDOW_PAIRS
-            warm = instructions.warm_calls(k, recorder.total(self.calls, "dispatches"), max_calls)
+            warm = instructions.warm_calls(k, dispatches, max_calls)
             dumps = counter.count(run, sizes, sync, warm=warm)
         self.instructions = instructions.InstructionCount.from_windows(sizes, dumps, counter.tool)
 
