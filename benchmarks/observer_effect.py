@@ -66,7 +66,7 @@ def measured_block():
         measured = DispatchMeter(device=device, lock=False).measure(call, rounds=rounds, per_round=per_round)
     finally:
         recorder.uninstall()
-    return float(np.median(measured.wall_us)) / dispatches
+    return float(np.median(measured.wall_us_per_call)) / dispatches
 
 
 def plain_block():

@@ -40,7 +40,7 @@ def test_model(dispatch_meter, kernel):
 def test_steady(dispatch_meter, kernel):
     dispatch_meter.measure(kernel.single_pass, 10, per_round=2, name="steady")
 """
-FAST = dict(pairs=6, sessions=4, max_sessions=4, max_seconds=3.0)
+FAST = dict(pairs=6, sessions=4, max_sessions=4, max_time=3.0)
 FAST_FLAGS = ("--pairs", "6", "--sessions", "4", "--max-sessions", "4", "--max-time", "3", "--test-timeout", "90")
 
 
@@ -262,6 +262,13 @@ def test_a_cpu_the_job_may_not_use_is_one_line(project):
     done = ab(project, "--base", ".", "--cpu", "100000")
     assert done.returncode == 2
     assert done.stdout.strip().startswith("pytest-dispatch ab: --cpu 100000: this job may run on CPUs ")
+
+
+def test_the_jobs_settings_keep_their_json_names():
+    # docs/schema.md: the A/B JSON's `settings` holds the time cap as `max_seconds`
+    data = coordinator.Settings(max_time=7.0).as_dict()
+    assert data["max_seconds"] == 7.0 and "max_time" not in data
+    assert json.loads(json.dumps(data))["pairs"] == coordinator.Settings().pairs
 
 
 def _job_with_sessions(log_ratios: dict[str, list[float]]) -> coordinator.Job:

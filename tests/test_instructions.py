@@ -267,8 +267,8 @@ def _measurement(per_call: float | None, dispatches: int = 10) -> Measurement:
     calls = dict.fromkeys(recorder.KINDS, 0) | {"dispatch": dispatches, "submit": 1, "pass": 1, "encoder": 1}
     empty = np.zeros(0)
     return Measurement(name="fn", method=SEQUENTIAL, warmup=3, rounds=0, per_round=5, calls=calls,
-                       by_kernel={"k": dispatches}, host_us=empty, wall_us=empty, sync_us=empty,
-                       host_breakdown_us={}, instructions=count)
+                       by_kernel={"k": dispatches}, host_us_per_call=empty, wall_us_per_call=empty, sync_us=empty,
+                       host_breakdown_us_per_call={}, instructions=count)
 
 
 @pytest.mark.parametrize("ratio, status", [

@@ -22,10 +22,10 @@ def test_counts_are_per_call_and_arrays_per_round(meter, kernel):
     m = meter.measure(kernel.pass_per_dispatch, 7, warmup=2, rounds=4, per_round=3)
     assert (m.dispatches, m.passes, m.encoders, m.submits) == (7, 7, 1, 1)
     assert m.by_kernel == {"add_one": 7}
-    assert m.wall_us.shape == m.host_us.shape == m.sync_us.shape == (4,)
-    assert np.all(m.host_us > 0) and np.all(m.sync_us > 0)
-    assert set(m.host_breakdown_us) >= {"submit", "dispatch", "finish"}
-    assert m.host_breakdown_us["readback"] == 0  # the meter's own syncs are not charged to fn
+    assert m.wall_us_per_call.shape == m.host_us_per_call.shape == m.sync_us.shape == (4,)
+    assert np.all(m.host_us_per_call > 0) and np.all(m.sync_us > 0)
+    assert set(m.host_breakdown_us_per_call) >= {"submit", "dispatch", "finish"}
+    assert m.host_breakdown_us_per_call["readback"] == 0  # the meter's own syncs are not charged to fn
 
 
 def test_the_work_really_ran_every_call(meter, kernel):
@@ -47,7 +47,7 @@ def test_timed_rounds_run_without_the_recorders_wrappers(meter, kernel):
 
     m = meter.measure(fn, warmup=2, rounds=4, per_round=2)
     assert wrapped == [True] * 2 + [False] * (4 * 2) + [True] * (CHECK_ROUNDS * 2)
-    assert m.dispatches == 3 and m.host_breakdown_us["dispatch"] > 0
+    assert m.dispatches == 3 and m.host_breakdown_us_per_call["dispatch"] > 0
     assert hasattr(api.GPUComputePassEncoder.dispatch_workgroups, "__dispatch_original__")  # put back
 
 
@@ -65,15 +65,15 @@ def test_counts_that_change_after_the_warm_up_are_caught_by_the_counted_rounds(m
 def test_with_timing_off_only_counts_are_taken(gpu_device, kernel):
     counted = DispatchMeterFixture(device=gpu_device, timing=False)
     m = counted.measure(kernel.single_pass, 5, warmup=2, rounds=30)
-    assert (m.dispatches, m.rounds, m.timed, m.wall_us.size, m.sync_median_us) == (5, 0, False, 0, None)
+    assert (m.dispatches, m.rounds, m.timed, m.wall_us_per_call.size, m.sync_median_us) == (5, 0, False, 0, None)
     assert counted.assert_speedup(lambda: kernel.single_pass(5), lambda: kernel.submit_per_dispatch(5)) is None
     assert [s.name for s in counted.speedups] == []
 
 
 def test_per_dispatch_arrays_divide_by_dispatches(meter, kernel):
     m = meter.measure(kernel.single_pass, 10, warmup=2, rounds=3, per_round=1)
-    assert np.allclose(m.wall_us_per_dispatch, m.wall_us / 10)
-    assert np.allclose(m.host_us_per_dispatch, m.host_us / 10)
+    assert np.allclose(m.wall_us_per_dispatch, m.wall_us_per_call / 10)
+    assert np.allclose(m.host_us_per_dispatch, m.host_us_per_call / 10)
 
 
 def test_single_op_keeps_its_sync_and_sequential_subtracts_it():
@@ -90,11 +90,26 @@ def test_single_op_keeps_its_sync_and_sequential_subtracts_it():
         return s
 
     naive = sampler(SINGLE_OP, 1).measurement(warmup=2)
-    assert list(naive.wall_us) == [1200.0, 1300.0, 1100.0]  # the sync stays in
+    assert list(naive.wall_us_per_call) == [1200.0, 1300.0, 1100.0]  # the sync stays in
     sequential = sampler(SEQUENTIAL, 2).measurement(warmup=2)
-    assert list(sequential.wall_us) == [500.0, 550.0, 450.0]  # (wall - 200 µs) / 2 calls
+    assert list(sequential.wall_us_per_call) == [500.0, 550.0, 450.0]  # (wall - 200 µs) / 2 calls
     assert list(sequential.wall_us_per_dispatch) == [125.0, 137.5, 112.5]
-    assert list(sequential.host_us) == [250.0] * 3
+    assert list(sequential.host_us_per_call) == [250.0] * 3
+
+
+def test_the_old_names_of_the_per_call_figures_still_read_them_with_a_warning():
+    from helpers import measurement
+
+    from pytest_dispatch.measurement.recorder import Counts
+
+    m = measurement()
+    for old, new in (("wall_us", "wall_us_per_call"), ("host_us", "host_us_per_call"),
+                     ("host_breakdown_us", "host_breakdown_us_per_call"), ("gpu_us", "gpu_us_per_call")):
+        with pytest.warns(DeprecationWarning, match=new):
+            assert getattr(m, old) is getattr(m, new)
+    counts = Counts().close()
+    with pytest.warns(DeprecationWarning, match="host_us_by_kind"):
+        assert counts.host_us == counts.host_us_by_kind
 
 
 def test_counts_that_differ_between_calls_name_the_kernels(meter, gpu_device):
@@ -136,7 +151,7 @@ def test_no_device_says_what_to_do(kernel):
 def test_measurement_round_trips_through_json(meter, kernel):
     m = meter.measure(kernel.single_pass, 3, warmup=2, rounds=2)
     again = Measurement.from_dict(m.as_dict())
-    assert again.dispatches == 3 and np.array_equal(again.wall_us, m.wall_us)
+    assert again.dispatches == 3 and np.array_equal(again.wall_us_per_call, m.wall_us_per_call)
 
 
 def test_timestamps_give_gpu_time_per_call(gpu_device, gpu_info, kernel):
@@ -144,7 +159,7 @@ def test_timestamps_give_gpu_time_per_call(gpu_device, gpu_info, kernel):
         pytest.skip("adapter has no timestamp-query")
     meter = DispatchMeter(device=gpu_device, timestamps_enabled=True)
     m = meter.measure(kernel.pass_per_dispatch, 4, warmup=2, rounds=3, per_round=2)
-    assert m.gpu_us is not None and m.gpu_us.shape == (3,) and np.all(m.gpu_us > 0)
+    assert m.gpu_us_per_call is not None and m.gpu_us_per_call.shape == (3,) and np.all(m.gpu_us_per_call > 0)
     assert m.gpu_is_indicative == gpu_info.is_cpu
 
 

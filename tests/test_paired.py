@@ -71,7 +71,7 @@ def test_unchanged_is_shown_early_when_the_noise_is_low():
 
 
 def test_caps_end_inconclusive_with_the_reason():
-    design = paired.Design(first=10, batch=10, max_pairs=40, max_seconds=60)
+    design = paired.Design(first=10, batch=10, max_pairs=40, max_time=60)
     (verdict,) = run_trials(1.02, 1, seed=6, design=design, sigma=0.2)
     assert verdict.status == Status.INCONCLUSIVE and verdict.pairs == 40
     assert "straddles the 2% tolerance" in verdict.reason
@@ -80,7 +80,7 @@ def test_caps_end_inconclusive_with_the_reason():
 def test_time_cap_stops_adding_pairs():
     clock = iter(range(0, 10_000, 10))  # each look 10+ s apart
     a, b = simulate_pairs(np.random.default_rng(7), 300, sigma=0.3)
-    verdict = paired.run_sequential(feed(a, b), paired.ChangeQuestion(0.02), paired.Design(max_seconds=15),
+    verdict = paired.run_sequential(feed(a, b), paired.ChangeQuestion(0.02), paired.Design(max_time=15),
                                     clock=lambda: next(clock))
     assert verdict.status == Status.INCONCLUSIVE and "time cap 15 s" in verdict.reason and verdict.pairs < 300
 
@@ -125,6 +125,27 @@ def test_speedup_question_passes_fails_and_reads_as_a_speedup():
     assert failing.status == Status.FAILED and failing.high < 4.0
 
 
+class _MeterInTurns:
+    """A meter that feeds ``measure_in_turns`` with rounds of equal times (no GPU)."""
+
+    def measure_in_turns(self, functions, take_pairs, **options):
+        take_pairs(feed(np.full(400, 10.0), np.full(400, 10.0)))
+
+
+def test_assert_speedups_time_cap_is_max_time_and_its_old_name_warns(monkeypatch):
+    from pytest_dispatch.judgement import speedup
+
+    designs = []
+    engine = paired.run_sequential
+    monkeypatch.setattr(paired, "run_sequential",
+                        lambda take_round, question, design: designs.append(design) or engine(take_round, question, design))
+    speedup.measure_speedup(_MeterInTurns(), min, max, max_time=7.0)
+    with pytest.warns(DeprecationWarning, match="max_time"):
+        speedup.measure_speedup(_MeterInTurns(), min, max, max_seconds=9.0)
+    speedup.measure_speedup(_MeterInTurns(), min, max)
+    assert [design.max_time for design in designs] == [7.0, 9.0, speedup.SPEEDUP_DESIGN.max_time]
+
+
 def test_rounds_within_the_sync_noise_are_inconclusive_not_a_crash():
     def take_round(side):
         return 100_000, 200_000, 1  # faster than the empty sync: negative once it is subtracted
@@ -144,7 +165,7 @@ def test_bh_across_the_session_turns_a_lone_marginal_call_into_inconclusive():
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"alpha": 0}, "alpha"), ({"first": 3}, "first >= 6"), ({"max_seconds": 0}, "max_seconds"),
+    ({"alpha": 0}, "alpha"), ({"first": 3}, "first >= 6"), ({"max_time": 0}, "max_time"),
     ({"order": "zigzag"}, "order"),
 ])
 def test_bad_designs_are_one_line_errors(kwargs, message):

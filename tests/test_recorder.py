@@ -151,12 +151,12 @@ def test_indirect_dispatch_counts_as_dispatch(add_one, gpu_device):
 def test_host_time_is_recorded_per_call_kind(add_one):
     with count_dispatches() as c:
         add_one.submit_per_dispatch(3)
-    host = c.host_us
+    host = c.host_us_by_kind
     assert set(host) == set(recorder.KINDS)
     assert host["submit"] > 0 and host["dispatch"] > 0 and host["readback"] == 0
     with count_dispatches() as in_one_pass:
         add_one.single_pass(40)  # dispatch time is sampled within a pass, then scaled
-    assert in_one_pass.host_us["dispatch"] > 0
+    assert in_one_pass.host_us_by_kind["dispatch"] > 0
     data = c.as_dict()
     assert data["dispatches"] == 3 and data["calls"]["submit"] == 3 and data["by_kernel"] == {"add_one": 3}
 

@@ -37,7 +37,7 @@ def test_a_schema_1_file_still_reads(tmp_path):
     import numpy as np
 
     from pytest_dispatch.judgement.results import TestResult
-    from pytest_dispatch.measurement.meter import JSON_KEYS, Measurement
+    from pytest_dispatch.measurement.meter import JSON_KEYS, SCHEMA_1_KEYS, Measurement
 
     calls = {"dispatch": 4, "dispatch_indirect": 0, "submit": 1, "pass": 1, "encoder": 1}
     measurement = Measurement("step", "sequential", 3, 2, 5, calls, {"k": 4}, np.array([1.0, 2.0]),
@@ -46,7 +46,7 @@ def test_a_schema_1_file_still_reads(tmp_path):
     current = storage.session_json([result], None)
     old = json.loads(json.dumps(current))
     old["pytest_dispatch"]["schema"] = 1
-    old_keys = {key: field for field, key in JSON_KEYS.items()}
+    old_keys = {key: field for field, key in JSON_KEYS.items()} | {field: key for key, field in SCHEMA_1_KEYS.items()}
     old["pytest_dispatch"]["tests"][0]["measurements"] = [
         {old_keys.get(key, key): value for key, value in m.items()} for m in old["pytest_dispatch"]["tests"][0]["measurements"]]
     assert "wall_us" in old["pytest_dispatch"]["tests"][0]["measurements"][0]

@@ -78,11 +78,29 @@ def test_an_ab_comparison_takes_its_key_apart_with_the_name_whole():
 
 def test_the_ab_markdown_is_one_table_row_per_measurement():
     from pytest_dispatch.ab.verdicts import Comparison, Outcome
+    from pytest_dispatch.presentation.ab import job_markdown
 
     outcome = Outcome("main", "head", "Test GPU", {}, [Comparison(str(MeasurementKey(NODE, "attn::f16")), None,
                                                                    measurement(name="attn::f16"))])
-    lines = outcome.markdown()
+    lines = job_markdown(outcome)
     header = lines.index("| test | measurement | dispatches per call base → head | µs per call base → head "
                          "| ratio per call [interval] | pairs | verdict |")
     assert lines[header + 1] == "|---|---|---:|---:|---:|---:|---|"
     assert lines[header + 2] == f"| `{NODE}` | attn::f16 | – → 10 | – | – | – | **new** |"
+
+
+def test_the_ab_report_shows_the_paired_medians_of_the_comparison():
+    from pytest_dispatch.ab.verdicts import Comparison, Outcome
+    from pytest_dispatch.judgement import paired
+    from pytest_dispatch.judgement.stats import format_us
+    from pytest_dispatch.presentation.ab import job_lines, job_markdown
+
+    timing = paired.PairedVerdict(Status.REGRESSED, 1.5, 1.4, 1.6, 0.95, 30, 2.0, 400.0, 600.0, 0.001)
+    key = str(MeasurementKey(NODE, "attn::f16"))
+    comparison = Comparison(key, measurement(name="attn::f16"), measurement(name="attn::f16", dispatches=20), timing)
+    assert (comparison.us_per_call(0), comparison.us_per_call(1)) == (400.0, 600.0)
+    assert (comparison.us_per_dispatch(0), comparison.us_per_dispatch(1)) == (40.0, 30.0)
+    outcome = Outcome("main", "head", "Test GPU", {}, [comparison])
+    (row,) = [line for line in job_markdown(outcome) if line.startswith(f"| `{NODE}`")]
+    assert f"| 10 → 20 | {format_us(400.0)} → {format_us(600.0)} | x1.500 [1.400–1.600] | 30 | **regressed** |" in row
+    assert f"    {comparison.line()}" in job_lines(outcome) and job_lines(outcome)[-1].startswith("A/B FAILED: 1 regressed")

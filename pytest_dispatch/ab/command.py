@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 from pytest_dispatch import options
 from pytest_dispatch.ab import coordinator, trees, verdicts
 from pytest_dispatch.judgement import storage
+from pytest_dispatch.presentation import ab as ab_report
 from pytest_dispatch.settings import SettingError
 
 def worker_args(args: Sequence[str]) -> list[str]:
@@ -69,13 +70,13 @@ def run(base: str, head: str | None, pytest_args: Sequence[str], settings: coord
     except (trees.TreeError, coordinator.JobError, SettingError) as error:
         out(f"pytest-dispatch ab: {error}")
         return verdicts.EXIT_BAD_INPUT
-    for line in outcome.lines():
+    for line in ab_report.job_lines(outcome):
         out(line)
     if json_path:
         storage.write_json_atomically(json_path, outcome.as_dict())
         out(f"A/B results written to {json_path}")
     if markdown_path:
-        text = "\n".join(outcome.markdown()) + "\n"
+        text = "\n".join(ab_report.job_markdown(outcome)) + "\n"
         if markdown_path == "-":
             out(text)
         else:

@@ -53,7 +53,7 @@ class Settings:
     pairs: int = gate_settings.AB_DEFAULTS["pairs"]  # per measurement and session
     sessions: int = gate_settings.AB_DEFAULTS["sessions"]  # before the first look; then every `sessions` more
     max_sessions: int = gate_settings.AB_DEFAULTS["max_sessions"]
-    max_seconds: float = gate_settings.AB_DEFAULTS["max_time"]  # of pairs, per measurement and session
+    max_time: float = gate_settings.AB_DEFAULTS["max_time"]  # of pairs, per measurement and session
     order: str = gate_settings.AB_DEFAULTS["order"]
     block: int = gate_settings.AB_DEFAULTS["block"]  # rounds a side takes per turn (their median is the value)
     settle: int = gate_settings.AB_DEFAULTS["settle"]  # rounds dropped at the start of a turn
@@ -63,10 +63,16 @@ class Settings:
     seed: int | None = None
     time_count_regressions: bool = False  # keep timing a measurement whose counts regressed
 
+    def as_dict(self) -> dict:
+        """The job's ``settings`` in its JSON (docs/schema.md), where the time cap is ``max_seconds``."""
+        data = dataclasses.asdict(self)
+        data["max_seconds"] = data.pop("max_time")
+        return data
+
     def design(self, overrides: dict[str, float] | None = None) -> paired.SessionDesign:
         alpha = (overrides or {}).get("alpha", self.alpha)
         return paired.SessionDesign(pairs=self.pairs, first=self.sessions, step=self.sessions,
-                                    max_sessions=self.max_sessions, max_seconds=self.max_seconds, alpha=alpha,
+                                    max_sessions=self.max_sessions, max_time=self.max_time, alpha=alpha,
                                     order=self.order)
 
     def question(self, overrides: dict[str, float] | None = None) -> paired.ChangeQuestion:
@@ -181,7 +187,7 @@ class Job:
         self._logs = Path(tempfile.mkdtemp(prefix="pytest-dispatch-ab-"))
         self.sides = (_Side(BASE, base_tree, pytest_args, self.events, self._logs),
                       _Side(HEAD, head_tree, pytest_args, self.events, self._logs))
-        self.outcome = verdicts.Outcome(descriptions[0], descriptions[1], "", dataclasses.asdict(settings))
+        self.outcome = verdicts.Outcome(descriptions[0], descriptions[1], "", settings.as_dict())
         self.rng = random.Random(settings.seed)
         self.session_verdicts: dict[str, list[paired.PairedVerdict]] = {}  # per key, one per session
         self.overrides: dict[str, dict[str, float]] = {}

@@ -33,7 +33,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         **values.gate_settings, pairs=values.dispatch_ab_pairs,
         sessions=values.dispatch_ab_sessions,
         max_sessions=values.dispatch_ab_max_sessions,
-        max_seconds=values.dispatch_ab_max_time, order=values.dispatch_ab_order,
+        max_time=values.dispatch_ab_max_time, order=values.dispatch_ab_order,
         cpu=values.dispatch_ab_cpu)
     return command.run(base, head, list(config.invocation_params.args), job_settings,
                        json_path=values.dispatch_json,

@@ -1,8 +1,8 @@
 """What an A/B job decided, per measurement, and the one way each decision is shown.
 
 A measurement's status is computed once (``Comparison.status``) from its exact
-count verdicts and its paired timing verdict; the terminal lines, the Markdown
-table, the JSON file and the exit status all read it.
+count verdicts and its paired timing verdict; the terminal lines and the Markdown
+table (``presentation/ab.py``), the JSON file and the exit status all read it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from pytest_dispatch.judgement.stats import format_us
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.meter import Measurement
-from pytest_dispatch.presentation.text import markdown_table
 
 TALLY_ORDER = (Status.REGRESSED, Status.IMPROVED, Status.UNCHANGED, Status.INCONCLUSIVE, Status.NEW, Status.REMOVED)
 SCHEMA = "pytest-dispatch-ab/2"  # docs/schema.md
@@ -92,21 +91,25 @@ class Comparison:
             "key": self.key, "nodeid": self.nodeid, "name": self.name, "status": self.status,
             "counts": {v.metric: v.as_dict() for v in self.counts},
             "timing": None if self.timing is None else self.timing.as_dict(),
-            "base_us_per_call": self._median(self.base, 0, per_dispatch=False),
-            "head_us_per_call": self._median(self.head, 1, per_dispatch=False),
-            "base_us_per_dispatch": self._median(self.base, 0),
-            "head_us_per_dispatch": self._median(self.head, 1),
+            "base_us_per_call": self.us_per_call(0), "head_us_per_call": self.us_per_call(1),
+            "base_us_per_dispatch": self.us_per_dispatch(0), "head_us_per_dispatch": self.us_per_dispatch(1),
             "dispatches_per_call": {"base": self.base.dispatches if self.base else None,
                                     "head": self.head.dispatches if self.head else None},
             "sessions": [{key: v.as_dict()[key] for key in ("ratio", "low", "high", "pairs")} for v in self.sessions],
             "note": self.note, "line": self.line(),
         }
 
-    def _median(self, measurement: Measurement | None, side: int, per_dispatch: bool = True) -> float | None:
+    def us_per_call(self, side: int) -> float | None:
+        """The paired median µs per call of one side (0: base, 1: head); None when time was not compared."""
+        measurement = self.head if side else self.base
         if measurement is None or self.timing is None or math.isnan(self.timing.ratio):
             return None
-        per_call = self.timing.a_median if side == 0 else self.timing.b_median
-        return per_call / max(measurement.dispatches, 1) if per_dispatch else per_call
+        return self.timing.b_median if side else self.timing.a_median
+
+    def us_per_dispatch(self, side: int) -> float | None:
+        """``us_per_call`` divided by that side's dispatches per call."""
+        per_call = self.us_per_call(side)
+        return None if per_call is None else per_call / max((self.head if side else self.base).dispatches, 1)
 
 
 @dataclasses.dataclass
@@ -133,40 +136,6 @@ class Outcome:
     def tally(self) -> str:
         counts = {status: sum(c.status == status for c in self.comparisons) for status in TALLY_ORDER}
         return ", ".join(f"{n} {status}" for status, n in counts.items() if n) or "nothing measured"
-
-    def lines(self) -> list[str]:
-        out = [f"A/B: base {self.base}  vs  head {self.head}", f"adapter: {self.adapter}"]
-        by_test: dict[str, list[Comparison]] = {}
-        for comparison in self.comparisons:
-            by_test.setdefault(comparison.nodeid, []).append(comparison)
-        for nodeid, comparisons in by_test.items():
-            out.append(nodeid)
-            out.extend(f"    {c.line()}" for c in comparisons)
-        out.extend(self.problems)
-        verdict = "FAILED" if self.exit_code else "passed"
-        out.append(f"A/B {verdict}: {self.tally()} ({self.seconds:.0f} s)")
-        return out
-
-    def markdown(self) -> list[str]:
-        rows = []
-        for c in self.comparisons:
-            d = c.as_dict()
-            dispatches = f"{d['dispatches_per_call']['base'] or '–'} → {d['dispatches_per_call']['head'] or '–'}"
-            us = "–"
-            if d["base_us_per_call"] is not None:
-                us = f"{format_us(d['base_us_per_call'])} → {format_us(d['head_us_per_call'])}"
-            ratio, pairs = "–", "–"
-            if c.timing is not None and not math.isnan(c.timing.ratio):
-                high = "inf" if math.isinf(c.timing.high) else f"{c.timing.high:.3f}"
-                ratio, pairs = f"x{c.timing.ratio:.3f} [{c.timing.low:.3f}–{high}]", str(c.timing.pairs)
-            rows.append((f"`{c.nodeid}`", c.name, dispatches, us, ratio, pairs, f"**{c.status}**"))
-        lines = [f"### A/B: {self.head} against {self.base}", "", f"Adapter: {self.adapter}", ""]
-        lines += markdown_table(("test", "measurement", "dispatches per call base → head",
-                                 "µs per call base → head", "ratio per call [interval]", "pairs", "verdict"),
-                                rows, right=(2, 3, 4, 5))
-        lines += [""] + [f"- {problem}" for problem in self.problems]
-        lines.append(f"**A/B {'failed' if self.exit_code else 'passed'}**: {self.tally()}")
-        return lines
 
     def as_dict(self) -> dict[str, Any]:
         return {

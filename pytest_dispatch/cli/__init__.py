@@ -276,7 +276,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
 
     job_settings = coordinator.Settings(threshold=args.threshold, alpha=args.alpha, pairs=args.pairs,
                                         sessions=args.sessions, max_sessions=args.max_sessions,
-                                        max_seconds=args.max_time, order=args.order, cpu=args.cpu, seed=args.seed,
+                                        max_time=args.max_time, order=args.order, cpu=args.cpu, seed=args.seed,
                                         test_timeout=args.test_timeout)
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:

@@ -104,7 +104,7 @@ def probe_adapter(impl: str, index: int, dtypes: Iterable[str], ns: Iterable[int
                 results[encoding] = _median_per_dispatch(m)
                 if encoding == SUBMIT_PER_DISPATCH:
                     per_dispatch = m
-            breakdown = {kind: us / n for kind, us in per_dispatch.host_breakdown_us.items()
+            breakdown = {kind: us / n for kind, us in per_dispatch.host_breakdown_us_per_call.items()
                          if per_dispatch.calls[kind]}
             rows.append(ProbeRow(info, dtype, n, results, per_dispatch.sync_median_us, breakdown))
             if progress:

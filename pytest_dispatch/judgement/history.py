@@ -205,8 +205,8 @@ class ChangePoint:
     key: str
     index: int  # position in the series of the first run after the change
     run: StoredRun  # that run: its commit is the one the change is attributed to
-    before_us: float  # median of the run medians of the segment before
-    after_us: float  # ... and of the segment after
+    before_us_per_dispatch: float  # median of the run medians of the segment before
+    after_us_per_dispatch: float  # ... and of the segment after
     step: Step  # after / before, with its interval over the runs' spread
     runs_before: int
     runs_after: int
@@ -221,11 +221,11 @@ class ChangePoint:
 
     @property
     def direction(self) -> str:
-        return "slower" if self.after_us > self.before_us else "faster"
+        return "slower" if self.after_us_per_dispatch > self.before_us_per_dispatch else "faster"
 
     def summary(self) -> str:
-        return (f"{self.key}: {self.before_us:.2f} -> {self.after_us:.2f} µs/dispatch (x{self.ratio:.3f} per "
-                f"dispatch, {self.direction}, {format_confidence(self.step.confidence)} interval "
+        return (f"{self.key}: {self.before_us_per_dispatch:.2f} -> {self.after_us_per_dispatch:.2f} µs/dispatch "
+                f"(x{self.ratio:.3f} per dispatch, {self.direction}, {format_confidence(self.step.confidence)} interval "
                 f"x{self.step.low:.3f}-{self.step.high:.3f}) at {self.run.short_commit} ({_commit_label(self.run)}; "
                 f"p={self.p_value:.2g}, {self.runs_before} runs before, {self.runs_after} after)")
 
@@ -588,8 +588,8 @@ def as_json(histories: list[GpuHistory], settings: Settings, note: str | None,
                 "key": s.key,
                 "points": points,
                 "change_points": None if s.change_points is None else [
-                    {"run": index_of[cp.run.path], "commit": cp.run.commit, "before_us": cp.before_us,
-                     "after_us": cp.after_us, "ratio": cp.ratio, "low": cp.step.low, "high": cp.step.high,
+                    {"run": index_of[cp.run.path], "commit": cp.run.commit, "before_us": cp.before_us_per_dispatch,
+                     "after_us": cp.after_us_per_dispatch, "ratio": cp.ratio, "low": cp.step.low, "high": cp.step.high,
                      "confidence": cp.step.confidence, "p_value": cp.p_value,
                      "runs_before": cp.runs_before, "runs_after": cp.runs_after} for cp in s.change_points],
                 "resolution": None if math.isinf(s.resolution) else s.resolution,

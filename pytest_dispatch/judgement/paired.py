@@ -42,7 +42,7 @@ class Design:
     first: int = 30  # pairs before the first look
     batch: int = 30  # pairs added before each further look
     max_pairs: int = 300
-    max_seconds: float = 60.0
+    max_time: float = 60.0
     alpha: float = 0.01  # total, over all looks (Bonferroni)
     order: str = "abba"
 
@@ -67,8 +67,8 @@ def check_design(design: Design) -> None:
     if design.first < 6 or design.batch < 1 or design.max_pairs < design.first:
         raise ValueError(f"pairs: need first >= 6, batch >= 1 and max_pairs >= first "
                          f"(got {design.first}, {design.batch}, {design.max_pairs})")
-    if not design.max_seconds > 0:
-        raise ValueError(f"max_seconds must be > 0, not {design.max_seconds!r}")
+    if not design.max_time > 0:
+        raise ValueError(f"max_time must be > 0, not {design.max_time!r}")
     if design.order not in settings.PAIR_ORDERS:
         raise ValueError(f"order must be one of {', '.join(settings.PAIR_ORDERS)}, not {design.order!r}")
 
@@ -261,7 +261,7 @@ def run_sequential(take_round: TakeRound, question, design: Design, *,
                    clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
                    progress: Callable[[int, "PairedVerdict | None"], None] | None = None) -> PairedVerdict:
     """Take pairs of rounds of A and B in ``design.order`` until ``question`` decides,
-    the pairs reach ``design.max_pairs`` or the time ``design.max_seconds`` (both
+    the pairs reach ``design.max_pairs`` or the time ``design.max_time`` (both
     caps end inconclusive/failed with the interval)."""
     rng = rng or random.Random()
     sides = (Rounds(), Rounds())
@@ -274,11 +274,11 @@ def run_sequential(take_round: TakeRound, question, design: Design, *,
             for side in (first, 1 - first):
                 sides[side].add(*take_round(side))
         verdict = judge_rounds(sides, question, design, clock() - start)
-        timed_out = clock() - start >= design.max_seconds
+        timed_out = clock() - start >= design.max_time
         if verdict.status != Status.INCONCLUSIVE or target >= design.max_pairs or timed_out:
             if verdict.status == Status.INCONCLUSIVE and timed_out and target < design.max_pairs:
                 verdict = dataclasses.replace(
-                    verdict, reason=f"{verdict.reason} after {verdict.pairs} pairs (time cap {design.max_seconds:g} s)")
+                    verdict, reason=f"{verdict.reason} after {verdict.pairs} pairs (time cap {design.max_time:g} s)")
             if progress:
                 progress(verdict.pairs, verdict)
             return _as_final(verdict, question)
@@ -356,7 +356,7 @@ class SessionDesign:
     first: int = 4
     step: int = 4
     max_sessions: int = 12
-    max_seconds: float = 20.0  # of pairs, per measurement and session
+    max_time: float = 20.0  # of pairs, per measurement and session
     alpha: float = 0.01
     order: str = "abba"
 
@@ -371,7 +371,7 @@ class SessionDesign:
     @property
     def within(self) -> Design:
         """One session's pairs: a fixed number, one look (the session decides nothing alone)."""
-        return Design(first=self.pairs, batch=self.pairs, max_pairs=self.pairs, max_seconds=self.max_seconds,
+        return Design(first=self.pairs, batch=self.pairs, max_pairs=self.pairs, max_time=self.max_time,
                       alpha=self.alpha, order=self.order)
 
     @property

@@ -8,6 +8,7 @@ the one the A/B gate uses too.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any, Callable
 
 from pytest_dispatch.judgement import paired
@@ -15,7 +16,7 @@ from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement.meter import DEFAULT_PER_ROUND, DEFAULT_WARMUP, DispatchMeter, measurement_name
 
 # The first look after 20 pairs, then every 20, up to 200 pairs or 60 s.
-SPEEDUP_DESIGN = paired.Design(first=20, batch=20, max_pairs=200, max_seconds=60.0, alpha=0.05)
+SPEEDUP_DESIGN = paired.Design(first=20, batch=20, max_pairs=200, max_time=60.0, alpha=0.05)
 
 
 class SpeedupNotShown(AssertionError):
@@ -68,17 +69,20 @@ def measure_speedup(
     confidence: float = 0.95,
     warmup: int = DEFAULT_WARMUP,
     per_round: int = DEFAULT_PER_ROUND,
-    max_seconds: float | None = None,
+    max_time: float | None = None,
     device=None,
     names: tuple[str, str] | None = None,
     design: paired.Design = SPEEDUP_DESIGN,
+    max_seconds: float | None = None,
 ) -> Speedup | None:
     """How many times faster ``fast`` is than ``slow`` per call, measured by ``meter``.
 
     Rounds of the two are taken in pairs, in ABBA order, so drift cancels in each
     pair's ratio; pairs are added until the interval of the speedup (Hodges-Lehmann,
     signed-rank, at ``confidence`` over all looks) clears ``at_least`` (passed) or falls
-    below it (failed), or the cap is reached (failed, with the interval).  ``names`` label
+    below it (failed), or a cap is reached (failed, with the interval): ``max_time`` seconds of
+    pairs or the design's most pairs.  ``max_seconds``, ``max_time``'s old name, still works with a
+    DeprecationWarning.  ``names`` label
     the two in the report (default: their qualified names).  With the meter's timing off
     (--dispatch-disable-timing), or in counted mode (--dispatch-instructions: host
     instructions are not wall time), both are only counted, and it returns None."""
@@ -90,7 +94,10 @@ def measure_speedup(
     fast_name, slow_name = (measurement_name(fn, name) for fn, name in zip((fast, slow), names or (None, None)))
     if fast_name == slow_name:
         fast_name, slow_name = f"{fast_name} [fast]", f"{slow_name} [slow]"
-    design = dataclasses.replace(design, alpha=1 - confidence, max_seconds=max_seconds or design.max_seconds)
+    if max_seconds is not None:
+        warnings.warn("assert_speedup(max_seconds=...) is now max_time=...", DeprecationWarning, stacklevel=3)
+        max_time = max_time if max_time is not None else max_seconds
+    design = dataclasses.replace(design, alpha=1 - confidence, max_time=max_time or design.max_time)
     question = paired.SpeedupQuestion(at_least)
     verdicts: list[paired.PairedVerdict] = []
 

@@ -70,7 +70,7 @@ def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
                     "method": measurement.method,
                     "unit": "seconds per call (wall, sync subtracted)",
                     **{key: value for key, value in measurement.as_dict().items() if key in _EXTRA_INFO_KEYS},
-                    "host_us_per_dispatch": [v / dispatches for v in measurement.host_us.tolist()],
+                    "host_us_per_dispatch": [v / dispatches for v in measurement.host_us_per_call.tolist()],
                     "wall_us_per_dispatch": measurement.wall_us_per_dispatch.tolist(),
                     "budget": result.budget_verdict,
                     "budget_lines": result.budget_lines,
@@ -83,7 +83,7 @@ def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
                     "rounds": measurement.rounds,
                     "per_round": measurement.per_round,
                 },
-                "stats": _stats([v / 1e6 for v in measurement.wall_us.tolist()]),
+                "stats": _stats([v / 1e6 for v in measurement.wall_us_per_call.tolist()]),
             }
         )
     return entries
@@ -244,7 +244,7 @@ def _check_result(result: TestResult) -> None:
                 raise ValueError(f"{m.name}: counts must map names to whole numbers below 2**53")
         if "dispatch" not in m.calls or "submit" not in m.calls:
             raise KeyError(f"{m.name}: calls lack 'dispatch'/'submit'")
-        for array in (m.wall_us, m.host_us, m.sync_us):
+        for array in (m.wall_us_per_call, m.host_us_per_call, m.sync_us):
             if array.ndim != 1 or array.size != m.rounds or (
                     m.rounds and (not np.all(np.isfinite(array)) or np.abs(array).max() > 1e12)):
                 raise ValueError(f"{m.name}: timing samples must be lists of finite numbers, one per round")

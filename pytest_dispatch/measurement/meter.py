@@ -14,6 +14,7 @@ import functools
 import inspect
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
@@ -60,9 +61,10 @@ class RoundServer(Protocol):
 class Measurement:
     """Per-call counts and per-round timings of one measured function.
 
-    Arrays hold one value per round, per call of fn.  ``wall_us`` runs until the GPU
-    is done, with the median empty-sync cost subtracted (sequential method) or kept
-    (single-op method); ``host_us`` runs until the last call returned.
+    Arrays hold one value per round; a figure of one call of fn ends in ``_per_call``, of one
+    dispatch in ``_per_dispatch``.  ``wall_us_per_call`` runs until the GPU is done, with the
+    median empty-sync cost subtracted (sequential method) or kept (single-op method);
+    ``host_us_per_call`` runs until the last call returned.  ``sync_us`` is one empty sync.
     """
 
     name: str  # measure's name=, by default the measured function's qualified name
@@ -72,14 +74,34 @@ class Measurement:
     per_round: int  # calls of fn per round, one sync after them
     calls: dict[str, int]  # wgpu calls per call of fn, by kind (recorder.KINDS)
     by_kernel: dict[str, int]  # dispatches per call, by pipeline label
-    host_us: np.ndarray  # per round, µs per call until the last call returned
-    wall_us: np.ndarray  # per round, µs per call until the GPU was done, less the median empty sync
+    host_us_per_call: np.ndarray  # per round, µs per call until the last call returned
+    wall_us_per_call: np.ndarray  # per round, µs per call until the GPU was done, less the median empty sync
     sync_us: np.ndarray  # the empty syncs, one per round
-    host_breakdown_us: dict[str, float]  # host µs per call spent inside each call kind
+    host_breakdown_us_per_call: dict[str, float]  # host µs per call spent inside each call kind
     sync_method: str = SYNC_METHOD  # how a sync waits for the GPU
-    gpu_us: np.ndarray | None = None  # from timestamp queries, when enabled
+    gpu_us_per_call: np.ndarray | None = None  # from timestamp queries, when enabled
     gpu_is_indicative: bool = False  # timestamps of a CPU adapter
     instructions: instructions.InstructionCount | None = None  # counted mode (--dispatch-instructions)
+
+    @property
+    def wall_us(self) -> np.ndarray:
+        """Deprecated: ``wall_us_per_call``."""
+        return _renamed(self, "wall_us", "wall_us_per_call")
+
+    @property
+    def host_us(self) -> np.ndarray:
+        """Deprecated: ``host_us_per_call``."""
+        return _renamed(self, "host_us", "host_us_per_call")
+
+    @property
+    def host_breakdown_us(self) -> dict[str, float]:
+        """Deprecated: ``host_breakdown_us_per_call``."""
+        return _renamed(self, "host_breakdown_us", "host_breakdown_us_per_call")
+
+    @property
+    def gpu_us(self) -> np.ndarray | None:
+        """Deprecated: ``gpu_us_per_call``."""
+        return _renamed(self, "gpu_us", "gpu_us_per_call")
 
     @property
     def timed(self) -> bool:
@@ -113,17 +135,17 @@ class Measurement:
     @property
     def median_us_per_call(self) -> float:
         """The figure a run is judged by: median wall µs per call of the measured function."""
-        return float(np.median(self.wall_us))
+        return float(np.median(self.wall_us_per_call))
 
     @property
     def wall_us_per_dispatch(self) -> np.ndarray:
         """Per round, wall µs per dispatch: the report's figure."""
-        return self.wall_us / max(self.dispatches, 1)
+        return self.wall_us_per_call / max(self.dispatches, 1)
 
     @property
     def host_us_per_dispatch(self) -> np.ndarray:
         """Per round, host µs per dispatch."""
-        return self.host_us / max(self.dispatches, 1)
+        return self.host_us_per_call / max(self.dispatches, 1)
 
     @property
     def sync_median_us(self) -> float | None:
@@ -136,11 +158,11 @@ class Measurement:
             "dispatches": self.dispatches,
             "calls": dict(self.calls),
             "by_kernel": dict(self.by_kernel),
-            "host_us": self.host_us.tolist(),
-            "wall_us": self.wall_us.tolist(),
+            "host_us_per_call": self.host_us_per_call.tolist(),
+            "wall_us_per_call": self.wall_us_per_call.tolist(),
             "sync_us": self.sync_us.tolist(),
-            "host_breakdown_us": dict(self.host_breakdown_us),
-            "gpu_us": None if self.gpu_us is None else self.gpu_us.tolist(),
+            "host_breakdown_us_per_call": dict(self.host_breakdown_us_per_call),
+            "gpu_us_per_call": None if self.gpu_us_per_call is None else self.gpu_us_per_call.tolist(),
         }
         data = {"name": self.name, "method": self.method, "warmup": self.warmup, "rounds": self.rounds,
                 "per_round": self.per_round}
@@ -152,17 +174,17 @@ class Measurement:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Measurement":
         """From ``as_dict``'s form, or schema 1's (its keys had no unit suffix)."""
-        by_key = {key: field for field, key in JSON_KEYS.items()}
+        by_key = {key: field for field, key in JSON_KEYS.items()} | SCHEMA_1_KEYS
         fields = {f.name for f in dataclasses.fields(cls)}
         values = {}
         for key, value in data.items():
             field = by_key.get(key, key)
             if field in fields:
                 values[field] = value
-        for key in ("host_us", "wall_us", "sync_us"):
+        for key in ("host_us_per_call", "wall_us_per_call", "sync_us"):
             values[key] = np.asarray(values[key], dtype=float)
-        if values.get("gpu_us") is not None:
-            values["gpu_us"] = np.asarray(values["gpu_us"], dtype=float)
+        if values.get("gpu_us_per_call") is not None:
+            values["gpu_us_per_call"] = np.asarray(values["gpu_us_per_call"], dtype=float)
         if values.get("instructions") is not None:
             values["instructions"] = instructions.InstructionCount.from_dict(values["instructions"])
         return cls(**values)
@@ -176,10 +198,16 @@ class Measurement:
 # A measurement's JSON keys (results files, A/B messages), where they differ from its
 # fields: a figure of one call of the measured function ends in _per_call, so the same key
 # means the same thing in the pytest_dispatch section and in pytest-benchmark's extra_info.
-# Schema 1 used the field names.
-JSON_KEYS = {"dispatches": "dispatches_per_call", "calls": "calls_per_call", "by_kernel": "by_kernel_per_call",
-             "host_us": "host_us_per_call", "wall_us": "wall_us_per_call",
-             "host_breakdown_us": "host_breakdown_us_per_call", "gpu_us": "gpu_us_per_call"}
+JSON_KEYS = {"dispatches": "dispatches_per_call", "calls": "calls_per_call", "by_kernel": "by_kernel_per_call"}
+# Schema 1's keys had no unit suffix: read back as the fields they became (its other keys
+# were the field names).
+SCHEMA_1_KEYS = {"host_us": "host_us_per_call", "wall_us": "wall_us_per_call",
+                 "host_breakdown_us": "host_breakdown_us_per_call", "gpu_us": "gpu_us_per_call"}
+
+
+def _renamed(owner: Any, old: str, new: str) -> Any:
+    warnings.warn(f"{type(owner).__name__}.{old} is now {new}", DeprecationWarning, stacklevel=3)
+    return getattr(owner, new)
 
 
 def default_name(fn: Callable[..., Any]) -> str:
@@ -472,7 +500,7 @@ class _Sampler:
                 self.fn(*self.args, **self.kwargs)
         sync()
         self.round_counts.append(_counts_of(scope))
-        for kind, us in scope.host_us.items():
+        for kind, us in scope.host_us_by_kind.items():
             self.host_ns[kind] += us
         if self.stamper is not None:
             self.gpu.append(self.stamper.read_total_us())
@@ -524,11 +552,11 @@ class _Sampler:
             per_round=self.per_round,
             calls=self.calls,
             by_kernel=self.by_kernel,
-            host_us=np.asarray(self.host, dtype=float) / 1000.0 / self.per_round,
-            wall_us=wall_us,
+            host_us_per_call=np.asarray(self.host, dtype=float) / 1000.0 / self.per_round,
+            wall_us_per_call=wall_us,
             sync_us=np.asarray(self.sync, dtype=float) / 1000.0,
-            host_breakdown_us={kind: us / checked for kind, us in self.host_ns.items()},
-            gpu_us=None if self.stamper is None else np.asarray(self.gpu, dtype=float) / self.per_round,
+            host_breakdown_us_per_call={kind: us / checked for kind, us in self.host_ns.items()},
+            gpu_us_per_call=None if self.stamper is None else np.asarray(self.gpu, dtype=float) / self.per_round,
             gpu_is_indicative=self.stamper is not None and self.stamper.is_cpu_adapter,
             instructions=self.instructions,
         )

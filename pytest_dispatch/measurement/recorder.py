@@ -21,6 +21,7 @@ import functools
 import importlib
 import sys
 import threading
+import warnings
 import weakref
 from time import perf_counter_ns
 from typing import Any, Iterator
@@ -534,7 +535,8 @@ class Counts:
     """Calls recorded in one scope.  Live while the scope is open, frozen after.
 
     ``dispatches`` includes indirect dispatches; ``by_kernel`` maps pipeline label
-    to dispatches; ``host_us`` maps call kind to host µs spent inside those calls.
+    to dispatches; ``host_us_by_kind`` maps call kind to host µs spent inside those calls
+    (the scope's totals, not per call).
     """
 
     def __init__(self, all_threads: bool = False) -> None:
@@ -637,10 +639,16 @@ class Counts:
         return dict(sorted(self._delta()[2].items(), key=lambda item: (-item[1], item[0])))
 
     @property
-    def host_us(self) -> dict[str, float]:
-        """Host µs spent inside the calls of each kind."""
+    def host_us_by_kind(self) -> dict[str, float]:
+        """Host µs spent inside the calls of each kind, in all of the scope."""
         _, ns, _ = self._delta()
         return {kind: ns[i] / 1000.0 for i, kind in enumerate(KINDS)}
+
+    @property
+    def host_us(self) -> dict[str, float]:
+        """Deprecated: ``host_us_by_kind``."""
+        warnings.warn("Counts.host_us is now host_us_by_kind", DeprecationWarning, stacklevel=2)
+        return self.host_us_by_kind
 
     @property
     def calls(self) -> dict[str, int]:

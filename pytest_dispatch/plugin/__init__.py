@@ -399,6 +399,19 @@ def _gpu_session(request: pytest.FixtureRequest) -> GpuSession:
     return request.config.stash[GPU_SESSION_KEY]
 
 
+def _adapter_or_skip(request: pytest.FixtureRequest, attribute: str):
+    """The session's ``adapter`` or ``device``; without one, skips the test (fails it
+    with --gpu-required)."""
+    __tracebackhide__ = True
+    session = _gpu_session(request)
+    try:
+        return getattr(session, attribute)
+    except NoAdapterError as error:
+        if session.required:
+            pytest.fail(f"{error} (--gpu-required)", pytrace=False)
+        pytest.skip(str(error))
+
+
 @pytest.fixture(scope="session")
 def gpu_adapter(request: pytest.FixtureRequest):
     """The session's WebGPU adapter (per --gpu-impl/--gpu-backend/--gpu-adapter).
@@ -406,13 +419,7 @@ def gpu_adapter(request: pytest.FixtureRequest):
     Skips the test when none is found, or errors with --gpu-required.
     """
     __tracebackhide__ = True
-    session = _gpu_session(request)
-    try:
-        return session.adapter
-    except NoAdapterError as error:
-        if session.required:
-            pytest.fail(f"{error} (--gpu-required)", pytrace=False)
-        pytest.skip(str(error))
+    return _adapter_or_skip(request, "adapter")
 
 
 @pytest.fixture(scope="session")
@@ -428,13 +435,7 @@ def gpu_device(request: pytest.FixtureRequest, gpu_adapter):
 
     Skips the test when the adapter cannot run compute work, or errors with --gpu-required."""
     __tracebackhide__ = True
-    session = _gpu_session(request)
-    try:
-        return session.device
-    except NoAdapterError as error:
-        if session.required:
-            pytest.fail(f"{error} (--gpu-required)", pytrace=False)
-        pytest.skip(str(error))
+    return _adapter_or_skip(request, "device")
 
 
 @pytest.fixture

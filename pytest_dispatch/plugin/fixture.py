@@ -20,7 +20,7 @@ class DispatchMeterFixture(DispatchMeter):
     def assert_speedup(self, fast: Callable[[], Any], slow: Callable[[], Any], **options: Any) -> Speedup | None:
         """Assert that ``fast`` is at least ``at_least`` times faster than ``slow`` per call.
 
-        Options (``at_least=1.3``, ``confidence=0.95``, ``warmup``, ``per_round``, ``max_seconds``,
+        Options (``at_least=1.3``, ``confidence=0.95``, ``warmup``, ``per_round``, ``max_time``,
         ``device``, ``names``) and the method: ``pytest_dispatch.judgement.speedup.measure_speedup``.
         Fails the test (SpeedupNotShown, one line) when the speedup is not shown; with timing off
         (--dispatch-disable-timing) or in counted mode (--dispatch-instructions) it asserts nothing and

@@ -55,8 +55,8 @@ def render_markdown(histories: list[GpuHistory], settings: Settings, note: str |
     for history in histories:
         lines += [f"### History: {history.gpu}", "",
                   f"{len(history.runs)} runs; change points: {note or describe_settings(settings)}", ""]
-        rows = [(cp.key, f"{cp.before_us:.2f} → {cp.after_us:.2f} µs/dispatch (×{cp.ratio:.3f} per dispatch, "
-                         f"{format_confidence(cp.step.confidence)} interval ×{cp.step.low:.3f}–{cp.step.high:.3f})",
+        rows = [(cp.key, f"{cp.before_us_per_dispatch:.2f} → {cp.after_us_per_dispatch:.2f} µs/dispatch "
+                         f"(×{cp.ratio:.3f} per dispatch, {format_confidence(cp.step.confidence)} interval ×{cp.step.low:.3f}–{cp.step.high:.3f})",
                  cp.run) for s in history.series for cp in (s.change_points or ())]
         rows += [(c.key, f"{c.kind} {c.before} → {c.after} per call", c.run)
                  for s in history.series for c in s.count_changes]
@@ -234,8 +234,8 @@ def _overview(gpu_history: GpuHistory, anchors: dict[str, str]) -> list[str]:
     for series in gpu_history.series:
         link = f'<a href="#{_attr(anchors[series.key])}"><code>{escape(series.key)}</code></a>'
         for cp in series.change_points or ():
-            rows.append(f'<tr class="change"><td>{link}</td><td>{cp.before_us:.3f} → {cp.after_us:.3f} µs/dispatch '
-                        f'(×{cp.ratio:.3f} per dispatch, {cp.direction}, interval ×{cp.step.low:.3f}–'
+            rows.append(f'<tr class="change"><td>{link}</td><td>{cp.before_us_per_dispatch:.3f} → '
+                        f'{cp.after_us_per_dispatch:.3f} µs/dispatch (×{cp.ratio:.3f} per dispatch, {cp.direction}, interval ×{cp.step.low:.3f}–'
                         f'{cp.step.high:.3f}; p={cp.p_value:.2g}, {cp.runs_before} runs before, '
                         f'{cp.runs_after} after)</td><td><code>{escape(cp.run.short_commit)}</code></td>'
                         f'<td>{escape(cp.run.branch or "-")}</td></tr>')

@@ -37,9 +37,9 @@ def plot_measurement(folder: Path, nodeid: str, current: Measurement, baseline: 
     plt = _pyplot()
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [3, 2]})
     series = [("current", current)] + ([("baseline", baseline)] if baseline is not None else [])
-    left.boxplot([m.wall_us for _, m in series], orientation="horizontal", tick_labels=[n for n, _ in series])
+    left.boxplot([m.wall_us_per_call for _, m in series], orientation="horizontal", tick_labels=[n for n, _ in series])
     for row, (_, m) in enumerate(series, start=1):
-        left.scatter(m.wall_us, [row] * m.rounds, s=8, alpha=0.5)
+        left.scatter(m.wall_us_per_call, [row] * m.rounds, s=8, alpha=0.5)
     left.set_xlabel("wall µs per call (one point per round; what the gate judges)")
     left.set_title(", ".join(f"{label}: {m.dispatches} dispatches per call" for label, m in series), fontsize=9)
     names = list(dict.fromkeys([*current.by_kernel, *(baseline.by_kernel if baseline is not None else {})]))[:15]

@@ -229,19 +229,19 @@ def counts_cells(result: TestResult) -> tuple[str, ...]:
 def breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH) -> list[str]:
     """Per-kernel dispatches and per-API-call host µs of one measurement (for -v)."""
     kernels = ", ".join(f"{name} {n}" for name, n in measurement.by_kernel.items()) or "none"
-    host_total = sum(measurement.host_breakdown_us.values()) or 1.0
+    host_total = sum(measurement.host_breakdown_us_per_call.values()) or 1.0
     calls = ", ".join(
-        f"{kind} {measurement.calls[kind]}x {measurement.host_breakdown_us[kind]:.1f} µs "
-        f"({100 * measurement.host_breakdown_us[kind] / host_total:.0f}%)"
+        f"{kind} {measurement.calls[kind]}x {measurement.host_breakdown_us_per_call[kind]:.1f} µs "
+        f"({100 * measurement.host_breakdown_us_per_call[kind] / host_total:.0f}%)"
         for kind in recorder.KINDS
         if measurement.calls.get(kind)
     )
     indent = " " * 6
     lines = textwrap.wrap(f"kernels/call: {kernels}", width, initial_indent="    ", subsequent_indent=indent)
     lines += textwrap.wrap(f"host per call: {calls}", width, initial_indent="    ", subsequent_indent=indent)
-    if measurement.gpu_us is not None:
+    if measurement.gpu_us_per_call is not None:
         note = " (CPU adapter: indicative only)" if measurement.gpu_is_indicative else ""
-        lines.append(f"    GPU µs/call from timestamps: {np.median(measurement.gpu_us):.1f}{note}")
+        lines.append(f"    GPU µs/call from timestamps: {np.median(measurement.gpu_us_per_call):.1f}{note}")
     rounds = f"{measurement.rounds} timed rounds" if measurement.timed else "timing off"
     lines.append(f"    method: {measurement.method}, {rounds} x {measurement.per_round} calls, "
                  f"{measurement.warmup} warm-up; sync: {measurement.sync_method}")
@@ -297,7 +297,7 @@ def render(
             if timing_doubt and measurement.timed and measurement.dispatches:
                 cells[2] = DOUBT_MARK + cells[2]
             lines.append(table.row(label, cells))
-            if measurement.timed and measurement.dispatches and np.median(measurement.wall_us) <= 0:
+            if measurement.timed and measurement.dispatches and np.median(measurement.wall_us_per_call) <= 0:
                 lines.append("    the work is below the sync's noise: measure more calls per round (per_round)")
             if verbose:
                 lines.extend(breakdown_lines(measurement, width))
