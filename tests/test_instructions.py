@@ -130,6 +130,9 @@ def test_type_cache_misses_are_left_out_and_the_lookups_kept():
     assert dump.instructions == 1000 - 210
     assert dump.by_layer()["interpreter"] == 1000 - 210  # the layers add up to what is counted
     assert instructions.TYPE_LOOKUP.match("_PyType_Lookup'2") and not instructions.TYPE_LOOKUP.match("find_name_in_mro")
+    count = InstructionCount.from_windows([1, 2], [dump, dataclasses.replace(dump, type_cache_misses=2 * 210)])
+    assert count.type_cache_misses_per_call == 210
+    assert InstructionCount.from_dict(count.as_dict()) == count
 
 
 def test_warm_up_runs_enough_dispatches_within_what_the_rounds_allow():

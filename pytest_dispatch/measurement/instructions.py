@@ -472,6 +472,7 @@ class InstructionCount:
     by_layer: Mapping[str, float]  # per call, by where it ran: interpreter, cffi, wgpu, driver, libc, other
     by_kind: Mapping[str, float]  # per call, inside wgpu's library, by the call kind that entered it
     tool: str = "callgrind"  # what counted, with its version"
+    type_cache_misses_per_call: float = 0.0  # left out of per_call: CPython's type cache misses (TYPE_LOOKUP)
 
     @classmethod
     def from_windows(cls, sizes: Sequence[int], dumps: Sequence[Dump], tool: str = "callgrind") -> "InstructionCount":
@@ -481,7 +482,9 @@ class InstructionCount:
         kinds = [d.by_kind() for d in dumps]
         by_layer = {layer: _slope(sizes, [x[layer] for x in layers])[0] for layer in LAYERS}
         by_kind = {kind: _slope(sizes, [x[kind] for x in kinds])[0] for kind in ENTRY_KINDS}
-        return cls(per_call, fixed, tuple(zip(sizes, (d.instructions for d in dumps))), by_layer, by_kind, tool)
+        misses = _slope(sizes, [d.type_cache_misses for d in dumps])[0]
+        return cls(per_call, fixed, tuple(zip(sizes, (d.instructions for d in dumps))), by_layer, by_kind, tool,
+                   misses)
 
     def per_dispatch(self, dispatches: int) -> float:
         """Host instructions per dispatch, for a call of ``dispatches`` dispatches."""
@@ -503,7 +506,8 @@ class InstructionCount:
         return {"per_call": self.per_call, "fixed_per_window": self.fixed,
                 "windows": [list(window) for window in self.windows],
                 "by_layer_per_call": dict(self.by_layer), "by_kind_per_call": dict(self.by_kind),
-                "tool": self.tool, "thread": "calling"}
+                "tool": self.tool, "thread": "calling",
+                "type_cache_misses_per_call": self.type_cache_misses_per_call}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "InstructionCount":
@@ -511,7 +515,8 @@ class InstructionCount:
         windows = tuple((int(calls), int(value)) for calls, value in data["windows"])
         return cls(float(data["per_call"]), float(data["fixed_per_window"]), windows,
                    {str(k): float(v) for k, v in data["by_layer_per_call"].items()},
-                   {str(k): float(v) for k, v in data["by_kind_per_call"].items()}, str(data.get("tool", "callgrind")))
+                   {str(k): float(v) for k, v in data["by_kind_per_call"].items()}, str(data.get("tool", "callgrind")),
+                   float(data.get("type_cache_misses_per_call", 0.0)))
 
 
 # -- what two counted runs must share to be compared
