@@ -344,3 +344,17 @@ def test_a_missing_compiler_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(instructions, "valgrind_version", lambda valgrind: "valgrind-0.0.test")
     with pytest.raises(instructions.CountingUnavailable, match="cannot build the callgrind helper"):
         instructions.build_helper("/usr/bin/valgrind")
+
+
+def test_a_window_dump_is_kept_where_asked_and_deleted_otherwise(tmp_path, monkeypatch):
+    text = DUMP.replace("window 1", "window 7")
+    for keep in (None, tmp_path / "kept"):
+        dump = tmp_path / "callgrind.123.7"
+        dump.write_text(text)
+        if keep is None:
+            monkeypatch.delenv(instructions.KEEP_DUMPS_ENV, raising=False)
+        else:
+            monkeypatch.setenv(instructions.KEEP_DUMPS_ENV, str(keep))
+        assert instructions.Counter._read(dump, "pytest-dispatch window 7").instructions == 800
+        assert not dump.exists()
+    assert (tmp_path / "kept" / "callgrind.123.7.7").read_text() == text

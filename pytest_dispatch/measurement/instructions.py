@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 COUNTED_ENV = "PYTEST_DISPATCH_COUNTED"  # in the relaunched session: the folder callgrind dumps into
 VALGRIND_VERSION_ENV = "PYTEST_DISPATCH_VALGRIND"  # in the relaunched session: `valgrind --version`
 PAD_ENV = "PYTEST_DISPATCH_PAD"  # pads the environment to a fixed size (see fixed_environment)
+KEEP_DUMPS_ENV = "PYTEST_DISPATCH_KEEP_DUMPS"  # a folder: each window's dump is moved there, not deleted
 HELPER_SOURCE = Path(__file__).with_name("callgrind_helper.c")
 # Arguments and environment of the relaunched session padded to this many bytes: their size
 # moves the initial stack, and with it the instructions of code that does not change.
@@ -400,7 +401,12 @@ class Counter:
         except FileNotFoundError:
             raise CountingError(f"callgrind wrote no dump for {label} ({path}): was the session started "
                                 "with callgrind's --callgrind-out-file by --dispatch-instructions?") from None
-        path.unlink(missing_ok=True)
+        keep = os.environ.get(KEEP_DUMPS_ENV)
+        if keep:  # for benchmarks/dump_diff.py: where two counts differ, by function
+            os.makedirs(keep, exist_ok=True)
+            shutil.move(path, os.path.join(keep, f"{path.name}.{label.rsplit(' ', 1)[-1]}"))
+        else:
+            path.unlink(missing_ok=True)
         if f"Trigger: Client Request: {label}" not in text:
             raise CountingError(f"{path} is not the dump of {label}")
         return parse_dump(text.splitlines())
