@@ -33,7 +33,8 @@ def test_single_pass(dispatch_meter, kernel):
         kernel.single_pass(100)
         for _ in range(EXTRA_WORK):
             pass
-    dispatch_meter.measure(step, name="single_pass")
+    # few rounds: windows of one call (~2M instructions) and a short warm-up keep the session short
+    dispatch_meter.measure(step, name="single_pass", rounds=4, per_round=2)
 """
 
 
