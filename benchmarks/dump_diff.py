@@ -19,22 +19,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_dispatch.measurement.instructions import parse_dump  # noqa: E402
+from pytest_dispatch.measurement.instructions import DumpNames, parse_dump  # noqa: E402
 
 
 def self_costs(path: Path) -> collections.Counter:
     """Self instructions by (object file, function) of one callgrind dump."""
-    names: dict[str, dict[str, str]] = {"ob": {}, "fn": {}}
-
-    def name(space: str, text: str) -> str:
-        text = text.strip()
-        if text.startswith("("):
-            ident, _, rest = text[1:].partition(")")
-            if rest.strip():
-                names[space][ident] = rest.strip()
-            return names[space].get(ident, ident)
-        return text
-
+    name = DumpNames()
     costs: collections.Counter = collections.Counter()
     obj = function = None
     in_call = False

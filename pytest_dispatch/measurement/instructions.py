@@ -295,20 +295,26 @@ def _is_wgpu_object(path: str | None) -> bool:
     return path is not None and layer_of(path) == "wgpu"
 
 
-def parse_dump(lines: Iterable[str]) -> Dump:
-    """A callgrind dump (its text format, names compressed or not): the total, self cost by
-    object file, and the inclusive cost of each call into wgpu's library from outside it."""
-    names: dict[str, dict[str, str]] = {"ob": {}, "fn": {}}
+class DumpNames:
+    """Callgrind's compressed names: "(3) name" the first time, then "(3)", per space (ob, fn)."""
 
-    def name(space: str, text: str) -> str:
+    def __init__(self) -> None:
+        self._names: dict[str, dict[str, str]] = {"ob": {}, "fn": {}}
+
+    def __call__(self, space: str, text: str) -> str:
         text = text.strip()
         if text.startswith("("):
             ident, _, rest = text[1:].partition(")")
             if rest.strip():
-                names[space][ident] = rest.strip()
-            return names[space].get(ident, ident)
+                self._names[space][ident] = rest.strip()
+            return self._names[space].get(ident, ident)
         return text
 
+
+def parse_dump(lines: Iterable[str]) -> Dump:
+    """A callgrind dump (its text format, names compressed or not): the total, self cost by
+    object file, and the inclusive cost of each call into wgpu's library from outside it."""
+    name = DumpNames()
     total = None
     obj = function = callee_obj = callee_fn = None
     in_call = False
