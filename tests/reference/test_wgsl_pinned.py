@@ -8,7 +8,6 @@ builders must leave them all unchanged. After a deliberate change to a shader, r
     python tests/reference/test_wgsl_pinned.py --regenerate
 """
 
-import dataclasses
 import hashlib
 import json
 import sys
