@@ -1,4 +1,5 @@
-"""Greedy sampling on the GPU: the argmax of the last token's logits into the token log."""
+"""Greedy sampling on the GPU: the argmax of the last token's logits into the token log (the
+lowest index wins a tie, like numpy)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,6 @@ import numpy as np
 from ..graph import Graph, Op
 from .program import WORKGROUP, Binding, BuildContext, Program
 from .wgsl import _u, declare, entry, header
-
-# --------------------------------------------------------------------------------------------
-# argmax: greedy sampling on the GPU (lowest index wins a tie, like numpy)
-# --------------------------------------------------------------------------------------------
 
 
 def argmax_reference(logits: np.ndarray) -> np.ndarray:

@@ -10,9 +10,6 @@ from .embedding import embedding_program, rope_angles_program
 from .matvec import matvec_program
 from .program import MAX_STORAGE_BUFFERS, BuildContext, Program
 
-# --------------------------------------------------------------------------------------------
-# Dispatch from a scheduled kernel to its program
-# --------------------------------------------------------------------------------------------
 
 _SINGLE_OP_PROGRAMS = {
     "map": map_program,

@@ -11,10 +11,6 @@ from ..graph import NEXT_TOKEN, Graph, Kernel, Op
 from .program import WORKGROUP, Binding, BuildContext, Pack, Program, Stack, grid_1d, matrix_pack
 from .wgsl import FLAT_WORKGROUP, _f32, _u, declare, entry, header
 
-# --------------------------------------------------------------------------------------------
-# embedding (+ rotary tables in fused+)
-# --------------------------------------------------------------------------------------------
-
 
 def embedding_reference(table: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     return table[tokens]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -130,7 +131,7 @@ class MatvecSpec:
     bias: bool = False
     vectors: Pack | None = None  # [norm weight (k) | biases, in the matrices' own row order]
     last_token_only: bool = False
-    epilogue: str = "store"  # store | residual | silu_mul | rope_append
+    epilogue: str = "store"  # a key of EPILOGUES
     routes: tuple[Route, ...] = ()  # store
     residual: str = ""  # residual: tensor added to the product
     out: str = ""  # residual, silu_mul: output tensor
@@ -207,94 +208,97 @@ def matvec_spec(kernel: Kernel, graph: Graph, ctx: BuildContext) -> MatvecSpec:
     return spec
 
 
-def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
-    spec = matvec_spec(kernel, graph, ctx)
-    cfg = ctx.config
-    g = spec.geometry
-    lanes, rpt, rows = g.lanes, g.rows_per_thread, g.rows
-    k4 = spec.k // 4
-    pack = spec.weights
-    blocks_per_shard = pack.rows_per_shard // rows
+class StorageBindings:
+    """A program's storage bindings in binding order: each WGSL declaration beside what it binds."""
 
-    if spec.attention:
-        decl = [("q", "vec4<act>", False), ("k_cache", "vec4<act>", False), ("v_cache", "act", False)]
-        bindings = [Binding(name) for name in spec.attention]
-    else:
-        decl = [("x", "vec4<act>", False)]
-        bindings = [Binding(spec.x)]
-    if spec.vectors:
-        decl.append(("vectors", "vec4<f32>", False))
-        bindings.append(Binding(spec.vectors))
-    for i in range(pack.n_shards):
-        decl.append((f"w{i}", "vec4<act>", False))
-        bindings.append(Binding(pack, shard=i))
+    def __init__(self, graph: Graph, ctx: BuildContext):
+        self.graph, self.ctx = graph, ctx
+        self.declarations: list[tuple[str, str, bool]] = []
+        self.bindings: list[Binding] = []
 
-    def out_binding(name: str, tensor: str, element: str | None = None):
-        element = element or ctx.wgsl_type(graph.tensors[tensor].dtype)
-        decl.append((name, element, True))
-        bindings.append(Binding(tensor, writable=True))
+    def read(self, name: str, element: str, binding: Binding) -> None:
+        self.declarations.append((name, element, False))
+        self.bindings.append(binding)
+
+    def write(self, name: str, tensor: str, element: str | None = None) -> str:
+        """Bind ``tensor`` writable as ``name``; its element type (the tensor's, by default)."""
+        element = element or self.ctx.wgsl_type(self.graph.tensors[tensor].dtype)
+        self.declarations.append((name, element, True))
+        self.bindings.append(Binding(tensor, writable=True))
         return element
 
-    bias_offset = spec.k if spec.norm else 0
-    bias_body = (f"let i = {_u(bias_offset)} + row; return vectors[i / 4u][i % 4u];" if spec.bias
-                 else "return 0.0;")
-    out_row = "0u" if spec.last_token_only else "t"
 
-    if spec.epilogue == "store":
-        branches = []
-        for i, route in enumerate(spec.routes):
-            element = out_binding(f"out{i}", route.out)
-            n = route.stop - route.start
-            store = f"out{i}[{out_row} * {_u(n)} + row - {_u(route.start)}] = {element}(value);"
-            branches.append(f"if (row < {_u(route.stop)}) {{ {store} }}")
-        epilogue = f"""    if (lid < {_u(rows)}) {{
+def _out_row(spec: MatvecSpec) -> str:
+    """The output row of the workgroup's token: the only row when the kernel keeps the last token."""
+    return "0u" if spec.last_token_only else "t"
+
+
+def store_epilogue(spec: MatvecSpec, io: StorageBindings, ctx: BuildContext) -> str:
+    """``linear``, ``qkv_proj``, ``norm_lm_head``: each row's sum (and bias) into its route's output."""
+    rows, out_row = spec.geometry.rows, _out_row(spec)
+    branches = []
+    for i, route in enumerate(spec.routes):
+        element = io.write(f"out{i}", route.out)
+        n = route.stop - route.start
+        store = f"out{i}[{out_row} * {_u(n)} + row - {_u(route.start)}] = {element}(value);"
+        branches.append(f"if (row < {_u(route.stop)}) {{ {store} }}")
+    return f"""    if (lid < {_u(rows)}) {{
         let row = block * {_u(rows)} + lid;
         let value = row_sum(lid) + bias_at(row);
         {" else ".join(branches)}
     }}"""
-    elif spec.epilogue == "residual":
-        decl.append(("residual", "act", False))
-        bindings.append(Binding(spec.residual))
-        out_binding("out", spec.out)
-        n = spec.n_rows
-        epilogue = f"""    if (lid < {_u(rows)}) {{
+
+
+def residual_epilogue(spec: MatvecSpec, io: StorageBindings, ctx: BuildContext) -> str:
+    """``o_proj_residual``, ``down_proj_residual``: the residual plus each row's sum (and bias)."""
+    rows, out_row, n = spec.geometry.rows, _out_row(spec), spec.n_rows
+    io.read("residual", "act", Binding(spec.residual))
+    io.write("out", spec.out)
+    return f"""    if (lid < {_u(rows)}) {{
         let row = block * {_u(rows)} + lid;
         if (row < {_u(n)}) {{
             let i = {out_row} * {_u(n)} + row;
             out[i] = act(f32(residual[i]) + row_sum(lid) + bias_at(row));
         }}
     }}"""
-    elif spec.epilogue == "silu_mul":
-        out_binding("out", spec.out)
-        half, n = rows // 2, spec.n_rows
-        epilogue = f"""    if (lid < {_u(half)}) {{
+
+
+def silu_mul_epilogue(spec: MatvecSpec, io: StorageBindings, ctx: BuildContext) -> str:
+    """``gate_up_silu``: SiLU of each gate row times its up row (a ``gate_up`` pack)."""
+    out_row, half, n = _out_row(spec), spec.geometry.rows // 2, spec.n_rows
+    io.write("out", spec.out)
+    return f"""    if (lid < {_u(half)}) {{
         let j = block * {_u(half)} + lid;  // gate row lid and up row {half} + lid of this block
         if (j < {_u(n)}) {{
             let gate = row_sum(lid);
             out[{out_row} * {_u(n)} + j] = act(gate / (1.0 + exp(-gate)) * row_sum({_u(half)} + lid));
         }}
     }}"""
-    else:  # rope_append
-        q_out, k_cache, v_cache, cos, sin = spec.rope
-        out_binding("q_out", q_out, "act")
-        out_binding("k_cache", k_cache, "act")
-        out_binding("v_cache", v_cache, "act")
-        tables = rope_tables(cos, sin, ctx)
-        decl += [("rope_table", "f32", False)]
-        bindings += [Binding(tables)]
-        sin_offset = tables.offset(sin, ctx.max_seq_len)
-        d, h, kv, s = cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, ctx.max_seq_len
-        if rows <= d:
-            pairs = rows // 2
-            head, j0, local = f"block / {_u(d // rows)}", f"(block % {_u(d // rows)}) * {_u(pairs)}", "lid"
-            what, active = f"rows [{pairs}, {rows}) are", f"lid < {_u(rows)}"
-        else:  # whole heads (a CPU's tall blocks): each head's rows in their own order
-            pairs = d // 2
-            head, j0, local = f"block * {_u(rows // d)} + lid / {_u(d)}", "0u", f"lid % {_u(d)}"
-            what = f"rows [{pairs}, {d}) of each head of the block are"
-            # The last block may reach past the v heads.
-            active = f"lid < {_u(rows)} && block * {_u(rows)} + lid < {_u(spec.n_rows)}"
-        epilogue = f"""    // Local rows [0, {pairs}) are rows j0.. of a head's first half; {what}
+
+
+def rope_append_epilogue(spec: MatvecSpec, io: StorageBindings, ctx: BuildContext) -> str:
+    """``norm_qkv_rope_append``: the rotary embedding of the q and k rows (a ``rope_pairs``
+    pack), q into its output, k and v appended to their caches."""
+    cfg, rows = ctx.config, spec.geometry.rows
+    q_out, k_cache, v_cache, cos, sin = spec.rope
+    io.write("q_out", q_out, "act")
+    io.write("k_cache", k_cache, "act")
+    io.write("v_cache", v_cache, "act")
+    tables = rope_tables(cos, sin, ctx)
+    io.read("rope_table", "f32", Binding(tables))
+    sin_offset = tables.offset(sin, ctx.max_seq_len)
+    d, h, kv, s = cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, ctx.max_seq_len
+    if rows <= d:
+        pairs = rows // 2
+        head, j0, local = f"block / {_u(d // rows)}", f"(block % {_u(d // rows)}) * {_u(pairs)}", "lid"
+        what, active = f"rows [{pairs}, {rows}) are", f"lid < {_u(rows)}"
+    else:  # whole heads (a CPU's tall blocks): each head's rows in their own order
+        pairs = d // 2
+        head, j0, local = f"block * {_u(rows // d)} + lid / {_u(d)}", "0u", f"lid % {_u(d)}"
+        what = f"rows [{pairs}, {d}) of each head of the block are"
+        # The last block may reach past the v heads.
+        active = f"lid < {_u(rows)} && block * {_u(rows)} + lid < {_u(spec.n_rows)}"
+    return f"""    // Local rows [0, {pairs}) are rows j0.. of a head's first half; {what}
     // their rotary partners {d // 2} rows further on. Heads: q heads, then k heads, then v heads.
     if ({active}) {{
         let head = {head};
@@ -319,6 +323,43 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
             v_cache[((head - {_u(h + kv)}) * {_u(s)} + pos) * {_u(d)} + j] = act(value);
         }}
     }}"""
+
+
+# A matrix-vector kernel's last step, by ``MatvecSpec.epilogue``: it binds the outputs (after
+# the inputs and weights) and returns the WGSL that stores each workgroup's rows.
+EPILOGUES: dict[str, Callable[[MatvecSpec, StorageBindings, BuildContext], str]] = {
+    "store": store_epilogue,
+    "residual": residual_epilogue,
+    "silu_mul": silu_mul_epilogue,
+    "rope_append": rope_append_epilogue,
+}
+
+
+def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
+    """The WGSL program of a linear-layer kernel: its prologue, main loop and epilogue."""
+    spec = matvec_spec(kernel, graph, ctx)
+    g = spec.geometry
+    lanes, rpt, rows = g.lanes, g.rows_per_thread, g.rows
+    k4 = spec.k // 4
+    pack = spec.weights
+    blocks_per_shard = pack.rows_per_shard // rows
+
+    io = StorageBindings(graph, ctx)
+    if spec.attention:
+        for name, element, tensor in zip(("q", "k_cache", "v_cache"), ("vec4<act>", "vec4<act>", "act"),
+                                         spec.attention):
+            io.read(name, element, Binding(tensor))
+    else:
+        io.read("x", "vec4<act>", Binding(spec.x))
+    if spec.vectors:
+        io.read("vectors", "vec4<f32>", Binding(spec.vectors))
+    for i in range(pack.n_shards):
+        io.read(f"w{i}", "vec4<act>", Binding(pack, shard=i))
+    epilogue = EPILOGUES[spec.epilogue](spec, io, ctx)
+
+    bias_offset = spec.k if spec.norm else 0
+    bias_body = (f"let i = {_u(bias_offset)} + row; return vectors[i / 4u][i % 4u];" if spec.bias
+                 else "return 0.0;")
 
     # A GPU's RMSNorm sums x's squares in the main loop, from the x loads it makes anyway, and
     # scales the row sums by 1 / rms afterwards: the weight loads start without waiting for a
@@ -375,7 +416,7 @@ def matvec_program(kernel: Kernel, graph: Graph, ctx: BuildContext) -> Program:
     cases = "\n".join(f"        case {i}u: {{\n            {main_loop(i)}\n        }}" for i in range(pack.n_shards - 1))
     n_blocks = math.ceil(spec.n_rows / (rows // 2 if spec.epilogue == "silu_mul" else rows))
     source = f"""{header(ctx)}
-{declare(decl)}
+{declare(io.declarations)}
 {reductions(ctx, few_barriers=ctx.cpu)}
 var<workgroup> partial: array<f32, {WORKGROUP * n_acc}>;
 {attention_workgroup_memory(ctx) if spec.attention else ""}
@@ -409,7 +450,7 @@ fn bias_at(row: u32) -> f32 {{ {bias_body} }}
     y = min(n_blocks, MAX_GRID)
     z = math.ceil(n_blocks / MAX_GRID)
     grid = (lambda T: (1, y, z)) if spec.last_token_only else (lambda T: (T, y, z))
-    return Program(kernel.name, source, tuple(bindings), grid)
+    return Program(kernel.name, source, tuple(io.bindings), grid)
 
 
 def _lane_reduction(lanes: int, accumulators: int, ctx: BuildContext) -> str:

@@ -130,6 +130,8 @@ def reductions(ctx: BuildContext, few_barriers: bool = False) -> str:
             + _reduce_fn("max", "max(a, b)", "subgroupMax", ctx, few_barriers))
 
 
+# WGSL literals. Underscored and short because every kernel's template is full of them; the
+# kernel modules of this package import them.
 def _f32(value: float) -> str:
     return f"{float(value):.9e}"
 
