@@ -1,7 +1,7 @@
 """The float64 numpy reference: the same graph as the GPU model, op by op.
 
 ``evaluate`` runs any sequence of primitive ops (a whole forward, or the ops of one fused
-kernel) with the numpy functions that sit beside each WGSL kernel in ``kernels.py``.
+kernel) with the numpy functions that sit beside each WGSL kernel in the ``kernels`` package.
 ``NumpyReference`` wraps it with the same forward/decode API as ``ReferenceModel``.
 """
 

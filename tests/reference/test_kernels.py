@@ -9,7 +9,7 @@ import pytest
 
 from pytest_dispatch.measurement.gpu import gpu_info
 from pytest_dispatch.reference import LEVELS, ReferenceModel, build_graph, get_config, schedule
-from pytest_dispatch.reference import kernels
+from pytest_dispatch.reference.kernels import attention
 from pytest_dispatch.reference import model as model_module
 from pytest_dispatch.reference.graph import ACTIVATION, CACHE, OUTPUT
 from pytest_dispatch.reference.kernels import WORKGROUP, BuildContext, build_program, matvec_spec
@@ -138,7 +138,7 @@ def test_attention_softmax_by_subgroup_shuffles(gpu_device, monkeypatch):
     on any device with subgroups (the default chunk of 16 needs subgroups of 16 or more)."""
     if "subgroup" not in gpu_device.features:
         pytest.skip("the adapter has no subgroup feature")
-    monkeypatch.setattr(kernels, "ATTENTION_CHUNK", 4)
+    monkeypatch.setattr(attention, "ATTENTION_CHUNK", 4)
     model = ReferenceModel(gpu_device, ODD, level="fused+", max_seq_len=MAX_SEQ, max_binding_size=SHARDED_BINDING)
     index = [kernel.name for kernel in model.kernels].index("attention_o_proj_residual")
     assert "subgroupShuffleXor(m, 2u)" in model.programs[index].source
