@@ -18,6 +18,7 @@ import collections
 import ctypes
 import dataclasses
 import gc
+import glob
 import hashlib
 import json
 import os
@@ -39,23 +40,21 @@ HELPER_SOURCE = Path(__file__).with_name("callgrind_helper.c")
 # moves the initial stack, and with it the instructions of code that does not change.
 ENVIRONMENT_BYTES = 32768
 # Variables that change what the interpreter does, set or removed the same way for every session.
-# glibc's malloc moves its mmap threshold and trims its heap as a process's history dictates,
-# and its per-thread caches and fast bins make an allocation's path depend on what the
-# driver's threads freed: on lavapipe that moved a window's count 0.5% from one process to
-# the next.  Fixed thresholds, no caches and no fast bins: one path for every allocation
-# (it counts ~3% more in malloc than the default; docs/RESULTS.md).
+# (The C allocator is left as the user has it: its calls are counted at a fixed price, ALLOCATION_PRICE.)
 FIXED_VARIABLES = {
     "PYTHONHASHSEED": "0",
     "PYTHONMALLOC": "pymalloc",
     # the first session after a change would compile and write .pyc files that later ones read:
     # another history before the windows (0.2-0.7% on Dawn's Null backend)
     "PYTHONDONTWRITEBYTECODE": "1",
-    "GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=4194304:glibc.malloc.trim_threshold=1073741824:"
-                      "glibc.malloc.top_pad=268435456:glibc.malloc.mxfast=0:glibc.malloc.tcache_count=0",
 }
 REMOVED_VARIABLES = ("PYTHONPERFSUPPORT", "PYTHON_PERF_JIT_SUPPORT", "PYTHONTRACEMALLOC", "PYTHONDEVMODE",
                      "PYTHONPROFILEIMPORTTIME", "PYTHONASYNCIODEBUG", "PYTHONMALLOCSTATS", "PYTHONBREAKPOINT")
-CALLGRIND_FLAGS = ("--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no", "-q")
+# Each thread's counts in a dump of its own: only the thread that opened a window collects, but
+# callgrind counts every thread's calls, and wgpu-py's poll thread runs Python while the calling
+# thread waits, so a merged dump's call counts (which the allocators' price needs) are not the
+# window's own.
+CALLGRIND_FLAGS = ("--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no", "--separate-threads=yes", "-q")
 
 # A window holds at least this many instructions and, when the function submits, this many
 # submits: the driver retires finished submissions on the calling thread at moments the GPU
@@ -80,8 +79,27 @@ WINDOWS_OF_K = 1 + 3 * WINDOW_PAIRS  # the warm-up's least and every window, in 
 # look-ups themselves still count.  Names are callgrind's (with a recursion suffix "'2").
 TYPE_LOOKUP = re.compile(r"^_PyType_Lookup\w*(?:[.'][\w.']*)?$")
 
+# How much work an allocation or a release takes depends on where earlier allocations left
+# the heap: glibc's bins and pymalloc's pools.  Sessions of the same code that ran other tests
+# first, or that ran from a longer checkout path, differed by up to 1.2% in glibc's
+# `_int_malloc` and `unlink_chunk` alone (docs/RESULTS.md §11).  So a call into an allocator
+# from outside one is charged a fixed price, whatever it did inside; the number of calls still
+# counts.  The price is the mean of what such calls took on Dawn's Null backend (glibc 2.36,
+# CPython 3.11: pymalloc 25-40, operator new 165, free 94; docs/RESULTS.md §11).
+ALLOCATOR = re.compile(
+    r"^(?:(?:__libc_|__GI___libc_|__GI_)?(?:malloc|calloc|realloc|reallocarray|free|cfree|posix_memalign|"
+    r"aligned_alloc|memalign|valloc|pvalloc)"
+    r"|operator (?:new|delete)\b.*"
+    r"|_?PyObject_(?:Mi)?(?:Malloc|Calloc|Realloc|Free)|_?PyMem_(?:Raw|Mi|Debug)*(?:Malloc|Calloc|Realloc|Free)"
+    r"|(?:__rustc::)?__r(?:ust|dl|g)_(?:alloc|dealloc|realloc|alloc_zeroed))"
+    r"(?:\.[\w.]+)?(?:'\d+)?$")
+ALLOCATION_PRICE = 90  # instructions charged per call into an allocator
+# What is counted, and how: a count made by other rules is not compared with this one (Software).
+# Raise it when what parse_dump leaves out or charges changes.
+COUNTING_RULES = f"2: type cache misses out, allocations at {ALLOCATION_PRICE}"
+
 # Where the counted instructions ran, by the object file they belong to (report order).
-LAYERS = ("interpreter", "cffi", "wgpu", "driver", "libc", "other")
+LAYERS = ("interpreter", "cffi", "wgpu", "driver", "libc", "allocator", "other")
 _LAYER_PATTERNS = (
     ("wgpu", re.compile(r"wgpu_native|wgpu_dawn|webgpu_dawn|libdawn", re.I)),
     ("cffi", re.compile(r"_cffi_backend|libffi", re.I)),
@@ -250,17 +268,26 @@ class Helper:
 class Dump:
     """One window's counts, read from callgrind's dump of it."""
 
-    instructions: int  # counted, less the type cache's misses
-    by_object: Mapping[str, int]  # self instructions by object file (the misses' still in)
+    instructions: int  # counted: less the type cache's misses, the allocators at their fixed price
+    by_object: Mapping[str, int]  # self instructions by object file, as callgrind counted them
     by_entry: Mapping[str, int]  # inclusive instructions of calls into wgpu's library, by callee
     type_cache_misses: int = 0  # instructions left out: CPython's type cache misses (TYPE_LOOKUP)
+    allocator_calls: int = 0  # calls into an allocator from outside one (ALLOCATOR), each at ALLOCATION_PRICE
+    allocator_instructions: int = 0  # what those calls did inside, as callgrind counted it (left out)
+    # the part of allocator_instructions in functions only allocators call, by object file
+    allocator_by_object: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     def by_layer(self) -> dict[str, int]:
+        """Instructions by layer (LAYERS), adding up to ``instructions``: the allocators' calls at
+        their price in ``allocator``, what they did inside out of every layer (what ran in
+        functions that others call too, memset for calloc say, out of libc's)."""
         layers = dict.fromkeys(LAYERS, 0)
         for path, value in self.by_object.items():
-            layers[layer_of(path)] += value
-        layers["interpreter"] = max(0, layers["interpreter"] - self.type_cache_misses)
-        return layers
+            layers[layer_of(path)] += value - self.allocator_by_object.get(path, 0)
+        layers["libc"] -= self.allocator_instructions - sum(self.allocator_by_object.values())
+        layers["interpreter"] -= self.type_cache_misses
+        layers["allocator"] = self.allocator_calls * ALLOCATION_PRICE
+        return {layer: max(0, value) for layer, value in layers.items()}
 
     def by_kind(self) -> dict[str, int]:
         kinds = dict.fromkeys(ENTRY_KINDS, 0)
@@ -291,6 +318,10 @@ def _is_type_lookup(function: str | None) -> bool:
     return function is not None and TYPE_LOOKUP.match(function) is not None
 
 
+def _is_allocator(function: str | None) -> bool:
+    return function is not None and ALLOCATOR.match(function) is not None
+
+
 def _is_wgpu_object(path: str | None) -> bool:
     return path is not None and layer_of(path) == "wgpu"
 
@@ -313,13 +344,17 @@ class DumpNames:
 
 def parse_dump(lines: Iterable[str]) -> Dump:
     """A callgrind dump (its text format, names compressed or not): the total, self cost by
-    object file, and the inclusive cost of each call into wgpu's library from outside it."""
+    object file, the inclusive cost of each call into wgpu's library from outside it, and what
+    is counted otherwise (CPython's type cache misses, the allocators' calls: see ``Dump``)."""
     name = DumpNames()
     total = None
     obj = function = callee_obj = callee_fn = None
     in_call = False
-    misses = 0
+    calls = 0
+    misses = allocator_calls = allocator_instructions = 0
     by_object: collections.Counter[str] = collections.Counter()
+    by_function: collections.Counter[tuple[str, str]] = collections.Counter()
+    callers: dict[str, set[str]] = collections.defaultdict(set)
     by_entry: collections.Counter[str] = collections.Counter()
     for line in lines:
         head = line[:1]
@@ -328,13 +363,18 @@ def parse_dump(lines: Iterable[str]) -> Dump:
             cost = int(parts[1]) if len(parts) > 1 else 0
             if in_call:  # the inclusive cost of the call just named
                 in_call = False
+                callers[callee_fn or "?"].add(function or "?")
                 if _is_wgpu_object(callee_obj) and not _is_wgpu_object(obj):
                     by_entry[callee_fn or "?"] += cost
                 if _is_type_lookup(function) and not _is_type_lookup(callee_fn):
                     misses += cost
+                elif _is_allocator(callee_fn) and not _is_allocator(function):
+                    allocator_calls += calls
+                    allocator_instructions += cost
                 callee_obj = None  # cob= holds for one call
             else:
                 by_object[obj or "?"] += cost
+                by_function[obj or "?", function or "?"] += cost
             continue
         key, sep, value = line.partition("=")
         if not sep:
@@ -352,12 +392,33 @@ def parse_dump(lines: Iterable[str]) -> Dump:
             callee_fn = name("fn", value)
         elif key == "calls":
             in_call = True
+            calls = int(value.split()[0])
             callee_obj = callee_obj or obj
         elif key in ("fl", "fi", "fe", "cfi", "cfl"):
             continue
     if total is None:
         total = sum(by_object.values())
-    return Dump(total - misses, dict(by_object), dict(by_entry), misses)
+    inside = _allocator_functions(callers)
+    allocator_by_object: collections.Counter[str] = collections.Counter()
+    for (path, function), cost in by_function.items():
+        if function in inside:
+            allocator_by_object[path] += cost
+    return Dump(total - misses - allocator_instructions + allocator_calls * ALLOCATION_PRICE, dict(by_object),
+                dict(by_entry), misses, allocator_calls, allocator_instructions, dict(allocator_by_object))
+
+
+def _allocator_functions(callers: Mapping[str, set[str]]) -> set[str]:
+    """The allocators (ALLOCATOR) and the functions that only they, or functions only they
+    call, call: where an allocator's own instructions ran."""
+    inside = {function for function in callers if _is_allocator(function)}
+    grown = True
+    while grown:
+        grown = False
+        for function, its_callers in callers.items():
+            if function not in inside and its_callers <= inside:
+                inside.add(function)
+                grown = True
+    return inside
 
 
 class Counter:
@@ -402,20 +463,28 @@ class Counter:
 
     @staticmethod
     def _read(path: Path, label: str) -> Dump:
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            raise CountingError(f"callgrind wrote no dump for {label} ({path}): was the session started "
-                                "with callgrind's --callgrind-out-file by --dispatch-instructions?") from None
+        """The window's dump: of the thread that collected, where callgrind wrote one per thread
+        (``PATH-01``, ``PATH-02``...; the others counted nothing)."""
+        parts = sorted(path.parent.glob(glob.escape(path.name) + "-*")) or [path]
+        dumps = []
+        for part in parts:
+            try:
+                text = part.read_text(encoding="utf-8", errors="replace")
+            except FileNotFoundError:
+                raise CountingError(f"callgrind wrote no dump for {label} ({path}): was the session started "
+                                    "with callgrind's --callgrind-out-file by --dispatch-instructions?") from None
+            if f"Trigger: Client Request: {label}" not in text:
+                raise CountingError(f"{part} is not the dump of {label}")
+            dumps.append((parse_dump(text.splitlines()), part))
+        dump, counted = max(dumps, key=lambda pair: sum(pair[0].by_object.values()))
         keep = os.environ.get(KEEP_DUMPS_ENV)
-        if keep:  # for benchmarks/dump_diff.py: where two counts differ, by function
-            os.makedirs(keep, exist_ok=True)
-            shutil.move(path, os.path.join(keep, f"{path.name}.{label.rsplit(' ', 1)[-1]}"))
-        else:
-            path.unlink(missing_ok=True)
-        if f"Trigger: Client Request: {label}" not in text:
-            raise CountingError(f"{path} is not the dump of {label}")
-        return parse_dump(text.splitlines())
+        for _, part in dumps:
+            if keep and part == counted:  # for benchmarks/dump_diff.py: where two counts differ, by function
+                os.makedirs(keep, exist_ok=True)
+                shutil.move(part, os.path.join(keep, f"{path.name}.{label.rsplit(' ', 1)[-1]}"))
+            else:
+                part.unlink(missing_ok=True)
+        return dump
 
 
 def retire_all(device) -> Callable[[], None]:
@@ -483,8 +552,9 @@ class InstructionCount:
     windows: tuple[tuple[int, int], ...]  # (calls, instructions) of each window
     by_layer: Mapping[str, float]  # per call, by where it ran: interpreter, cffi, wgpu, driver, libc, other
     by_kind: Mapping[str, float]  # per call, inside wgpu's library, by the call kind that entered it
-    tool: str = "callgrind"  # what counted, with its version"
+    tool: str = "callgrind"  # what counted, with its version
     type_cache_misses_per_call: float = 0.0  # left out of per_call: CPython's type cache misses (TYPE_LOOKUP)
+    allocator_calls_per_call: float = 0.0  # calls into an allocator, each counted at ALLOCATION_PRICE
 
     @classmethod
     def from_windows(cls, sizes: Sequence[int], dumps: Sequence[Dump], tool: str = "callgrind") -> "InstructionCount":
@@ -495,8 +565,9 @@ class InstructionCount:
         by_layer = {layer: _slope(sizes, [x[layer] for x in layers])[0] for layer in LAYERS}
         by_kind = {kind: _slope(sizes, [x[kind] for x in kinds])[0] for kind in ENTRY_KINDS}
         misses = _slope(sizes, [d.type_cache_misses for d in dumps])[0]
+        allocations = _slope(sizes, [d.allocator_calls for d in dumps])[0]
         return cls(per_call, fixed, tuple(zip(sizes, (d.instructions for d in dumps))), by_layer, by_kind, tool,
-                   misses)
+                   misses, allocations)
 
     def per_dispatch(self, dispatches: int) -> float:
         """Host instructions per dispatch, for a call of ``dispatches`` dispatches."""
@@ -519,7 +590,8 @@ class InstructionCount:
                 "windows": [list(window) for window in self.windows],
                 "by_layer_per_call": dict(self.by_layer), "by_kind_per_call": dict(self.by_kind),
                 "tool": self.tool, "thread": "calling",
-                "type_cache_misses_per_call": self.type_cache_misses_per_call}
+                "type_cache_misses_per_call": self.type_cache_misses_per_call,
+                "allocator_calls_per_call": self.allocator_calls_per_call, "allocation_price": ALLOCATION_PRICE}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "InstructionCount":
@@ -528,7 +600,7 @@ class InstructionCount:
         return cls(float(data["per_call"]), float(data["fixed_per_window"]), windows,
                    {str(k): float(v) for k, v in data["by_layer_per_call"].items()},
                    {str(k): float(v) for k, v in data["by_kind_per_call"].items()}, str(data.get("tool", "callgrind")),
-                   float(data.get("type_cache_misses_per_call", 0.0)))
+                   float(data.get("type_cache_misses_per_call", 0.0)), float(data.get("allocator_calls_per_call", 0.0)))
 
 
 # -- what two counted runs must share to be compared
@@ -548,6 +620,7 @@ class Software:
     cpu_vendor: str
     machine: str
     numpy: str
+    counting: str = COUNTING_RULES  # what counting left out and charged (COUNTING_RULES)
 
     @property
     def fingerprint(self) -> str:
