@@ -1,30 +1,35 @@
 """Counted mode's proof: A/A differences and injected host-side changes, across separate processes.
 
-    python benchmarks/instruction_proof.py --processes 8 --out proof.json            # lavapipe
-    python benchmarks/instruction_proof.py --processes 8 --impl dawn --out null.json  # Dawn's Null backend
-    python benchmarks/instruction_proof.py --busy ...   # a neighbour keeps one core busy meanwhile
+    python benchmarks/instruction_proof.py --bases 20 --out proof.json              # lavapipe
+    python benchmarks/instruction_proof.py --bases 20 --impl dawn --out null.json   # Dawn's Null backend
+    python benchmarks/instruction_proof.py --busy --jobs 2 ...   # a neighbour keeps one core busy; 2 sessions at once
 
 Each process is one ``pytest --dispatch-instructions`` session (relaunched under callgrind)
-of a generated test file that counts five workloads of the paper's add-one kernel (a pass of
-100 dispatches, one submit; 20 dispatches each with its own encoder and submit; 10 passes of
-10 in one encoder; a 256-byte write then a pass of 50; 50 dispatches with a bind group set
-before each).  The first ``--injected`` processes also count the first two with host work
-injected: an extra ``set_bind_group`` every M dispatches (API calls) or an empty Python loop
-of L turns per call (interpreter work), M and L sized from a first calibration session so
-that they add 1%, 2% and 5%.  Every third process runs from a copy of the test folder at a
-longer path with an unrelated environment variable set.  Then every pair of processes is
-compared as the gate compares a run with its baseline, one run, no statistics: base_i
-against base_j (A/A: any verdict but unchanged is a false alarm) and base_i against
-variant_j (caught when regressed).  Prints the figures; --out keeps them.
+of one generated test file that counts five workloads of the paper's add-one kernel, the same
+five tests in every process, as a gate compares one test command's runs: a pass of 100
+dispatches, one submit (``pass``); 20 dispatches each with its own encoder and submit
+(``seq``); 10 passes of 10 in one encoder (``passes``); a 256-byte write then a pass of 50
+(``write``); 50 dispatches with a bind group set before each (``bind``).
+
+``--bases`` processes run the code unchanged; every third of them from a copy of the test
+file at a longer path with an unrelated environment variable set.  Six more processes each
+change the code of two tests, as a commit would: ``pass`` and ``seq`` get host work injected,
+an extra ``set_bind_group`` every M dispatches (API calls) or an empty Python loop of L turns
+per call (interpreter work), M and L sized from a first calibration session so that they add
+1%, 2% and 5%; their other three tests are unchanged neighbours of a change.  Then every pair
+is compared as the gate compares a run with its baseline, one run against one run, no
+statistics: base against base, per test (A/A: any verdict but unchanged is a false alarm),
+a changed process's unchanged tests against every base (neighbours: the same), and each
+injected test against every base (caught when regressed).  Prints the figures; --out keeps them.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import itertools
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,6 +46,7 @@ WORKLOADS = {"pass": (100, "single_pass"), "seq": (20, "per_dispatch"), "passes"
              "write": (50, "write_then_pass"), "bind": (50, "bind_each")}
 INJECTED = ("pass", "seq")
 SIZES = (0.01, 0.02, 0.05)
+KINDS = ("api", "python")
 
 TEST_FILE = '''
 import itertools, json, os
@@ -48,7 +54,7 @@ import pytest
 import wgpu
 from pytest_dispatch.workloads import AddOne
 
-PLAN = json.loads(os.environ["PROOF_PLAN"])  # variant -> [workload, extra bind groups every M, loop turns]
+PLAN = json.loads(os.environ["PROOF_PLAN"])  # test -> [dispatches, encoding, extra bind group every M, loop turns]
 SMALL = bytes(256)
 
 
@@ -107,15 +113,15 @@ def run(kernel, dispatches, encoding, every, turns):
         pass
 
 
-@pytest.mark.parametrize("variant", sorted(PLAN))
-def test_variant(dispatch_meter, kernel, variant):
-    workload, dispatches, encoding, every, turns = PLAN[variant]
-    dispatch_meter.measure(run, kernel, dispatches, encoding, every, turns, name=variant)
+@pytest.mark.parametrize("test", list(PLAN))
+def test_workload(dispatch_meter, kernel, test):
+    dispatches, encoding, every, turns = PLAN[test]
+    dispatch_meter.measure(run, kernel, dispatches, encoding, every, turns, name=test)
 '''
 
 
 def session(folder: Path, plan: dict, impl: str, extra_env: dict[str, str], out: Path) -> dict[str, float]:
-    """One counted session: instructions per call by variant."""
+    """One counted session: instructions per call by test."""
     env = {**os.environ, "PROOF_PLAN": json.dumps(plan), **extra_env}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--dispatch-instructions",
                f"--dispatch-json={out}", f"--gpu-impl={impl}", str(folder / "test_proof.py")]
@@ -127,14 +133,47 @@ def session(folder: Path, plan: dict, impl: str, extra_env: dict[str, str], out:
             for m in test["measurements"]}
 
 
+def unchanged_plan() -> dict[str, list]:
+    return {test: [dispatches, encoding, 0, 0] for test, (dispatches, encoding) in WORKLOADS.items()}
+
+
+def injections(calibrated: dict[str, float]) -> dict[str, dict[str, list]]:
+    """variant ("pass-api+1%") -> the plan entry that adds that much to its test, sized from a
+    calibration session (one extra set_bind_group per dispatch; 10,000 loop turns)."""
+    variants = {}
+    for test in INJECTED:
+        dispatches, encoding = WORKLOADS[test]
+        base = calibrated[f"{test}-base"]
+        per_bind = (calibrated[f"{test}-api"] - base) / dispatches
+        per_turn = (calibrated[f"{test}-python"] - base) / 10_000
+        for size in SIZES:
+            every = max(1, round(per_bind / (size * base / dispatches)))
+            variants[f"{test}-api+{size:.0%}"] = [dispatches, encoding, every, 0]
+            variants[f"{test}-python+{size:.0%}"] = [dispatches, encoding, 0, max(1, round(size * base / per_turn))]
+    return variants
+
+
+def changed_plans(variants: dict[str, list]) -> list[tuple[dict[str, str], dict[str, list]]]:
+    """Six processes' plans: each changes pass and seq (the other kind of change for seq)."""
+    plans = []
+    for size in SIZES:
+        for kind, other in (KINDS, KINDS[::-1]):
+            injected = {"pass": f"pass-{kind}+{size:.0%}", "seq": f"seq-{other}+{size:.0%}"}
+            plan = unchanged_plan()
+            for test, variant in injected.items():
+                plan[test] = variants[variant]
+            plans.append((injected, plan))
+    return plans
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--processes", type=int, default=12)
+    parser.add_argument("--bases", type=int, default=20, help="processes of the unchanged code")
     parser.add_argument("--impl", choices=("wgpu", "dawn"), default="wgpu",
                         help="dawn: wgpudawn's Null backend (WGPU_BACKEND_TYPE=Null)")
-    parser.add_argument("--injected", type=int, default=4,
-                        help="the first N processes also count the injected variants (the others: the bases only)")
+    parser.add_argument("--no-changes", action="store_true", help="only the unchanged processes (A/A)")
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a second process meanwhile")
+    parser.add_argument("--jobs", type=int, default=1, help="sessions run at once (counts do not depend on it)")
     parser.add_argument("--tolerance", type=float, default=settings.INSTRUCTION_TOLERANCE)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -148,37 +187,33 @@ def main() -> int:
             for folder in (near, far):
                 folder.mkdir(parents=True)
                 (folder / "test_proof.py").write_text(TEST_FILE)
-            # calibration: one extra set_bind_group per dispatch, 10,000 loop turns
-            calibration = {f"{w}-{kind}": [w, *WORKLOADS[w], every, turns] for w in INJECTED
+            calibration = {f"{test}-{kind}": [*WORKLOADS[test], every, turns] for test in INJECTED
                            for kind, every, turns in (("base", 0, 0), ("api", 1, 0), ("python", 0, 10_000))}
-            measured = session(near, calibration, args.impl, impl_env, Path(scratch) / "calibration.json")
-            plan = {f"{w}-base": [w, n, enc, 0, 0] for w, (n, enc) in WORKLOADS.items()}
-            for w in INJECTED:
-                n, enc = WORKLOADS[w]
-                base = measured[f"{w}-base"]
-                per_bind = (measured[f"{w}-api"] - base) / n
-                per_turn = (measured[f"{w}-python"] - base) / 10_000
-                for size in SIZES:
-                    every = max(1, round(per_bind / (size * base / n))) if per_bind > 0 else 0
-                    plan[f"{w}-api+{size:.0%}"] = [w, n, enc, every, 0]
-                    plan[f"{w}-python+{size:.0%}"] = [w, n, enc, 0, max(1, round(size * base / per_turn))]
-            base_plan = {variant: spec for variant, spec in plan.items() if variant.endswith("base")}
-            runs = []
-            for index in range(args.processes):
-                moved = index % 3 == 2
-                extra = {**impl_env, **({"AN_UNRELATED_VARIABLE": "x" * (37 + index)} if moved else {})}
-                counts = session(far if moved else near, plan if index < args.injected else base_plan, args.impl,
-                                 extra, Path(scratch) / f"run{index}.json")
-                runs.append({"moved": moved, "counts": counts})
-                print(f"process {index + 1}/{args.processes}{' (moved, extra variable)' if moved else ''} "
-                      f"({time.time() - started:.0f} s): "
-                      + ", ".join(f"{k} {v:,.0f}" for k, v in counts.items() if k.endswith("base")), flush=True)
+            variants = injections(session(near, calibration, args.impl, impl_env, Path(scratch) / "calibration.json"))
+            jobs = [{"kind": "base", "moved": index % 3 == 2, "plan": unchanged_plan(), "injected": {}}
+                    for index in range(args.bases)]
+            if not args.no_changes:
+                jobs += [{"kind": "changed", "moved": False, "plan": plan, "injected": injected}
+                         for injected, plan in changed_plans(variants)]
+
+            def run(index: int) -> dict:
+                job = jobs[index]
+                extra = {**impl_env, **({"AN_UNRELATED_VARIABLE": "x" * (37 + index)} if job["moved"] else {})}
+                counts = session(far if job["moved"] else near, job["plan"], args.impl, extra,
+                                 Path(scratch) / f"run{index}.json")
+                label = "moved, extra variable" if job["moved"] else ", ".join(job["injected"].values()) or "base"
+                print(f"process {index + 1}/{len(jobs)} ({label}) ({time.time() - started:.0f} s): "
+                      + ", ".join(f"{k} {v:,.0f}" for k, v in counts.items()), flush=True)
+                return {**{k: v for k, v in job.items() if k != "plan"}, "counts": counts}
+
+            with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+                runs = list(pool.map(run, range(len(jobs))))
     finally:
         if neighbour is not None:
             neighbour.kill()
-    report = judge(runs, plan, args.tolerance)
-    report.update(impl=args.impl, busy=args.busy, processes=args.processes, seconds=round(time.time() - started),
-                  tolerance=args.tolerance, plan=plan, runs=runs)
+    report = judge(runs, args.tolerance)
+    report.update(impl=args.impl, busy=args.busy, seconds=round(time.time() - started), tolerance=args.tolerance,
+                  variants=variants, runs=runs)
     for line in report["lines"]:
         print(line)
     if args.out:
@@ -186,34 +221,45 @@ def main() -> int:
     return 0
 
 
-def judge(runs: list[dict], plan: dict, tolerance: float) -> dict:
-    """Every ordered pair of distinct processes compared, A/A and injected."""
-    lines = []
-    aa_ratios: list[float] = []
-    moved_ratios: list[float] = []
+def judge(runs: list[dict], tolerance: float) -> dict:
+    """Base against base (A/A), a changed process's other tests against every base (neighbours),
+    and each injected test against every base (caught)."""
+    bases = [run for run in runs if run["kind"] == "base"]
+    changed = [run for run in runs if run["kind"] == "changed"]
+    aa = [(test, b["counts"][test] / a["counts"][test], a["moved"] != b["moved"])
+          for a, b in itertools.combinations(bases, 2) for test in WORKLOADS]
+    neighbours = [(test, c["counts"][test] / a["counts"][test]) for c in changed for a in bases
+                  for test in WORKLOADS if test not in c["injected"]]
     caught: dict[str, list[bool]] = {}
-    for (i, a), (j, b) in itertools.permutations(enumerate(runs), 2):
-        for variant in b["counts"]:
-            workload = variant.split("-")[0]
-            base = a["counts"][f"{workload}-base"]
-            ratio = b["counts"][variant] / base
-            if variant.endswith("base"):
-                if i < j:
-                    aa_ratios.append(ratio)
-                    if a["moved"] != b["moved"]:
-                        moved_ratios.append(ratio)
-            else:
-                caught.setdefault(variant, []).append(ratio > 1 + tolerance)
-    false_alarms = sum(1 for r in aa_ratios if not 1 / (1 + tolerance) <= r <= 1 + tolerance)
-    worst = max(abs(r - 1) for r in aa_ratios)
-    worst_moved = max((abs(r - 1) for r in moved_ratios), default=0.0)
-    lines.append(f"A/A: {len(aa_ratios)} comparisons, largest difference {100 * worst:.3f}% "
-                 f"({100 * worst_moved:.3f}% between a moved checkout with an extra variable and the others), "
-                 f"{false_alarms} false alarms at the {100 * tolerance:g}% tolerance")
-    for variant, hits in caught.items():
+    for c in changed:
+        for test, variant in c["injected"].items():
+            caught.setdefault(variant, []).extend(c["counts"][test] / a["counts"][test] > 1 + tolerance
+                                                  for a in bases)
+
+    def alarm(ratio: float) -> bool:
+        return not 1 / (1 + tolerance) <= ratio <= 1 + tolerance
+
+    def summary(label: str, ratios: list[float]) -> str:
+        if not ratios:
+            return f"{label}: none"
+        worst = max(abs(r - 1) for r in ratios)
+        over = sum(abs(r - 1) > 0.001 for r in ratios)
+        return (f"{label}: {len(ratios)} comparisons, largest difference {100 * worst:.3f}%, "
+                f"{over} over 0.1%, {sum(map(alarm, ratios))} false alarms at the {100 * tolerance:g}% tolerance")
+
+    lines = [summary("A/A", [r for _, r, _ in aa]),
+             summary("A/A, a moved checkout with an extra variable against the others", [r for _, r, m in aa if m]),
+             summary("neighbours of a change", [r for _, r in neighbours])]
+    for test in WORKLOADS:
+        ratios = [r for t, r, _ in aa if t == test]
+        if ratios:
+            lines.append(f"  {test}: A/A largest {100 * max(abs(r - 1) for r in ratios):.3f}%")
+    for variant, hits in sorted(caught.items()):
         lines.append(f"{variant}: caught {sum(hits)} of {len(hits)} ({100 * sum(hits) / len(hits):.0f}%)")
-    return {"lines": lines, "aa_comparisons": len(aa_ratios), "aa_largest": worst, "aa_false_alarms": false_alarms,
-            "moved_largest": worst_moved, "caught": {k: [sum(v), len(v)] for k, v in caught.items()}}
+    return {"lines": lines, "aa_comparisons": len(aa), "aa_largest": max((abs(r - 1) for _, r, _ in aa), default=0),
+            "aa_false_alarms": sum(alarm(r) for _, r, _ in aa), "neighbour_comparisons": len(neighbours),
+            "neighbour_false_alarms": sum(alarm(r) for _, r in neighbours),
+            "caught": {k: [sum(v), len(v)] for k, v in caught.items()}}
 
 
 if __name__ == "__main__":
