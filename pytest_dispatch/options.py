@@ -54,6 +54,9 @@ MEASURE_OPTIONS = (
     Option("dispatch_instructions", "Counted mode: run the session again under Valgrind's callgrind and count each "
            "measurement's host instructions per call (this thread's, deterministic) instead of timing it; "
            "without valgrind, one line says so and the session runs timed.", False, type="bool"),
+    Option("dispatch_instructions_cycles", "Counted mode: simulate the caches too (callgrind --cache-sim=yes, about "
+           "2x slower) and report estimated cycles per call (L1 hits + 5 x last-level hits + 35 x RAM accesses; "
+           "reported, not gated).", False, type="bool"),
     Option("dispatch_min_rounds", "Rounds a measurement takes at the least under --dispatch-max-time.",
            settings.MIN_ROUNDS,
            type="rounds"),

@@ -205,6 +205,62 @@ def test_the_window_is_read_from_the_dump_of_the_thread_that_collected(tmp_path,
     assert not list(tmp_path.iterdir())  # every thread's part deleted
 
 
+# The same window with callgrind's cache simulation: every cost line carries Ir Dr Dw I1mr D1mr
+# D1mw ILmr DLmr DLmw (trailing zeros left out); a type cache miss and an allocation to leave out.
+CACHE_SIM = """# callgrind format
+desc: Trigger: Client Request: pytest-dispatch window 4
+events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
+ob=(1) /usr/lib/libpython3.12.so.1.0
+fn=(1) _PyEval_EvalFrameDefault
+0 1000 300 100 10 20 5 1 2
+cfn=(2) _PyType_Lookup
+calls=1 0
+0 40 10
+cfn=(3) PyObject_Malloc
+calls=2 0
+0 70 20 20 0 4
+fn=(2)
+0 10 5
+cfn=(4) find_name_in_mro
+calls=1 0
+0 30 5 0 1 1
+fn=(4)
+0 30 5 0 1 1
+fn=(3)
+0 70 20 20 0 4
+"""
+
+
+def test_estimated_cycles_follow_the_formula_with_the_same_parts_left_out():
+    dump = instructions.parse_dump(CACHE_SIM.splitlines())
+    price = instructions.ALLOCATION_PRICE
+    # counted: the interpreter's 1000 and the look-up's own 10 (the miss below it and the
+    # allocations out, the 2 allocations at their price)
+    assert dump.instructions == 1010 + 2 * price
+    ram = 1 + 2 + 0
+    last_level = (10 + 20 + 5) - ram
+    l1 = (1010 + 305 + 100) - last_level - ram
+    assert dump.estimated_cycles == l1 + 5 * last_level + 35 * ram + 2 * price
+    count = InstructionCount.from_windows([1, 2], [dump, dataclasses.replace(dump, estimated_cycles=2 * dump.estimated_cycles)])
+    assert count.estimated_cycles_per_call == dump.estimated_cycles
+    assert InstructionCount.from_dict(count.as_dict()) == count
+    assert instructions.parse_dump(DUMP.splitlines()).estimated_cycles is None  # no cache simulation, no cycles
+
+
+def test_the_cache_simulation_is_asked_of_callgrind_only_with_cycles(monkeypatch, tmp_path):
+    launched = []
+    monkeypatch.setattr(instructions, "valgrind_executable", lambda: "/usr/bin/valgrind")
+    monkeypatch.setattr(instructions, "valgrind_version", lambda valgrind: "valgrind-3.19.0")
+    monkeypatch.setattr(instructions, "build_helper", lambda valgrind: tmp_path / "helper.so")
+    monkeypatch.setattr(instructions.subprocess, "run",
+                        lambda command, **kwargs: launched.append(command) or dataclasses.make_dataclass(
+                            "Done", [("returncode", int)])(0))
+    for cache_sim in (False, True):
+        assert instructions.relaunch(["tests"], cwd=tmp_path, cache_sim=cache_sim, announce=lambda line: None) == 0
+    assert [("--cache-sim=yes" in command) for command in launched] == [False, True]
+    assert all("--separate-threads=yes" in command for command in launched)
+
+
 def test_warm_up_runs_enough_dispatches_within_what_the_rounds_allow():
     k = 5
     assert instructions.warm_calls(k, 100) == instructions.WARM_DISPATCHES // 100

@@ -55,6 +55,11 @@ REMOVED_VARIABLES = ("PYTHONPERFSUPPORT", "PYTHON_PERF_JIT_SUPPORT", "PYTHONTRAC
 # thread waits, so a merged dump's call counts (which the allocators' price needs) are not the
 # window's own.
 CALLGRIND_FLAGS = ("--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no", "--separate-threads=yes", "-q")
+# --dispatch-instructions-cycles: callgrind simulates the caches too (about 2x slower) and the
+# windows' events give estimated cycles (estimated_cycles); reported, not gated: which accesses
+# miss depends on addresses, so they repeat less well than instructions.
+CACHE_SIM_FLAGS = ("--cache-sim=yes",)
+CACHE_EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
 
 # A window holds at least this many instructions and, when the function submits, this many
 # submits: the driver retires finished submissions on the calling thread at moments the GPU
@@ -212,9 +217,10 @@ def fixed_environment(environ: Mapping[str, str], args: Sequence[str], dump_fold
     return env
 
 
-def relaunch(pytest_args: Sequence[str], *, cwd: str | os.PathLike,
+def relaunch(pytest_args: Sequence[str], *, cwd: str | os.PathLike, cache_sim: bool = False,
              announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> int:
-    """Run this pytest session again under callgrind; its exit status.
+    """Run this pytest session again under callgrind (simulating the caches with ``cache_sim``);
+    its exit status.
 
     CountingUnavailable (before anything ran) where Valgrind or the helper cannot be had."""
     valgrind = valgrind_executable()
@@ -222,7 +228,8 @@ def relaunch(pytest_args: Sequence[str], *, cwd: str | os.PathLike,
     os.environ[VALGRIND_VERSION_ENV] = release
     build_helper(valgrind)
     with tempfile.TemporaryDirectory(prefix="pytest-dispatch-callgrind-") as dumps:
-        command = [valgrind, *CALLGRIND_FLAGS, f"--callgrind-out-file={dumps}/callgrind.%p",
+        command = [valgrind, *CALLGRIND_FLAGS, *(CACHE_SIM_FLAGS if cache_sim else ()),
+                   f"--callgrind-out-file={dumps}/callgrind.%p",
                    sys.executable, "-m", "pytest", *pytest_args]
         env = fixed_environment(os.environ, command, dumps, release)
         announce(f"dispatch: counting host instructions under callgrind ({release}); "
@@ -276,6 +283,7 @@ class Dump:
     allocator_instructions: int = 0  # what those calls did inside, as callgrind counted it (left out)
     # the part of allocator_instructions in functions only allocators call, by object file
     allocator_by_object: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    estimated_cycles: int | None = None  # with the cache simulation (CACHE_SIM_FLAGS): see estimated_cycles
 
     def by_layer(self) -> dict[str, int]:
         """Instructions by layer (LAYERS), adding up to ``instructions``: the allocators' calls at
@@ -356,11 +364,15 @@ def parse_dump(lines: Iterable[str]) -> Dump:
     by_function: collections.Counter[tuple[str, str]] = collections.Counter()
     callers: dict[str, set[str]] = collections.defaultdict(set)
     by_entry: collections.Counter[str] = collections.Counter()
+    events: list[str] = ["Ir"]
+    # with the cache simulation, every event of: what ran, the misses', the allocators' (left out)
+    self_events = missed_events = allocator_events = None
     for line in lines:
         head = line[:1]
         if head and (head.isdigit() or head in "+-*"):
             parts = line.split()
             cost = int(parts[1]) if len(parts) > 1 else 0
+            vector = _event_vector(parts, len(events)) if self_events is not None else None
             if in_call:  # the inclusive cost of the call just named
                 in_call = False
                 callers[callee_fn or "?"].add(function or "?")
@@ -368,18 +380,28 @@ def parse_dump(lines: Iterable[str]) -> Dump:
                     by_entry[callee_fn or "?"] += cost
                 if _is_type_lookup(function) and not _is_type_lookup(callee_fn):
                     misses += cost
+                    if vector is not None:
+                        missed_events = [a + b for a, b in zip(missed_events, vector)]
                 elif _is_allocator(callee_fn) and not _is_allocator(function):
                     allocator_calls += calls
                     allocator_instructions += cost
+                    if vector is not None:
+                        allocator_events = [a + b for a, b in zip(allocator_events, vector)]
                 callee_obj = None  # cob= holds for one call
             else:
                 by_object[obj or "?"] += cost
                 by_function[obj or "?", function or "?"] += cost
+                if vector is not None:
+                    self_events = [a + b for a, b in zip(self_events, vector)]
             continue
         key, sep, value = line.partition("=")
         if not sep:
             if line.startswith(("summary:", "totals:")) and total is None:
                 total = int(line.split(":", 1)[1].split()[0])
+            elif line.startswith("events:"):
+                events = line.split(":", 1)[1].split()
+                if set(CACHE_EVENTS) <= set(events):
+                    self_events, missed_events, allocator_events = ([0] * len(events) for _ in range(3))
             continue
         if key == "ob":
             obj = name("ob", value)
@@ -403,8 +425,29 @@ def parse_dump(lines: Iterable[str]) -> Dump:
     for (path, function), cost in by_function.items():
         if function in inside:
             allocator_by_object[path] += cost
+    cycles = None
+    if self_events is not None:
+        counted = dict(zip(events, (a - b - c for a, b, c in zip(self_events, missed_events, allocator_events))))
+        cycles = estimated_cycles(counted) + allocator_calls * ALLOCATION_PRICE
     return Dump(total - misses - allocator_instructions + allocator_calls * ALLOCATION_PRICE, dict(by_object),
-                dict(by_entry), misses, allocator_calls, allocator_instructions, dict(allocator_by_object))
+                dict(by_entry), misses, allocator_calls, allocator_instructions, dict(allocator_by_object), cycles)
+
+
+def _event_vector(parts: Sequence[str], events: int) -> list[int]:
+    """A cost line's events after its position (callgrind leaves trailing zeros out)."""
+    values = [int(part) for part in parts[1:1 + events]]
+    return values + [0] * (events - len(values))
+
+
+def estimated_cycles(events: Mapping[str, int]) -> int:
+    """Cycles estimated from the cache simulation's events, as iai and CodSpeed do:
+    L1 hits + 5 x last-level hits + 35 x RAM accesses, where the RAM accesses are the
+    last-level misses (ILmr + DLmr + DLmw), the last-level hits the L1 misses less those, and the
+    L1 hits every instruction fetch and data access (Ir + Dr + Dw) less both."""
+    ram = events["ILmr"] + events["DLmr"] + events["DLmw"]
+    last_level = events["I1mr"] + events["D1mr"] + events["D1mw"] - ram
+    l1 = events["Ir"] + events["Dr"] + events["Dw"] - last_level - ram
+    return l1 + 5 * last_level + 35 * ram
 
 
 def _allocator_functions(callers: Mapping[str, set[str]]) -> set[str]:
@@ -555,6 +598,8 @@ class InstructionCount:
     tool: str = "callgrind"  # what counted, with its version
     type_cache_misses_per_call: float = 0.0  # left out of per_call: CPython's type cache misses (TYPE_LOOKUP)
     allocator_calls_per_call: float = 0.0  # calls into an allocator, each counted at ALLOCATION_PRICE
+    estimated_cycles_per_call: float | None = None  # with --dispatch-instructions-cycles (estimated_cycles)
+    allocation_price: int | None = ALLOCATION_PRICE  # what each allocator call counted; None: as it ran (old runs)
 
     @classmethod
     def from_windows(cls, sizes: Sequence[int], dumps: Sequence[Dump], tool: str = "callgrind") -> "InstructionCount":
@@ -566,8 +611,11 @@ class InstructionCount:
         by_kind = {kind: _slope(sizes, [x[kind] for x in kinds])[0] for kind in ENTRY_KINDS}
         misses = _slope(sizes, [d.type_cache_misses for d in dumps])[0]
         allocations = _slope(sizes, [d.allocator_calls for d in dumps])[0]
+        cycles = None
+        if all(d.estimated_cycles is not None for d in dumps):
+            cycles = _slope(sizes, [d.estimated_cycles for d in dumps])[0]
         return cls(per_call, fixed, tuple(zip(sizes, (d.instructions for d in dumps))), by_layer, by_kind, tool,
-                   misses, allocations)
+                   misses, allocations, cycles)
 
     def per_dispatch(self, dispatches: int) -> float:
         """Host instructions per dispatch, for a call of ``dispatches`` dispatches."""
@@ -591,7 +639,8 @@ class InstructionCount:
                 "by_layer_per_call": dict(self.by_layer), "by_kind_per_call": dict(self.by_kind),
                 "tool": self.tool, "thread": "calling",
                 "type_cache_misses_per_call": self.type_cache_misses_per_call,
-                "allocator_calls_per_call": self.allocator_calls_per_call, "allocation_price": ALLOCATION_PRICE}
+                "allocator_calls_per_call": self.allocator_calls_per_call, "allocation_price": self.allocation_price,
+                "estimated_cycles_per_call": self.estimated_cycles_per_call}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "InstructionCount":
@@ -600,7 +649,9 @@ class InstructionCount:
         return cls(float(data["per_call"]), float(data["fixed_per_window"]), windows,
                    {str(k): float(v) for k, v in data["by_layer_per_call"].items()},
                    {str(k): float(v) for k, v in data["by_kind_per_call"].items()}, str(data.get("tool", "callgrind")),
-                   float(data.get("type_cache_misses_per_call", 0.0)), float(data.get("allocator_calls_per_call", 0.0)))
+                   float(data.get("type_cache_misses_per_call", 0.0)), float(data.get("allocator_calls_per_call", 0.0)),
+                   None if data.get("estimated_cycles_per_call") is None else float(data["estimated_cycles_per_call"]),
+                   None if data.get("allocation_price") is None else int(data["allocation_price"]))
 
 
 # -- what two counted runs must share to be compared

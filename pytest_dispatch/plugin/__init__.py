@@ -71,7 +71,8 @@ def _relaunch_counted(config: pytest.Config) -> int | None:
     if os.environ.get(instructions.COUNTED_ENV):
         return None
     try:
-        return instructions.relaunch(list(config.invocation_params.args), cwd=config.invocation_params.dir)
+        return instructions.relaunch(list(config.invocation_params.args), cwd=config.invocation_params.dir,
+                                     cache_sim=options.of(config).dispatch_instructions_cycles)
     except instructions.CountingUnavailable as error:
         config.issue_config_time_warning(
             pytest.PytestWarning(f"--dispatch-instructions: {error}; this session is timed, not counted"), 2)

@@ -214,6 +214,14 @@ def counted_breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH
                            subsequent_indent=indent)
     lines += textwrap.wrap(f"windows (calls: instructions): {windows}; fixed part {count.fixed:,.0f}",
                            width, initial_indent="    ", subsequent_indent=indent)
+    if count.allocation_price is not None:
+        lines += textwrap.wrap(f"allocator calls/call {count.allocator_calls_per_call:,.0f} (counted at "
+                               f"{count.allocation_price} instructions each)", width, initial_indent="    ",
+                               subsequent_indent=indent)
+    if count.estimated_cycles_per_call is not None:
+        lines += textwrap.wrap(f"estimated cycles/call {count.estimated_cycles_per_call:,.0f} (cache simulation: "
+                               "L1 hits + 5 x last-level hits + 35 x RAM accesses)", width, initial_indent="    ",
+                               subsequent_indent=indent)
     if measurement.calls.get("readback"):
         lines.append("    the measured function reads back: its wait for the GPU is counted too")
     return lines
