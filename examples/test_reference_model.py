@@ -14,36 +14,44 @@ PROMPT = [1, 2, 3, 4, 5]  # 5 tokens, as the paper's "The capital of France is"
 
 
 @pytest.fixture(scope="module")
-def weights():
-    return random_weights(CONFIG, seed=0)
+def model(gpu_device):
+    """model(level, encoding) -> the reference model, after the prompt's prefill; each measured
+    call is then one decode step.  Each model is built once for the module (building compiles
+    its pipelines) and rewound for every test that asks for it."""
+    weights = random_weights(CONFIG, seed=0)
+    built = {}
 
+    def at_prompt(level, encoding="single-pass"):
+        if (level, encoding) not in built:
+            built[level, encoding] = ReferenceModel(gpu_device, CONFIG, level=level, encoding=encoding, weights=weights)
+        reference = built[level, encoding]
+        reference.reset()
+        reference.forward(PROMPT)
+        return reference
 
-def model(device, weights, level, encoding="single-pass"):
-    reference = ReferenceModel(device, CONFIG, level=level, encoding=encoding, weights=weights)
-    reference.forward(PROMPT)  # prefill; each measured call is then one decode step
-    return reference
+    return at_prompt
 
 
 # The paper's windows: eager 876 +-5%, fused 564 +-5%; fused+ at most 4 per layer + 3 (99).
 @pytest.mark.dispatch_budget(dispatches=(833, 919), submits=exact(1), passes=exact(1))
-def test_eager_budget(dispatch_meter, gpu_device, weights):
-    dispatch_meter.measure(model(gpu_device, weights, "eager").decode_step, rounds=5, per_round=2)
+def test_eager_budget(dispatch_meter, model):
+    dispatch_meter.measure(model("eager").decode_step, rounds=5, per_round=2)
 
 
 @pytest.mark.dispatch_budget(dispatches=(536, 592), submits=exact(1))
-def test_fused_budget(dispatch_meter, gpu_device, weights):
-    dispatch_meter.measure(model(gpu_device, weights, "fused").decode_step, rounds=5, per_round=2)
+def test_fused_budget(dispatch_meter, model):
+    dispatch_meter.measure(model("fused").decode_step, rounds=5, per_round=2)
 
 
 @pytest.mark.dispatch_budget(dispatches=4 * 24 + 3, submits=exact(1))
-def test_fused_plus_budget(dispatch_meter, gpu_device, weights):
-    dispatch_meter.measure(model(gpu_device, weights, "fused+").decode_step, rounds=5, per_round=2)
+def test_fused_plus_budget(dispatch_meter, model):
+    dispatch_meter.measure(model("fused+").decode_step, rounds=5, per_round=2)
 
 
 @pytest.mark.dispatch_budget(submits=exact(879))
-def test_submit_per_dispatch_submits_once_per_op(dispatch_meter, gpu_device, weights):
+def test_submit_per_dispatch_submits_once_per_op(dispatch_meter, model):
     """torch-webgpu's encoding: an encoder, a pass and a submit for every op."""
-    eager = model(gpu_device, weights, "eager", encoding="submit-per-dispatch")
+    eager = model("eager", encoding="submit-per-dispatch")
     dispatch_meter.measure(eager.decode_step, rounds=3, per_round=1)
 
 
@@ -54,20 +62,20 @@ def at_least(gpu_info, on_gpu, on_cpu):
     return on_cpu if gpu_info.is_cpu else on_gpu
 
 
-def test_fused_plus_is_faster_than_eager(dispatch_meter, gpu_device, gpu_info, weights):
-    fused_plus, eager = model(gpu_device, weights, "fused+"), model(gpu_device, weights, "eager")
+def test_fused_plus_is_faster_than_eager(dispatch_meter, model, gpu_info):
+    fused_plus, eager = model("fused+"), model("eager")
     dispatch_meter.assert_speedup(fused_plus.decode_step, eager.decode_step, names=("fused+", "eager"),
                                   at_least=at_least(gpu_info, 3.0, 1.5), per_round=1)
 
 
-def test_fused_is_faster_than_eager(dispatch_meter, gpu_device, gpu_info, weights):
-    fused, eager = model(gpu_device, weights, "fused"), model(gpu_device, weights, "eager")
+def test_fused_is_faster_than_eager(dispatch_meter, model, gpu_info):
+    fused, eager = model("fused"), model("eager")
     dispatch_meter.assert_speedup(fused.decode_step, eager.decode_step, names=("fused", "eager"),
                                   at_least=at_least(gpu_info, 1.15, 1.05), per_round=1)
 
 
-def test_single_pass_is_faster_than_submit_per_dispatch(dispatch_meter, gpu_device, gpu_info, weights):
-    one_pass = model(gpu_device, weights, "eager", encoding="single-pass")
-    per_op = model(gpu_device, weights, "eager", encoding="submit-per-dispatch")
+def test_single_pass_is_faster_than_submit_per_dispatch(dispatch_meter, model, gpu_info):
+    one_pass = model("eager", encoding="single-pass")
+    per_op = model("eager", encoding="submit-per-dispatch")
     dispatch_meter.assert_speedup(one_pass.decode_step, per_op.decode_step, names=("single-pass", "per-op submit"),
                                   at_least=at_least(gpu_info, 2.0, 1.3), per_round=1)

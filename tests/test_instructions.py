@@ -261,6 +261,28 @@ def test_the_cache_simulation_is_asked_of_callgrind_only_with_cycles(monkeypatch
     assert all("--separate-threads=yes" in command for command in launched)
 
 
+def test_entries_known_only_by_address_are_named_for_their_call_kind():
+    dawn = "/venv/site-packages/wgpudawn/_lib/_wgpu_dawn.abi3.so"  # Dawn linked in, stripped
+    dump = DUMP.replace(WGPU, dawn).replace(
+        "wgpu_core::device::queue::<impl wgpu_core::global::Global>::queue_submit", "0x0000000000092d20").replace(
+        "wgpu_core::command::<impl wgpu_core::global::Global>::command_encoder_finish", "0x0000000000099f50")
+    names = {"0x0000000000092d20": "wgpuQueueSubmit", "0x0000000000099f50": "wgpuCommandEncoderFinish"}
+    assert instructions.parse_dump(dump.splitlines()).by_kind()["other"] == 550  # unnamed: no kind
+    kinds = instructions.parse_dump(dump.splitlines(), names).by_kind()
+    assert (kinds["submit"], kinds["finish"], kinds["other"]) == (400, 150, 0)
+
+
+def test_a_stripped_cffi_library_s_entries_are_named_by_their_offset():
+    ffi_module = pytest.importorskip("wgpudawn.backends.dawn._ffi")
+    names = instructions.cffi_entry_names()
+    by_name = {name: address for address, name in names.items()}
+    assert {"wgpuQueueSubmit", "wgpuCommandEncoderFinish", "wgpuComputePassEncoderDispatchWorkgroups"} <= set(by_name)
+    offset = int(by_name["wgpuQueueSubmit"], 16)
+    base = instructions._load_base(ffi_module.lib_path)
+    assert instructions._builtin_address(ffi_module.lib.wgpuQueueSubmit, "wgpuQueueSubmit") == base + offset
+    assert instructions.kind_of_entry("wgpuComputePassEncoderDispatchWorkgroups") == "dispatch"
+
+
 def test_warm_up_runs_enough_dispatches_within_what_the_rounds_allow():
     k = 5
     assert instructions.warm_calls(k, 100) == instructions.WARM_DISPATCHES // 100
@@ -331,6 +353,14 @@ def test_spread_is_how_far_the_pairs_of_windows_disagree():
     totals = [10_000, 20_000, 10_000, 20_100]  # slopes 1,000 and 1,010
     count = InstructionCount.from_windows(sizes, [Dump(t, {"x": t}, {}) for t in totals])
     assert count.spread == pytest.approx(10 / count.per_call)
+    one_pair = InstructionCount.from_windows([1, 2], [Dump(t, {"x": t}, {}) for t in (10_000, 20_000)])
+    assert one_pair.spread is None  # nothing to compare it with: not "0%"
+
+
+def test_a_call_that_fills_a_window_alone_is_counted_in_one_pair_of_windows():
+    assert instructions.window_sizes(3, 1_000) == [3, 6] * instructions.WINDOW_PAIRS
+    assert instructions.window_sizes(1, instructions.WINDOW_INSTRUCTIONS / 2) == [1, 2] * instructions.WINDOW_PAIRS
+    assert instructions.window_sizes(1, instructions.WINDOW_INSTRUCTIONS) == [1, 2]
 
 
 def test_a_window_holds_enough_instructions_and_submits():

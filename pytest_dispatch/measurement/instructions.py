@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import dataclasses
+import functools
 import gc
 import glob
 import hashlib
@@ -27,6 +28,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -54,7 +56,9 @@ REMOVED_VARIABLES = ("PYTHONPERFSUPPORT", "PYTHON_PERF_JIT_SUPPORT", "PYTHONTRAC
 # callgrind counts every thread's calls, and wgpu-py's poll thread runs Python while the calling
 # thread waits, so a merged dump's call counts (which the allocators' price needs) are not the
 # window's own.
-CALLGRIND_FLAGS = ("--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no", "--separate-threads=yes", "-q")
+# Children too (--trace-children): pytest-xdist's workers are the processes that measure.
+CALLGRIND_FLAGS = ("--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no", "--separate-threads=yes",
+                   "--trace-children=yes", "-q")
 # --dispatch-instructions-cycles: callgrind simulates the caches too (about 2x slower) and the
 # windows' events give estimated cycles (estimated_cycles); reported, not gated: which accesses
 # miss depends on addresses, so they repeat less well than instructions.
@@ -128,7 +132,8 @@ _ENTRY_KINDS = (
     ("submit", ("queuesubmit", "apisubmit")),
     ("write", ("writebuffer", "writetexture")),
     ("copy", ("copybuffertobuffer", "copybuffertotexture", "copytexturetobuffer", "copytexturetotexture")),
-    ("readback", ("mapasync", "getmappedrange", "unmap", "devicepoll", "processevents", "instancetick")),
+    ("readback", ("mapasync", "getmappedrange", "unmap", "devicepoll", "processevents", "instancetick",
+                  "waitany", "onsubmittedworkdone")),
     ("release", ("drop", "release")),
 )
 ENTRY_KINDS = tuple(kind for kind, _ in _ENTRY_KINDS) + ("other",)
@@ -350,10 +355,12 @@ class DumpNames:
         return text
 
 
-def parse_dump(lines: Iterable[str]) -> Dump:
+def parse_dump(lines: Iterable[str], entry_names: Mapping[str, str] | None = None) -> Dump:
     """A callgrind dump (its text format, names compressed or not): the total, self cost by
     object file, the inclusive cost of each call into wgpu's library from outside it, and what
-    is counted otherwise (CPython's type cache misses, the allocators' calls: see ``Dump``)."""
+    is counted otherwise (CPython's type cache misses, the allocators' calls: see ``Dump``).
+    ``entry_names`` names the entries callgrind knows only by address (``cffi_entry_names``)."""
+    entry_names = entry_names or {}
     name = DumpNames()
     total = None
     obj = function = callee_obj = callee_fn = None
@@ -377,7 +384,7 @@ def parse_dump(lines: Iterable[str]) -> Dump:
                 in_call = False
                 callers[callee_fn or "?"].add(function or "?")
                 if _is_wgpu_object(callee_obj) and not _is_wgpu_object(obj):
-                    by_entry[callee_fn or "?"] += cost
+                    by_entry[entry_names.get(callee_fn or "?", callee_fn or "?")] += cost
                 if _is_type_lookup(function) and not _is_type_lookup(callee_fn):
                     misses += cost
                     if vector is not None:
@@ -518,7 +525,7 @@ class Counter:
                                     "with callgrind's --callgrind-out-file by --dispatch-instructions?") from None
             if f"Trigger: Client Request: {label}" not in text:
                 raise CountingError(f"{part} is not the dump of {label}")
-            dumps.append((parse_dump(text.splitlines()), part))
+            dumps.append((parse_dump(text.splitlines(), cffi_entry_names()), part))
         dump, counted = max(dumps, key=lambda pair: sum(pair[0].by_object.values()))
         keep = os.environ.get(KEEP_DUMPS_ENV)
         for _, part in dumps:
@@ -528,6 +535,67 @@ class Counter:
             else:
                 part.unlink(missing_ok=True)
         return dump
+
+
+# cffi modules whose C functions have no symbols callgrind can read (wgpudawn links Dawn into
+# one extension module, stripped): their entries are named by address (cffi_entry_names).
+CFFI_LIBRARIES = ("wgpudawn.backends.dawn._ffi",)
+
+
+@functools.lru_cache(maxsize=None)
+def _entry_names_of(module_name: str) -> dict[str, str]:
+    module = sys.modules.get(module_name)
+    lib = getattr(module, "lib", None)
+    path = str(getattr(module, "lib_path", "") or "")
+    base = _load_base(path) if path else None
+    if lib is None or base is None or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return {}
+    names = {}
+    for name in dir(lib):
+        address = _builtin_address(getattr(lib, name, None), name)
+        if address is not None:
+            names[f"0x{address - base:016x}"] = name
+    return names
+
+
+def cffi_entry_names() -> dict[str, str]:
+    """"0x0000000000099280" -> "wgpuComputePassEncoderDispatchWorkgroups": callgrind's name of a
+    function it has no symbol for (its offset in the object file) -> the C function cffi's
+    wrapper at that offset calls, for the loaded CFFI_LIBRARIES."""
+    names: dict[str, str] = {}
+    for module_name in CFFI_LIBRARIES:
+        if module_name in sys.modules:
+            names.update(_entry_names_of(module_name))
+    return names
+
+
+class _MethodDef(ctypes.Structure):
+    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p)]
+
+
+class _CFunctionObject(ctypes.Structure):  # CPython's PyCFunctionObject, up to m_ml
+    _fields_ = [("ob_refcnt", ctypes.c_ssize_t), ("ob_type", ctypes.c_void_p), ("m_ml", ctypes.POINTER(_MethodDef))]
+
+
+def _builtin_address(function: Any, name: str) -> int | None:
+    """The C address a cffi builtin runs (its wrapper), checked against its name."""
+    if type(function).__name__ != "builtin_function_or_method":
+        return None
+    definition = _CFunctionObject.from_address(id(function)).m_ml.contents
+    return definition.ml_meth if definition.ml_name == name.encode() else None
+
+
+def _load_base(path: str) -> int | None:
+    """Where ``path`` is mapped in this process (its first mapping's address less its offset)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            for line in maps:
+                fields = line.split()
+                if len(fields) >= 6 and os.path.realpath(fields[5]) == os.path.realpath(path):
+                    return int(fields[0].split("-")[0], 16) - int(fields[2], 16)
+    except OSError:
+        pass
+    return None
 
 
 def retire_all(device) -> Callable[[], None]:
@@ -568,6 +636,15 @@ def window_calls(instructions_per_call: float, submits_per_call: int, max_calls:
         warm = min(_wanted_warm_calls(dispatches_per_call), max_calls // 2)
         k = min(k, max(1, (max_calls - 1) // WINDOWS_OF_K), max(1, (max_calls - 1 - warm) // (3 * WINDOW_PAIRS)))
     return int(k)
+
+
+def window_sizes(k: int, instructions_per_call: float) -> list[int]:
+    """The windows' calls: K, 2K, K, 2K (WINDOW_PAIRS pairs, whose slopes' difference is the
+    spread); one pair of 1 and 2 calls where one call alone holds WINDOW_INSTRUCTIONS (a decode
+    step: a window's noise is then a negligible share of it, and each call costs seconds)."""
+    if k == 1 and instructions_per_call >= WINDOW_INSTRUCTIONS:
+        return [1, 2]
+    return [k, 2 * k] * WINDOW_PAIRS
 
 
 # -- what a measurement keeps
@@ -622,14 +699,14 @@ class InstructionCount:
         return self.per_call / max(dispatches, 1)
 
     @property
-    def spread(self) -> float:
+    def spread(self) -> float | None:
         """The largest relative difference between the per-call slopes of consecutive K/2K pairs
-        of windows (0 with one pair): how repeatable this count was."""
+        of windows (None with one pair): how repeatable this count was."""
         slopes = [(big - small) / (big_calls - small_calls)
                   for (small_calls, small), (big_calls, big) in zip(self.windows[::2], self.windows[1::2])
                   if big_calls != small_calls]
         if len(slopes) < 2 or not self.per_call:
-            return 0.0
+            return None
         return (max(slopes) - min(slopes)) / abs(self.per_call)
 
     def as_dict(self) -> dict[str, Any]:

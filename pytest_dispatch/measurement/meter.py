@@ -524,7 +524,7 @@ class _Sampler:
             dispatches = recorder.total(self.calls, "dispatches")
             k = instructions.window_calls(probe.instructions, recorder.total(self.calls, "submits"), max_calls,
                                           dispatches)
-            sizes = [k, 2 * k] * instructions.WINDOW_PAIRS
+            sizes = instructions.window_sizes(k, probe.instructions)
             warm = instructions.warm_calls(k, dispatches, max_calls)
             dumps = counter.count(run, sizes, sync, warm=warm)
         self.instructions = instructions.InstructionCount.from_windows(sizes, dumps, counter.tool)

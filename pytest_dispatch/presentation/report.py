@@ -192,7 +192,8 @@ def counted_cells(result: TestResult, measurement: Measurement) -> tuple[str, ..
     if count is None:
         return (str(measurement.dispatches), str(measurement.submits), "-", "-", "", budget_cell)
     return (str(measurement.dispatches), str(measurement.submits), f"{count.per_call:,.0f}",
-            f"{count.per_dispatch(measurement.dispatches):,.0f}", f"{100 * count.spread:.2f}%", budget_cell)
+            f"{count.per_dispatch(measurement.dispatches):,.0f}",
+            "-" if count.spread is None else f"{100 * count.spread:.2f}%", budget_cell)
 
 
 def counted_breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH) -> list[str]:
@@ -283,7 +284,7 @@ def render(
     if counted:
         lines.extend(textwrap.wrap(
             f"counted ({counted.tool}): host instructions of the calling thread, not wall time; spread: "
-            "between the window pairs", width, subsequent_indent="  "))
+            "between the window pairs ('-': one pair, a call that fills a window alone)", width, subsequent_indent="  "))
     elif gpu is not None and gpu.is_cpu:
         lines.append("CPU adapter: timings are CPU-emulated; counts are exact")
     lines.append(table.header())
