@@ -516,3 +516,17 @@ def test_a_window_dump_is_kept_where_asked_and_deleted_otherwise(tmp_path, monke
         assert instructions.Counter._read(dump, "pytest-dispatch window 7").instructions == 800
         assert not dump.exists()
     assert (tmp_path / "kept" / "callgrind.123.7.7").read_text() == text
+
+
+def test_the_verbose_breakdown_shows_allocations_and_cycles_only_where_counted():
+    from pytest_dispatch.presentation.report import counted_breakdown_lines
+
+    plain = _measurement(1_000_000.0)
+    with_cycles = dataclasses.replace(plain, instructions=dataclasses.replace(
+        plain.instructions, allocator_calls_per_call=1234.0, estimated_cycles_per_call=2_500_000.0))
+    text = "\n".join(counted_breakdown_lines(with_cycles, width=200))
+    assert f"allocator calls/call 1,234 (counted at {instructions.ALLOCATION_PRICE} instructions each)" in text
+    assert "estimated cycles/call 2,500,000" in text
+    old_run = dataclasses.replace(plain, instructions=dataclasses.replace(plain.instructions, allocation_price=None))
+    assert not any("cycles" in line or "allocator" in line for line in counted_breakdown_lines(old_run, width=200))
+
