@@ -394,6 +394,7 @@ def test_the_environment_is_fixed_and_padded_to_one_size():
     assert _size(env_short, args_short) == _size(env_long, args_long) == instructions.ENVIRONMENT_BYTES
     for env in (env_short, env_long):
         assert env["PYTHONHASHSEED"] == "0" and env["PYTHONMALLOC"] == "pymalloc"
+        assert "glibc.malloc.tcache_count=0" in env["GLIBC_TUNABLES"]
         assert "PYTHONPERFSUPPORT" not in env
     assert env_long["UNRELATED_VARIABLE"] == "x" * 300  # the user's variables stay
     assert env_short[instructions.COUNTED_ENV] == "/tmp/d"

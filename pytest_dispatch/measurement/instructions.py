@@ -42,13 +42,20 @@ HELPER_SOURCE = Path(__file__).with_name("callgrind_helper.c")
 # moves the initial stack, and with it the instructions of code that does not change.
 ENVIRONMENT_BYTES = 32768
 # Variables that change what the interpreter does, set or removed the same way for every session.
-# (The C allocator is left as the user has it: its calls are counted at a fixed price, ALLOCATION_PRICE.)
+# glibc's malloc: fixed thresholds, no per-thread caches and no fast bins.  What an allocation
+# does inside is charged a fixed price anyway (ALLOCATION_PRICE), but *where* it lands is not:
+# with the caches, which chunk the calling thread gets depends on what the driver's threads
+# freed and when, and hash tables keyed by addresses (the driver's, the interpreter's) then
+# probe differently: without these settings two lavapipe sessions of the same tests read
+# every test 0.6-0.9% apart; with them, 0.03% (docs/RESULTS.md section 11).
 FIXED_VARIABLES = {
     "PYTHONHASHSEED": "0",
     "PYTHONMALLOC": "pymalloc",
     # the first session after a change would compile and write .pyc files that later ones read:
     # another history before the windows (0.2-0.7% on Dawn's Null backend)
     "PYTHONDONTWRITEBYTECODE": "1",
+    "GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=4194304:glibc.malloc.trim_threshold=1073741824:"
+                      "glibc.malloc.top_pad=268435456:glibc.malloc.mxfast=0:glibc.malloc.tcache_count=0",
 }
 REMOVED_VARIABLES = ("PYTHONPERFSUPPORT", "PYTHON_PERF_JIT_SUPPORT", "PYTHONTRACEMALLOC", "PYTHONDEVMODE",
                      "PYTHONPROFILEIMPORTTIME", "PYTHONASYNCIODEBUG", "PYTHONMALLOCSTATS", "PYTHONBREAKPOINT")
@@ -93,7 +100,7 @@ TYPE_LOOKUP = re.compile(r"^_PyType_Lookup\w*(?:[.'][\w.']*)?$")
 # first, or that ran from a longer checkout path, differed by up to 1.2% in glibc's
 # `_int_malloc` and `unlink_chunk` alone (docs/RESULTS.md §11).  So a call into an allocator
 # from outside one is charged a fixed price, whatever it did inside; the number of calls still
-# counts.  The price is the mean of what such calls took on Dawn's Null backend (glibc 2.36,
+# counts.  The price is about the mean of what such calls took on Dawn's Null backend (glibc 2.36
 # CPython 3.11: pymalloc 25-40, operator new 165, free 94; docs/RESULTS.md §11).
 ALLOCATOR = re.compile(
     r"^(?:(?:__libc_|__GI___libc_|__GI_)?(?:malloc|calloc|realloc|reallocarray|free|cfree|posix_memalign|"
