@@ -100,8 +100,8 @@ TYPE_LOOKUP = re.compile(r"^_PyType_Lookup\w*(?:[.'][\w.']*)?$")
 # first, or that ran from a longer checkout path, differed by up to 1.2% in glibc's
 # `_int_malloc` and `unlink_chunk` alone (docs/RESULTS.md §11).  So a call into an allocator
 # from outside one is charged a fixed price, whatever it did inside; the number of calls still
-# counts.  The price is about the mean of what such calls took on Dawn's Null backend (glibc 2.36
-# CPython 3.11: pymalloc 25-40, operator new 165, free 94; docs/RESULTS.md §11).
+# counts.  The price is about the mean of what such calls took on Dawn's Null backend (glibc 2.36's
+# default malloc, CPython 3.11: pymalloc 25-40, operator new 165, free 94; docs/RESULTS.md §11).
 ALLOCATOR = re.compile(
     r"^(?:(?:__libc_|__GI___libc_|__GI_)?(?:malloc|calloc|realloc|reallocarray|free|cfree|posix_memalign|"
     r"aligned_alloc|memalign|valloc|pvalloc)"
