@@ -283,6 +283,38 @@ def test_a_stripped_cffi_library_s_entries_are_named_by_their_offset():
     assert instructions.kind_of_entry("wgpuComputePassEncoderDispatchWorkgroups") == "dispatch"
 
 
+def thread_local_dump(probing: int) -> str:
+    """wgpu-py's error handler reading a threading.local attribute 4 times: each read looks up
+    the thread's dict under a key spelling the local's address, probing ``probing`` more."""
+    return f"""# callgrind format
+desc: Trigger: Client Request: pytest-dispatch window 5
+events: Ir
+ob=(1) /usr/lib/libpython3.11.so.1.0
+fn=(1) _PyEval_EvalFrameDefault
+0 1000
+cfn=(2) local_getattro
+calls=4 0
+0 {4 * 20 + 4 * (50 + probing)}
+fn=(2)
+0 80
+cfn=(3) PyDict_GetItemWithError
+calls=4 0
+0 {4 * (50 + probing)}
+fn=(3)
+0 {4 * (50 + probing)}
+fn=(4) PyDict_GetItem
+0 300
+"""
+
+
+def test_thread_local_lookups_are_counted_at_a_fixed_price_however_far_they_probe():
+    near, far = (instructions.parse_dump(thread_local_dump(probing).splitlines()) for probing in (0, 37))
+    price = instructions.THREAD_LOCAL_LOOKUP_PRICE
+    assert near.thread_local_lookups == far.thread_local_lookups == 4
+    assert near.instructions == far.instructions == 1000 + 80 + 300 + 4 * price  # other look-ups count as they ran
+    assert near.by_layer() == far.by_layer() and sum(near.by_layer().values()) == near.instructions
+
+
 def test_warm_up_runs_enough_dispatches_within_what_the_rounds_allow():
     k = 5
     assert instructions.warm_calls(k, 100) == instructions.WARM_DISPATCHES // 100
