@@ -30,6 +30,7 @@ import concurrent.futures
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -175,8 +176,19 @@ def main() -> int:
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a second process meanwhile")
     parser.add_argument("--jobs", type=int, default=1, help="sessions run at once (counts do not depend on it)")
     parser.add_argument("--tolerance", type=float, default=settings.INSTRUCTION_TOLERANCE)
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--out", type=Path, help="the figures as JSON; each process's counts are appended to "
+                        "OUT.runs.jsonl as it ends, so a cut run can still be judged (--judge)")
+    parser.add_argument("--judge", type=Path, metavar="RUNS_JSONL", help="only judge the processes saved there")
     args = parser.parse_args()
+    if args.judge:
+        runs = [json.loads(line) for line in args.judge.read_text().splitlines() if line.strip()]
+        print("\n".join(judge(runs, args.tolerance)["lines"]))
+        return 0
+    progress = args.out.with_suffix(".runs.jsonl") if args.out else None
+    sessions = args.out.with_suffix(".sessions") if args.out else None  # each session's --dispatch-json
+    if progress:
+        progress.write_text("")
+        sessions.mkdir(exist_ok=True)
     impl_env = {"WGPU_BACKEND_TYPE": "Null"} if args.impl == "dawn" else {}
     neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
     started = time.time()
@@ -204,7 +216,12 @@ def main() -> int:
                 label = "moved, extra variable" if job["moved"] else ", ".join(job["injected"].values()) or "base"
                 print(f"process {index + 1}/{len(jobs)} ({label}) ({time.time() - started:.0f} s): "
                       + ", ".join(f"{k} {v:,.0f}" for k, v in counts.items()), flush=True)
-                return {**{k: v for k, v in job.items() if k != "plan"}, "counts": counts}
+                result = {**{k: v for k, v in job.items() if k != "plan"}, "counts": counts}
+                if progress:
+                    shutil.copy(Path(scratch) / f"run{index}.json", sessions / f"run{index + 1}.json")
+                    with progress.open("a") as saved:
+                        saved.write(json.dumps(result) + "\n")
+                return result
 
             with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
                 runs = list(pool.map(run, range(len(jobs))))
@@ -256,6 +273,12 @@ def judge(runs: list[dict], tolerance: float) -> dict:
             lines.append(f"  {test}: A/A largest {100 * max(abs(r - 1) for r in ratios):.3f}%")
     for variant, hits in sorted(caught.items()):
         lines.append(f"{variant}: caught {sum(hits)} of {len(hits)} ({100 * sum(hits) / len(hits):.0f}%)")
+    for kind in KINDS:  # the same change in either test: the trials of one size of one kind of change
+        for size in SIZES:
+            hits = [hit for test in INJECTED for hit in caught.get(f"{test}-{kind}+{size:.0%}", [])]
+            if hits:
+                lines.append(f"+{size:.0%} {kind} work, pass and seq: caught {sum(hits)} of {len(hits)} "
+                             f"({100 * sum(hits) / len(hits):.0f}%)")
     return {"lines": lines, "aa_comparisons": len(aa), "aa_largest": max((abs(r - 1) for _, r, _ in aa), default=0),
             "aa_false_alarms": sum(alarm(r) for _, r, _ in aa), "neighbour_comparisons": len(neighbours),
             "neighbour_false_alarms": sum(alarm(r) for _, r in neighbours),
