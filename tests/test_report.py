@@ -332,3 +332,12 @@ def test_cut_in_the_middle_keeps_both_ends():
     assert cut_in_the_middle("test_fused_plus_budget", 30) == "test_fused_plus_budget"
     assert cut_in_the_middle("test_fused_plus_budget", 11) == "test_…udget"
     assert len(cut_in_the_middle("abcdefghijklmnop", 7)) == 7
+
+
+def test_a_wide_timed_cell_drops_its_interval_and_keeps_the_doubt_mark():
+    from pytest_dispatch.presentation.report import DOUBT_MARK, _fit
+
+    assert _fit("~-307.8 [-232.6-647.7]", 20) == "~-307.8"
+    assert _fit("292.7 [41.4-347.7]", 18) == "292.7 [41.4-347.7]"
+    assert _fit(DOUBT_MARK + "292.7 [41.4-347.7]", 10) == "~292.7"
+    assert _fit("1234567.8 [1-2]", 6).endswith("67.8")  # only what cannot fit at all is cut

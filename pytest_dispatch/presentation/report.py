@@ -18,6 +18,11 @@ from pytest_dispatch.measurement.meter import SINGLE_OP, Measurement
 from pytest_dispatch.presentation.text import cut_in_the_middle, cut_keeping_end, cut_keeping_start
 
 DOUBT_MARK = "~"  # before a doubtful timing cell
+UNNAMED_INTERPRETER_NOTE = (
+    "this Python has no names for its internal functions (stripped), so CPython's look-ups keyed by "
+    "addresses were counted as they ran: counts of the same code can differ by up to about 1% between "
+    "sessions; count with a Python that has symbols (pyenv, python.org's builds) or use "
+    "--dispatch-instructions-tolerance 1% (docs/counted.md)")
 
 if TYPE_CHECKING:
     from pytest_dispatch.judgement.gate import TestVerdicts
@@ -140,11 +145,23 @@ class _Table:
     def row(self, label: Label | str, cells: Iterable[str]) -> str:
         text = self._texts[label] if isinstance(label, Label) else label
         parts = [f"{text:<{self.name_width}}"]
-        parts += [f"{cut_keeping_end(cell, width):>{width}}" for (_, width), cell in zip(self.columns, cells)]
+        parts += [f"{_fit(cell, width):>{width}}" for (_, width), cell in zip(self.columns, cells)]
         return " ".join(parts).rstrip()
 
     def header(self) -> str:
         return self.row("test", (name for name, _ in self.columns))
+
+
+def _fit(cell: str, width: int) -> str:
+    """A cell cut to its column: an interval (`` [lo-hi]``) goes first, then the text's end; the
+    doubt mark stays, and a number is never cut."""
+    if len(cell) <= width:
+        return cell
+    mark = DOUBT_MARK if cell.startswith(DOUBT_MARK) else ""
+    value = cell[len(mark):].split(" [", 1)[0]
+    if len(mark) + len(value) <= width:
+        return mark + value
+    return mark + cut_keeping_end(value, width - len(mark))
 
 
 def row_label(result: TestResult, measurement: Measurement | None, several: bool) -> Label:
@@ -285,6 +302,9 @@ def render(
         lines.extend(textwrap.wrap(
             f"counted ({counted.tool}): host instructions of the calling thread, not wall time; spread: "
             "between the window pairs ('-': one pair, a call that fills a window alone)", width, subsequent_indent="  "))
+        if any(m is not None and m.instructions is not None and m.instructions.interpreter_unnamed
+               for _, m, _ in rows):
+            lines.extend(textwrap.wrap(UNNAMED_INTERPRETER_NOTE, width, subsequent_indent="  "))
     elif gpu is not None and gpu.is_cpu:
         lines.append("CPU adapter: timings are CPU-emulated; counts are exact")
     lines.append(table.header())
