@@ -563,3 +563,27 @@ def test_the_verbose_breakdown_shows_allocations_and_cycles_only_where_counted()
     old_run = dataclasses.replace(plain, instructions=dataclasses.replace(plain.instructions, allocation_price=None))
     assert not any("cycles" in line or "allocator" in line for line in counted_breakdown_lines(old_run, width=200))
 
+
+
+def test_a_stripped_interpreter_s_unnamed_functions_are_measured_and_named_in_the_report():
+    stripped = DUMP.replace("fn=(1) _PyEval_EvalFrameDefault", "fn=(1) 0x0000000000572500")
+    assert instructions.parse_dump(stripped.splitlines()).unnamed_interpreter == 300
+    assert instructions.parse_dump(DUMP.splitlines()).unnamed_interpreter == 0
+    # an unnamed function elsewhere (a stripped driver) is not the interpreter's
+    driver = DUMP.replace("fn=(5)\n0 60", "fn=(9) 0x0000000000001000\n0 60")
+    assert instructions.parse_dump(driver.splitlines()).unnamed_interpreter == 0
+    sizes = [10, 20]
+    dumps = [dataclasses.replace(_dump(1_000 * n), unnamed_interpreter=u * n) for u in (5, 50) for n in sizes]
+    named, stripped_count = (InstructionCount.from_windows(sizes, dumps[i:i + 2]) for i in (0, 2))
+    assert not named.interpreter_unnamed and stripped_count.interpreter_unnamed
+    assert stripped_count.unnamed_interpreter_per_call == pytest.approx(50)
+    assert InstructionCount.from_dict(stripped_count.as_dict()) == stripped_count
+    from pytest_dispatch.presentation import report
+
+    plain = _measurement(1_000_000.0)
+    for unnamed, shown in ((0.0, False), (200_000.0, True)):
+        measurement = dataclasses.replace(plain, instructions=dataclasses.replace(
+            plain.instructions, unnamed_interpreter_per_call=unnamed))
+        text = " ".join(report.render([TestResult("t.py::test_x", [measurement], {})], None, "adapter: test",
+                                      width=200))
+        assert ("this Python has no names for its internal functions" in text) is shown

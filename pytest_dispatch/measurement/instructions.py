@@ -123,6 +123,10 @@ ALLOCATION_PRICE = 90  # instructions charged per call into an allocator
 THREAD_LOCAL = re.compile(r"^(?:local_getattro|local_setattro|_ldict|localdummy_\w+)(?:\.[\w.]+)?(?:'\d+)?$")
 DICT_LOOKUP = re.compile(r"^(?:_?PyDict_GetItem\w*|_Py_dict_lookup\w*|PyDict_SetItem|_PyDict_SetItem\w*)"
                          r"(?:\.[\w.]+)?(?:'\d+)?$")
+# Above this share of a call in interpreter functions without names, the interpreter is taken
+# as stripped: with the H200's Ubuntu python3.12 processes of the same code read up to 1.1%
+# apart, all of it in one such function (docs/RESULTS.md §11).
+UNNAMED_INTERPRETER_SHARE = 0.01
 THREAD_LOCAL_LOOKUP_PRICE = 110  # a look-up of a small dict, probing once (the fewest any process took)
 
 COUNTING_RULES = (f"3: type cache misses out, allocations at {ALLOCATION_PRICE}, "
@@ -312,6 +316,9 @@ class Dump:
     # the part of allocator_instructions in functions only allocators call, by object file
     allocator_by_object: Mapping[str, int] = dataclasses.field(default_factory=dict)
     estimated_cycles: int | None = None  # with the cache simulation (CACHE_SIM_FLAGS): see estimated_cycles
+    # self instructions of the interpreter's functions callgrind knows only by address (a stripped
+    # Python): the rules that name CPython's internals (TYPE_LOOKUP, THREAD_LOCAL) cannot see them
+    unnamed_interpreter: int = 0
 
     def by_layer(self) -> dict[str, int]:
         """Instructions by layer (LAYERS), adding up to ``instructions``: the allocators' calls at
@@ -394,7 +401,7 @@ def parse_dump(lines: Iterable[str], entry_names: Mapping[str, str] | None = Non
     obj = function = callee_obj = callee_fn = None
     in_call = False
     calls = 0
-    misses = allocator_calls = allocator_instructions = local_lookups = local_instructions = 0
+    misses = allocator_calls = allocator_instructions = local_lookups = local_instructions = unnamed = 0
     by_object: collections.Counter[str] = collections.Counter()
     by_function: collections.Counter[tuple[str, str]] = collections.Counter()
     callers: dict[str, set[str]] = collections.defaultdict(set)
@@ -431,6 +438,8 @@ def parse_dump(lines: Iterable[str], entry_names: Mapping[str, str] | None = Non
             else:
                 by_object[obj or "?"] += cost
                 by_function[obj or "?", function or "?"] += cost
+                if function is not None and function.startswith("0x") and layer_of(obj or "?") == "interpreter":
+                    unnamed += cost
                 if vector is not None:
                     self_events = [a + b for a, b in zip(self_events, vector)]
             continue
@@ -472,7 +481,7 @@ def parse_dump(lines: Iterable[str], entry_names: Mapping[str, str] | None = Non
         cycles = estimated_cycles(counted) + priced
     return Dump(total - misses - local_instructions - allocator_instructions + priced, dict(by_object),
                 dict(by_entry), misses, local_lookups, local_instructions, allocator_calls, allocator_instructions,
-                dict(allocator_by_object), cycles)
+                dict(allocator_by_object), cycles, unnamed)
 
 
 def _event_vector(parts: Sequence[str], events: int) -> list[int]:
@@ -712,6 +721,13 @@ class InstructionCount:
     allocator_calls_per_call: float = 0.0  # calls into an allocator, each counted at ALLOCATION_PRICE
     estimated_cycles_per_call: float | None = None  # with --dispatch-instructions-cycles (estimated_cycles)
     allocation_price: int | None = ALLOCATION_PRICE  # what each allocator call counted; None: as it ran (old runs)
+    unnamed_interpreter_per_call: float = 0.0  # of per_call: interpreter functions without a name (Dump)
+
+    @property
+    def interpreter_unnamed(self) -> bool:
+        """Whether much of the interpreter ran in functions without names (a stripped Python),
+        so that its address-dependent look-ups were counted as they ran (docs/counted.md)."""
+        return self.unnamed_interpreter_per_call > UNNAMED_INTERPRETER_SHARE * abs(self.per_call)
 
     @classmethod
     def from_windows(cls, sizes: Sequence[int], dumps: Sequence[Dump], tool: str = "callgrind") -> "InstructionCount":
@@ -726,8 +742,9 @@ class InstructionCount:
         cycles = None
         if all(d.estimated_cycles is not None for d in dumps):
             cycles = _slope(sizes, [d.estimated_cycles for d in dumps])[0]
+        unnamed = _slope(sizes, [d.unnamed_interpreter for d in dumps])[0]
         return cls(per_call, fixed, tuple(zip(sizes, (d.instructions for d in dumps))), by_layer, by_kind, tool,
-                   misses, allocations, cycles)
+                   misses, allocations, cycles, unnamed_interpreter_per_call=unnamed)
 
     def per_dispatch(self, dispatches: int) -> float:
         """Host instructions per dispatch, for a call of ``dispatches`` dispatches."""
@@ -752,7 +769,8 @@ class InstructionCount:
                 "tool": self.tool, "thread": "calling",
                 "type_cache_misses_per_call": self.type_cache_misses_per_call,
                 "allocator_calls_per_call": self.allocator_calls_per_call, "allocation_price": self.allocation_price,
-                "estimated_cycles_per_call": self.estimated_cycles_per_call}
+                "estimated_cycles_per_call": self.estimated_cycles_per_call,
+                "unnamed_interpreter_per_call": self.unnamed_interpreter_per_call}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "InstructionCount":
@@ -763,7 +781,8 @@ class InstructionCount:
                    {str(k): float(v) for k, v in data["by_kind_per_call"].items()}, str(data.get("tool", "callgrind")),
                    float(data.get("type_cache_misses_per_call", 0.0)), float(data.get("allocator_calls_per_call", 0.0)),
                    None if data.get("estimated_cycles_per_call") is None else float(data["estimated_cycles_per_call"]),
-                   None if data.get("allocation_price") is None else int(data["allocation_price"]))
+                   None if data.get("allocation_price") is None else int(data["allocation_price"]),
+                   float(data.get("unnamed_interpreter_per_call", 0.0)))
 
 
 # -- what two counted runs must share to be compared
