@@ -179,6 +179,8 @@ def test_verdicts_travel_as_json():
     assert data["ratio"] is None and data["high"] is None
     back = paired.PairedVerdict.from_dict(data)
     assert back.status == verdict.status and math.isinf(back.high) and math.isnan(back.ratio)
+    assert data["a_median"] == data["b_median"] == 1.0  # the schema's names (schema.md)
+    assert back.a_median_us_per_call == back.b_median_us_per_call == 1.0
 
 
 # --------------------------------------------------------------------------

@@ -73,7 +73,7 @@ class Comparison:
         parts = [v.summary for v in self.counts if v.status != Status.UNCHANGED]
         timing = self.timing
         if timing is not None and not math.isnan(timing.ratio):
-            per_call = f"{format_us(timing.a_median)} -> {format_us(timing.b_median)} µs per call"
+            per_call = f"{format_us(timing.a_median_us_per_call)} -> {format_us(timing.b_median_us_per_call)} µs per call"
             detail = (f"x{timing.ratio:.3f} per call, {timing.interval_text}, {timing.sessions} sessions, "
                       f"{timing.pairs} pairs, {timing.seconds:.1f} s")
             if timing.p_adjusted is not None:
@@ -104,7 +104,7 @@ class Comparison:
         measurement = self.head if side else self.base
         if measurement is None or self.timing is None or math.isnan(self.timing.ratio):
             return None
-        return self.timing.b_median if side else self.timing.a_median
+        return self.timing.b_median_us_per_call if side else self.timing.a_median_us_per_call
 
     def us_per_dispatch(self, side: int) -> float | None:
         """``us_per_call`` divided by that side's dispatches per call."""

@@ -130,6 +130,10 @@ def signed_rank_p(d: np.ndarray, bound: float, alternative: str) -> float:
 # verdicts
 
 
+# the JSON's names (schema.md), kept from before the fields said their unit
+_JSON_KEYS = {"a_median_us_per_call": "a_median", "b_median_us_per_call": "b_median"}
+
+
 @dataclasses.dataclass(frozen=True)
 class PairedVerdict:
     """The decision on a set of pairs: B against A as a ratio with its interval.
@@ -147,8 +151,8 @@ class PairedVerdict:
     confidence: float
     pairs: int
     seconds: float
-    a_median: float  # per-call µs of A (base, or fast)
-    b_median: float
+    a_median_us_per_call: float  # of A (base, or fast)
+    b_median_us_per_call: float
     p_value: float
     reason: str = ""  # why inconclusive, or what the bound was
     p_adjusted: float | None = None
@@ -162,15 +166,16 @@ class PairedVerdict:
 
     def as_dict(self) -> dict:
         """JSON-ready: an unbounded or undefined figure is None."""
-        return {key: None if isinstance(value, float) and not math.isfinite(value) else value
+        return {_JSON_KEYS.get(key, key): None if isinstance(value, float) and not math.isfinite(value) else value
                 for key, value in dataclasses.asdict(self).items()}
 
     @classmethod
     def from_dict(cls, data: dict) -> "PairedVerdict":
-        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
+        values = {f.name: data[_JSON_KEYS.get(f.name, f.name)] for f in dataclasses.fields(cls)
+                  if _JSON_KEYS.get(f.name, f.name) in data}
         values["status"] = Status(values["status"])
-        for name, missing in (("ratio", math.nan), ("high", math.inf), ("a_median", math.nan),
-                              ("b_median", math.nan)):
+        for name, missing in (("ratio", math.nan), ("high", math.inf), ("a_median_us_per_call", math.nan),
+                              ("b_median_us_per_call", math.nan)):
             if values.get(name) is None:
                 values[name] = missing
         return cls(**values)
@@ -300,16 +305,16 @@ def judge_rounds(sides: Sequence[Rounds], question, design: Design, seconds: flo
     n = min(a.size, b.size)
     a, b = a[:n], b[:n]
     confidence = 1 - 2 * design.alpha_per_look
-    a_median, b_median = float(np.median(a)), float(np.median(b))
+    a_median_us_per_call, b_median_us_per_call = float(np.median(a)), float(np.median(b))
     if n < 2 or min(a.min(), b.min()) <= 0:
-        return PairedVerdict(Status.INCONCLUSIVE, math.nan, 0.0, math.inf, confidence, n, seconds, a_median,
-                             b_median, 1.0, "rounds at or below zero once the sync is subtracted: the work per "
+        return PairedVerdict(Status.INCONCLUSIVE, math.nan, 0.0, math.inf, confidence, n, seconds, a_median_us_per_call,
+                             b_median_us_per_call, 1.0, "rounds at or below zero once the sync is subtracted: the work per "
                              "round is within the sync's noise; raise per_round")
     d = np.log(b) - np.log(a)
     status, estimate, low, high, p = question.decide(d, design.alpha_per_look, design.looks)
     reason = "" if status else question.undecided_reason(low, high)
     return PairedVerdict(status or Status.INCONCLUSIVE, math.exp(estimate), math.exp(low), math.exp(high),
-                         confidence, n, seconds, a_median, b_median, p, reason)
+                         confidence, n, seconds, a_median_us_per_call, b_median_us_per_call, p, reason)
 
 
 def _as_final(verdict: PairedVerdict, question) -> PairedVerdict:
@@ -398,12 +403,12 @@ def judge_sessions(sessions: Sequence[PairedVerdict], question: ChangeQuestion,
     usable = [v for v in sessions if math.isfinite(v.ratio) and v.ratio > 0]
     pairs, seconds = sum(v.pairs for v in sessions), sum(v.seconds for v in sessions)
     confidence = 1 - 2 * design.alpha_per_look
-    a_median = float(np.median([v.a_median for v in usable])) if usable else math.nan
-    b_median = float(np.median([v.b_median for v in usable])) if usable else math.nan
+    a_median_us_per_call = float(np.median([v.a_median_us_per_call for v in usable])) if usable else math.nan
+    b_median_us_per_call = float(np.median([v.b_median_us_per_call for v in usable])) if usable else math.nan
     if len(usable) < 2:
         reason = (sessions[0].reason if sessions and not usable else "") or "fewer than 2 sessions measured it"
         return PairedVerdict(Status.INCONCLUSIVE, math.nan if not usable else usable[0].ratio, 0.0, math.inf, confidence,
-                             pairs, seconds, a_median, b_median, 1.0, reason, sessions=len(sessions))
+                             pairs, seconds, a_median_us_per_call, b_median_us_per_call, 1.0, reason, sessions=len(sessions))
     e = np.log([v.ratio for v in usable])
     mean, n = float(np.mean(e)), e.size
     se = float(np.std(e, ddof=1)) / math.sqrt(n)
@@ -420,7 +425,7 @@ def judge_sessions(sessions: Sequence[PairedVerdict], question: ChangeQuestion,
         reason = (f"{question.undecided_reason(low, high)} after {n} sessions; "
                   f"{n} sessions resolve {_resolution_text(question.bound + quantile * se)} here")
     return PairedVerdict(status or Status.INCONCLUSIVE, math.exp(mean), math.exp(low), math.exp(high), confidence, pairs,
-                         seconds, a_median, b_median, min(1.0, p * looks), reason, sessions=n)
+                         seconds, a_median_us_per_call, b_median_us_per_call, min(1.0, p * looks), reason, sessions=n)
 
 
 def _resolution_text(log_change: float) -> str:
