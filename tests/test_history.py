@@ -1,5 +1,6 @@
 """Kept history on synthetic saved runs (no GPU needed)."""
 
+import dataclasses
 import datetime
 import json
 import warnings
@@ -333,3 +334,72 @@ def test_progress_lines_for_slow_steps_only():
     for _ in range(100):
         throttled.step("file")
     assert fast.getvalue() == ""
+
+
+def counted_measurement(per_call, name="model", dispatches=10):
+    from pytest_dispatch.measurement.instructions import InstructionCount
+
+    plain = measurement(name, dispatches=dispatches, rounds=0)
+    count = InstructionCount(per_call, 0.0, ((1, int(per_call)), (2, int(2 * per_call))), {}, {})
+    return dataclasses.replace(plain, rounds=0, wall_us_per_call=np.zeros(0), host_us_per_call=np.zeros(0),
+                               sync_us=np.zeros(0), instructions=count)
+
+
+def save_counted_run(root, index, per_call_by_name, python="CPython 3.11.7", dispatches=10):
+    from pytest_dispatch.measurement.instructions import Software
+
+    software = Software(python=python, wgpu="0.32.0", implementation="wgpu-native 0.32.0", backend="Vulkan",
+                        adapter="Test GPU", driver="driver 1", valgrind="valgrind-3.19.0", cpu_vendor="acme",
+                        machine="x86_64", numpy="2.3.0")
+    measurements = [counted_measurement(value, name, dispatches) for name, value in per_call_by_name.items()]
+    document = storage.session_json([TestResult(NODE, measurements, {"dispatches": 0})], GPU, software.as_dict())
+    commit_time = T0 + datetime.timedelta(hours=index)
+    document["commit_info"] = {"id": f"{index:02d}" + "c" * 38, "time": commit_time.isoformat(), "dirty": False,
+                               "branch": "main", "project": "demo"}
+    document["datetime"] = (commit_time + datetime.timedelta(minutes=5)).isoformat()
+    storage.BaselineStore(root).save(document, "main")
+
+
+def test_counted_runs_make_a_history_of_host_instructions_with_each_change_named_exactly(tmp_path, capsys):
+    # steady stays within 0.1%; stepped grows 0.8% at commit 3 (beyond the 0.5% tolerance); commit 5 was
+    # counted with another Python, so its 3% is not compared with the run before
+    for index in range(6):
+        python = "CPython 3.12.1" if index == 5 else "CPython 3.11.7"
+        stepped = 2_000_000 * (1.008 if index >= 3 else 1.0) * (1.03 if index == 5 else 1.0)
+        save_counted_run(tmp_path, index, {"steady": 1_000_000 + 100 * (index % 2), "stepped": stepped}, python,
+                         dispatches=11 if index >= 4 else 10)  # and one more dispatch from commit 4 on
+    steady, stepped = (f"{NODE}::{name}" for name in ("steady", "stepped"))
+
+    assert cli.main(["history", "--storage", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert f"{stepped}: host instructions/call 2,000,000 -> 2,016,000 (x1.0080, regressed) at 03cccccccc" in text
+    assert f"{steady}: unchanged over 6 counted run(s) (within 0.5% from run to run; a run counted with other" in text
+    assert "counted with other software from 05cccccccc on (python CPython 3.11.7 -> CPython 3.12.1)" in text
+    assert text.count("regressed") == 1
+    assert f"{stepped}: dispatches 10 -> 11 per call at 04cccccccc" in text  # counts stay exact in counted runs
+
+    assert cli.main(["history", "--storage", str(tmp_path), "--json"]) == 0
+    (gpu,) = json.loads(capsys.readouterr().out)["gpus"]
+    by_key = {c["key"]: c for c in gpu["counted"]}
+    (change,) = by_key[stepped]["changes"]
+    assert change["status"] == "regressed" and change["commit"] == "03" + "c" * 38
+    assert change["ratio"] == pytest.approx(1.008) and by_key[steady]["changes"] == []
+    assert [p["instructions_per_call"] for p in by_key[steady]["points"]][:2] == [1_000_000, 1_000_100]
+    assert by_key[stepped]["software_changes"][0]["differences"] == ["python CPython 3.11.7 -> CPython 3.12.1"]
+
+    # a tolerance of 1% hides the 0.8% step
+    assert cli.main(["history", "--storage", str(tmp_path), "--instructions-tolerance", "1%"]) == 0
+    assert "regressed" not in capsys.readouterr().out
+
+    assert cli.main(["history", "--storage", str(tmp_path), "--markdown"]) == 0
+    markdown = capsys.readouterr().out
+    assert f"| `{stepped}` | host instructions 2,000,000 → 2,016,000 per call (×1.0080, regressed; counted) |" in markdown
+    assert f"- {steady}: unchanged over 6 counted run(s)" in markdown
+
+    page = tmp_path / "history.html"
+    assert cli.main(["history", "--storage", str(tmp_path), "--html", str(page)]) == 0
+    html = page.read_text()
+    assert "Host instructions per call (counted runs" in html and "2,016,000 (regressed, ×1.0080)" in html
+    import xml.etree.ElementTree as ET
+
+    ET.fromstring(html.split("<!DOCTYPE html>\n", 1)[1])  # well-formed

@@ -216,7 +216,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    change_settings = history.Settings(alpha=args.alpha, threshold=args.threshold)
+    change_settings = history.Settings(alpha=args.alpha, threshold=args.threshold,
+                                       instruction_tolerance=args.instructions_tolerance)
     progress = Progress("pytest-dispatch history", every_s=1.0)
     try:
         histories, note = history.analyse(args.storage, args.fingerprint, args.k, change_settings, args.branch,
@@ -347,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="significance level of a change point (its step's interval over the runs' spread)")
     trend.add_argument("--threshold", type=settings.flag_type(settings.fraction, "threshold"),
                        default=history.Settings.threshold, help="smallest relative change called a change point")
+    options.add_command_argument(trend, "dispatch_instructions_tolerance")
     _add_storage_arguments(trend)
     trend.set_defaults(run=cmd_history)
     ab = commands.add_parser(

@@ -3,7 +3,7 @@
 ``--dispatch-save`` keeps every run as ``<storage>/<GPU fingerprint>/<UTC time>_<commit>_<name>.json``
 (see ``storage.BaselineStore``).  ``load_runs`` reads one fingerprint's runs in commit order,
 each summarised per sequential measurement (median wall µs per dispatch, rounds, sync cost,
-exact counts).  A file that cannot be read is skipped with one ``SkippedRunWarning`` naming it.
+exact counts; a counted run's host instructions per call, with the software it was counted with).  A file that cannot be read is skipped with one ``SkippedRunWarning`` naming it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ import numpy as np
 from pytest_dispatch.judgement import stats, storage
 from pytest_dispatch.judgement.results import sequential_measurements
 from pytest_dispatch.judgement.stats import format_confidence
-from pytest_dispatch.settings import DEFAULTS
+from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.settings import DEFAULTS, INSTRUCTION_TOLERANCE
+from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.recorder import COUNT_KINDS
 
 
@@ -74,6 +76,10 @@ class StoredRun:
     commit_time: datetime.datetime | None
     dirty: bool  # the work tree had uncommitted changes
     measurements: Mapping[str, RunMeasurement]  # sequential measurements by key
+    # a counted run (--dispatch-instructions): host instructions per call by key, and what counted them
+    instructions: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    counted_counts: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)  # COUNT_KINDS
+    counted_with: Software | None = None
 
     @property
     def medians(self) -> dict[str, float]:
@@ -147,6 +153,8 @@ def read_run(path: str | os.PathLike, fingerprint: str | None = None) -> StoredR
         raise storage.BaselineError(f"{path}: no valid 'datetime'; delete it or save a new run")
     commit = commit_info.get("id")
     branch = commit_info.get("branch")
+    sequential = sequential_measurements(storage.results_of(document))
+    counted = storage.counted_of(document)
     return StoredRun(
         path=path,
         fingerprint=str(found or "no-gpu"),
@@ -157,10 +165,11 @@ def read_run(path: str | os.PathLike, fingerprint: str | None = None) -> StoredR
         time=time,
         commit_time=_parse_time(commit_info.get("time")),
         dirty=bool(commit_info.get("dirty")),
-        measurements={
-            key: _summarise(key, m)
-            for key, m in sequential_measurements(storage.results_of(document)).items() if m.timed
-        },
+        measurements={key: _summarise(key, m) for key, m in sequential.items() if m.timed},
+        instructions={key: m.instructions.per_call for key, m in sequential.items() if m.instructions is not None},
+        counted_counts={key: {kind: m.count(kind) for kind in COUNT_KINDS}
+                        for key, m in sequential.items() if m.instructions is not None},
+        counted_with=None if counted is None else Software.from_dict(counted),
     )
 
 
@@ -279,6 +288,7 @@ class Settings:
     alpha: float = DEFAULTS["alpha"]
     threshold: float = DEFAULTS["threshold"]  # relative change of the segments' medians
     penalty: float | None = None  # ruptures' penalty on the robust-scaled log medians; None: BIC, 2 ln(n)
+    instruction_tolerance: float = INSTRUCTION_TOLERANCE  # counted runs: a change beyond it is named
 
 
 def require_ruptures():
@@ -416,10 +426,12 @@ def _group_starts(commits: Iterable[Any]) -> list[int]:
     return starts
 
 
-def _count_changes(key: str, runs: list[StoredRun]) -> list[CountChange]:
+def _count_changes(key: str, runs: list[StoredRun],
+                   counts_of: Callable[[StoredRun], Mapping[str, int]] | None = None) -> list[CountChange]:
+    counts_of = counts_of or (lambda run: run.measurements[key].counts)
     changes = []
     for index in range(1, len(runs)):
-        before, after = runs[index - 1].measurements[key].counts, runs[index].measurements[key].counts
+        before, after = counts_of(runs[index - 1]), counts_of(runs[index])
         for kind in COUNT_KINDS:
             if before[kind] != after[kind]:
                 changes.append(CountChange(key, kind, index, runs[index], before[kind], after[kind]))
@@ -451,6 +463,71 @@ def series_of(runs: list[StoredRun], key: str, settings: Settings = Settings(),
                   tuple(_count_changes(key, measured)),
                   resolvable_step(values, settings, boundaries) if values else math.inf,
                   runs_spread(values) if values else math.inf)
+
+
+@dataclasses.dataclass(frozen=True)
+class InstructionChange:
+    """Host instructions per call beyond the tolerance between two consecutive counted runs of
+    the same software: exact counts, so no statistics (as the gate compares them)."""
+
+    key: str
+    run: StoredRun  # the first run with the new count
+    before: float
+    after: float
+    tolerance: float
+
+    @property
+    def ratio(self) -> float:
+        return self.after / self.before if self.before else math.inf
+
+    @property
+    def status(self) -> Status:
+        return Status.REGRESSED if self.ratio > 1 else Status.IMPROVED
+
+    def summary(self) -> str:
+        return (f"{self.key}: host instructions/call {self.before:,.0f} -> {self.after:,.0f} (x{self.ratio:.4f}, "
+                f"{self.status}) at {self.run.short_commit} ({_commit_label(self.run)})")
+
+
+@dataclasses.dataclass(frozen=True)
+class CountedSeries:
+    """One measurement's host instructions per call over the counted runs, in commit order.
+    Runs counted with other software (Python, wgpu, driver, valgrind, counting rules...) are
+    not compared with the run before them: ``software_changes`` says where and what differs."""
+
+    key: str
+    runs: tuple[StoredRun, ...]
+    changes: tuple[InstructionChange, ...]
+    software_changes: tuple[tuple[StoredRun, tuple[str, ...]], ...]
+    tolerance: float
+    count_changes: tuple[CountChange, ...] = ()  # dispatches, submits... per call, exactly
+
+    @property
+    def values(self) -> list[float]:
+        return [run.instructions[self.key] for run in self.runs]
+
+    def summary(self) -> str:
+        """The line for a series without a change: exact counts inside the tolerance are evidence."""
+        other = "; a run counted with other software is not compared" if self.software_changes else ""
+        return (f"{self.key}: {Status.UNCHANGED} over {len(self.runs)} counted run(s) "
+                f"(within {100 * self.tolerance:g}% from run to run{other})")
+
+
+def counted_series_of(runs: list[StoredRun], key: str, tolerance: float = INSTRUCTION_TOLERANCE) -> CountedSeries:
+    """The counted runs of ``key`` (in their order), each compared with the one before it."""
+    counted = [run for run in runs if key in run.instructions]
+    changes, software_changes = [], []
+    for before, after in zip(counted, counted[1:]):
+        differences = (() if before.counted_with is None or after.counted_with is None
+                       else tuple(after.counted_with.differences(before.counted_with)))
+        if differences:
+            software_changes.append((after, differences))
+            continue
+        old, new = before.instructions[key], after.instructions[key]
+        if not 1 / (1 + tolerance) <= (new / old if old else math.inf) <= 1 + tolerance:
+            changes.append(InstructionChange(key, after, old, new, tolerance))
+    count_changes = _count_changes(key, counted, lambda run: run.counted_counts[key])
+    return CountedSeries(key, tuple(counted), tuple(changes), tuple(software_changes), tolerance, tuple(count_changes))
 
 
 def keys_of(runs: Iterable[StoredRun]) -> list[str]:
@@ -529,6 +606,7 @@ class GpuHistory:
     fingerprint: str
     runs: tuple[StoredRun, ...]
     series: tuple[Series, ...]
+    counted: tuple[CountedSeries, ...] = ()  # host instructions per call, where runs were counted
 
     @property
     def gpu(self) -> str:
@@ -560,7 +638,10 @@ def analyse(
                 series.append(series_of(runs, key, settings, find_changes=False))
             if progress:
                 progress(f"series {key}")
-        histories.append(GpuHistory(found, tuple(runs), tuple(series)))
+        counted_keys = sorted({key for run in runs for key in run.instructions})
+        counted = tuple(counted_series_of(runs, key, settings.instruction_tolerance)
+                        for key in select_keys(counted_keys, expression))
+        histories.append(GpuHistory(found, tuple(runs), tuple(series), counted))
     return histories, note
 
 
@@ -599,6 +680,14 @@ def as_json(histories: list[GpuHistory], settings: Settings, note: str | None,
             })
             if progress:
                 progress(f"intervals of {s.key}")
+        counted = [{"key": c.key,
+                    "points": [{"run": index_of[run.path], "instructions_per_call": run.instructions[c.key]}
+                               for run in c.runs],
+                    "changes": [{"run": index_of[ch.run.path], "commit": ch.run.commit, "before": ch.before,
+                                 "after": ch.after, "ratio": ch.ratio, "status": ch.status} for ch in c.changes],
+                    "software_changes": [{"run": index_of[run.path], "differences": list(differences)}
+                                         for run, differences in c.software_changes],
+                    "tolerance": c.tolerance} for c in history.counted]
         gpus.append({"fingerprint": history.fingerprint, "gpu": history.gpu,
-                     "runs": [_run_json(run) for run in history.runs], "series": series})
+                     "runs": [_run_json(run) for run in history.runs], "series": series, "counted": counted})
     return {"settings": dataclasses.asdict(settings), "change_points_note": note, "gpus": gpus}

@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from pytest_dispatch.judgement.history import GpuHistory, Series, Settings
+from pytest_dispatch.judgement.history import CountedSeries, GpuHistory, Series, Settings
 from pytest_dispatch.judgement.stats import format_confidence
 from pytest_dispatch.presentation.text import cut_keeping_end, markdown_table
 
@@ -32,20 +32,47 @@ def render_text(histories: list[GpuHistory], settings: Settings, note: str | Non
     lines = []
     for history in histories:
         commits = len({run.commit for run in history.runs})
-        lines += [f"GPU {history.gpu} [{history.fingerprint}]: {len(history.runs)} runs of {commits} commits",
-                  f"  change points ({describe_settings(settings)}):" if note is None else f"  {note}"]
-        if note is None:
+        lines.append(f"GPU {history.gpu} [{history.fingerprint}]: {len(history.runs)} runs of {commits} commits")
+        if history.series:
+            lines.append(f"  change points ({describe_settings(settings)}):" if note is None else f"  {note}")
+        if history.series and note is None:
             found = [cp for s in history.series for cp in s.change_points]
             lines += [f"    {cp.summary()}" for cp in found]
             lines += [f"    {s.unresolved_summary()}" for s in history.series if not s.change_points]
-        changes = [c for s in history.series for c in s.count_changes]
+        changes = [c for s in (*history.series, *history.counted) for c in s.count_changes]
         lines += ["  count changes (exact):"] + ([f"    {c.summary()}" for c in changes] or ["    none"])
-        lines.append(f"  {'measurement':<60} {'runs':>4} {'first':>9} {'latest':>9} {'min':>9} {'max':>9}  µs/dispatch")
+        if history.series:
+            lines.append(f"  {'measurement':<60} {'runs':>4} {'first':>9} {'latest':>9} {'min':>9} {'max':>9}  "
+                         "µs/dispatch")
         for s in history.series:
             medians = s.medians
             lines.append(f"  {cut_keeping_end(s.key, 60):<60} {len(s.runs):>4} {medians[0]:>9.2f} {medians[-1]:>9.2f} "
                          f"{medians.min():>9.2f} {medians.max():>9.2f}")
+        lines += _counted_text(history.counted)
         lines.append("")
+    return lines
+
+
+def _software_line(series: CountedSeries) -> list[str]:
+    return [f"{series.key}: counted with other software from {run.short_commit} on ({', '.join(differences)}): "
+            "not compared with the run before" for run, differences in series.software_changes]
+
+
+def _counted_text(counted: tuple[CountedSeries, ...]) -> list[str]:
+    """Counted runs: each change beyond the tolerance, exactly, then one line per series."""
+    if not counted:
+        return []
+    tolerance = counted[0].tolerance
+    lines = [f"  host instructions per call (counted runs, exact; a change is beyond {100 * tolerance:g}%):"]
+    found = [f"    {change.summary()}" for series in counted for change in series.changes]
+    found += [f"    {line}" for series in counted for line in _software_line(series)]
+    found += [f"    {series.summary()}" for series in counted if not series.changes and len(series.runs) > 1]
+    lines += found or ["    one counted run each: nothing to compare yet"]
+    lines.append(f"  {'measurement':<60} {'runs':>4} {'first':>12} {'latest':>12}  instructions/call")
+    for series in counted:
+        values = series.values
+        lines.append(f"  {cut_keeping_end(series.key, 60):<60} {len(series.runs):>4} {values[0]:>12,.0f} "
+                     f"{values[-1]:>12,.0f}")
     return lines
 
 
@@ -59,7 +86,11 @@ def render_markdown(histories: list[GpuHistory], settings: Settings, note: str |
                          f"(×{cp.ratio:.3f} per dispatch, {format_confidence(cp.step.confidence)} interval ×{cp.step.low:.3f}–{cp.step.high:.3f})",
                  cp.run) for s in history.series for cp in (s.change_points or ())]
         rows += [(c.key, f"{c.kind} {c.before} → {c.after} per call", c.run)
-                 for s in history.series for c in s.count_changes]
+                 for s in (*history.series, *history.counted) for c in s.count_changes]
+        rows += [(c.key, f"host instructions {c.before:,.0f} → {c.after:,.0f} per call (×{c.ratio:.4f}, {c.status}; "
+                         "counted)", c.run) for s in history.counted for c in s.changes]
+        rows += [(s.key, f"counted with other software: {', '.join(differences)}", run)
+                 for s in history.counted for run, differences in s.software_changes]
         if rows:
             lines += markdown_table(("measurement", "change", "commit", "branch"),
                                     ((f"`{key.replace('|', '/')}`", text, f"`{run.short_commit}`", run.branch or "-")
@@ -68,6 +99,7 @@ def render_markdown(histories: list[GpuHistory], settings: Settings, note: str |
             lines.append("No changes found.")
         if note is None:
             lines += [""] + [f"- {s.unresolved_summary()}" for s in history.series if not s.change_points]
+        lines += [f"- {s.summary()}" for s in history.counted if not s.changes and len(s.runs) > 1]
         lines.append("")
     return lines
 
@@ -249,6 +281,25 @@ def _overview(gpu_history: GpuHistory, anchors: dict[str, str]) -> list[str]:
             '<th>branch</th></tr>', *rows, "</table>"]
 
 
+def _counted_table(counted: tuple[CountedSeries, ...]) -> list[str]:
+    """Counted runs on the page: per measurement, its host instructions per call run by run and
+    each change beyond the tolerance (exact counts: a table says it all)."""
+    if not counted:
+        return []
+    rows = []
+    for series in counted:
+        changed = {change.run.path: change for change in series.changes}
+        other = {run.path for run, _ in series.software_changes}
+        cells = []
+        for run in series.runs:
+            mark = (f" ({changed[run.path].status}, ×{changed[run.path].ratio:.4f})" if run.path in changed
+                    else " (other software)" if run.path in other else "")
+            cells.append(f"<code>{escape(run.short_commit)}</code> {run.instructions[series.key]:,.0f}{escape(mark)}")
+        rows.append(f"<tr><td><code>{escape(series.key)}</code></td><td>{'<br/>'.join(cells)}</td></tr>")
+    return [f"<h3>Host instructions per call (counted runs; a change is beyond {100 * counted[0].tolerance:g}%)</h3>",
+            "<table><tr><th>measurement</th><th>runs, oldest first</th></tr>", *rows, "</table>"]
+
+
 def page(histories: list[GpuHistory], settings: Settings, note: str | None,
          progress: Callable[[str], None] | None = None) -> str:
     """The whole page as a string."""
@@ -262,6 +313,7 @@ def page(histories: list[GpuHistory], settings: Settings, note: str | None,
         body.append(f'<h2>{escape(gpu_history.gpu)}</h2><p><code>{escape(gpu_history.fingerprint)}</code>: '
                     f'{len(gpu_history.runs)} runs</p>')
         body += _overview(gpu_history, anchors)
+        body += _counted_table(gpu_history.counted)
         for series in gpu_history.series:
             body.append(f"<h3><code>{escape(series.key)}</code></h3>")
             body.append(_chart(series, anchors[series.key]))
