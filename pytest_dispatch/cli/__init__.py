@@ -27,6 +27,7 @@ from pytest_dispatch.cli.progress import Progress
 from pytest_dispatch import options, settings
 from pytest_dispatch.judgement import gate, history, storage
 from pytest_dispatch.judgement.results import TestResult
+from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.presentation import history as history_view, report
 from pytest_dispatch.presentation.text import markdown_table
@@ -51,17 +52,22 @@ def _load(path: str) -> dict[str, Any]:
 
 
 def _markdown_table(results: list[TestResult], verdicts: dict[str, gate.TestVerdicts] | None) -> list[str]:
+    counted = any(m.instructions is not None for result in results for m in result.measurements)
     rows = []
     for result in results:
         verdict = verdicts.get(result.nodeid) if verdicts else None
         for measurement in result.measurements:
             key = str(MeasurementKey(result.nodeid, measurement.name))
             text = "; ".join(verdict.lines(key)) if verdict else result.budget_verdict
-            wall = report.median_text(measurement)
+            if counted:
+                cost = "-" if measurement.instructions is None else f"{measurement.instructions.per_call:,.0f}"
+            else:
+                cost = report.median_text(measurement)
             method = " (single-op)" if measurement.method == "single-op" else ""
             rows.append((f"`{result.nodeid}` [{measurement.name}]{method}", measurement.dispatches,
-                         measurement.submits, wall, text.replace("|", "/")))
-    return markdown_table(("test", "dispatches/call", "submits/call", "wall µs/dispatch (median)", "verdict"), rows,
+                         measurement.submits, cost, text.replace("|", "/")))
+    cost_column = "host instructions/call (counted)" if counted else "wall µs/dispatch (median)"
+    return markdown_table(("test", "dispatches/call", "submits/call", cost_column, "verdict"), rows,
                           right=(1, 2, 3))
 
 
@@ -136,9 +142,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise InputError("compare takes two single-run files, not merged ones")
     comparable = storage.fingerprint_of(baseline_doc) == storage.fingerprint_of(current_doc)
     gate_settings = {"alpha": args.alpha, "threshold": args.threshold}
+    counted = storage.counted_of(current_doc)
     baseline = gate.Baseline(args.baseline, storage.results_of(baseline_doc), comparable,
-                             gate.stored_of([baseline_doc]) if comparable else {})
-    session_gate = baseline.gate(gate_settings)
+                             gate.stored_of([baseline_doc]) if comparable else {},
+                             gate.counted_differences(baseline_doc, counted and Software.from_dict(counted)))
+    session_gate = baseline.gate(gate_settings, instruction_tolerance=args.instructions_tolerance)
     results = storage.results_of(current_doc)
     try:
         verdicts = {r.nodeid: session_gate.judge(r, r.gate_overrides) for r in results}
@@ -306,6 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_storage_arguments(compare)
     options.add_command_argument(compare, "dispatch_alpha")
     options.add_command_argument(compare, "dispatch_threshold")
+    options.add_command_argument(compare, "dispatch_instructions_tolerance")
     compare.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
     compare.set_defaults(run=cmd_compare)
 

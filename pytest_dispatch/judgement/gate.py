@@ -120,7 +120,7 @@ class InstructionVerdict:
         return None
 
     def line(self, label: str) -> str:
-        if self.ratio is None:
+        if self.ratio is None or self.reason:  # not compared (off, incomparable): say why
             return f"{label} {self.status}: {self.reason}"
         return (f"{label} {self.status}: {self.baseline:,.0f} -> {self.current:,.0f} host instructions per call "
                 f"(x{self.ratio:.4f}; counted, tolerance {100 * self.tolerance:g}%)")
@@ -340,8 +340,14 @@ def find_baseline(store: storage.BaselineStore, fingerprint: str, name: str,
         return None
     document = document or storage.load_document(path)
     stored = stored_medians(store.root, fingerprint, name) if comparable else {}
-    differences = None
-    counted = storage.counted_of(document)
-    if software is not None and counted is not None:
-        differences = software.differences(Software.from_dict(counted))
-    return Baseline(str(path), storage.results_of(document), comparable, stored, differences)
+    return Baseline(str(path), storage.results_of(document), comparable, stored,
+                    counted_differences(document, software))
+
+
+def counted_differences(baseline_document: dict, software: "Software | None") -> list[str] | None:
+    """What differs between the software a baseline was counted with and ``software`` (this
+    run's; None: not counted); None when either run was not counted."""
+    counted = storage.counted_of(baseline_document)
+    if software is None or counted is None:
+        return None
+    return software.differences(Software.from_dict(counted))
