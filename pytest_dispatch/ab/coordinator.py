@@ -44,6 +44,11 @@ class JobError(Exception):
     """The job cannot go on (no tests, different adapters, a side that cannot start)."""
 
 
+# A worker's start (Python, wgpu, pytest's collection, the adapter) is not a test: on a loaded
+# 2-core machine it took more than 10 s, so a short --test-timeout killed healthy workers.
+START_TIMEOUT = 120.0
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """How an A/B job decides; every value is validated by pytest_dispatch.settings."""
@@ -352,7 +357,7 @@ class Job:
         collected: list[dict | None] = [None, None]
         while None in collected:
             try:
-                index, message = self._next(self.settings.test_timeout)
+                index, message = self._next(max(self.settings.test_timeout, START_TIMEOUT))
             except _SideLost as lost:
                 raise JobError(f"{lost.why} while collecting") from None
             if message is None:
