@@ -19,7 +19,7 @@ from pytest_dispatch import settings as gate_settings
 from pytest_dispatch.judgement import history, stats, storage
 from pytest_dispatch.judgement.budget import COUNT_KINDS
 from pytest_dispatch.judgement.results import TestResult, sequential_measurements
-from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.judgement.status import Status, exact_ratio_status
 from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement
@@ -120,7 +120,7 @@ class InstructionVerdict:
         return None
 
     def line(self, label: str) -> str:
-        if self.ratio is None or self.reason:  # not compared (off, incomparable): say why
+        if self.status in (Status.OFF, Status.INCOMPARABLE):  # not compared: say why
             return f"{label} {self.status}: {self.reason}"
         return (f"{label} {self.status}: {self.baseline:,.0f} -> {self.current:,.0f} host instructions per call "
                 f"(x{self.ratio:.4f}; counted, tolerance {100 * self.tolerance:g}%)")
@@ -143,9 +143,7 @@ def compare_instructions(baseline: Measurement, current: Measurement, tolerance:
                                   "counted with other software (" + ", ".join(software_differences) + ")")
     before = baseline.instructions.per_call
     ratio = now / before if before else float("inf")
-    status = (Status.REGRESSED if ratio > 1 + tolerance else Status.IMPROVED if ratio < 1 / (1 + tolerance)
-              else Status.UNCHANGED)
-    return InstructionVerdict(status, before, now, tolerance)
+    return InstructionVerdict(exact_ratio_status(ratio, tolerance), before, now, tolerance)
 
 
 @dataclasses.dataclass

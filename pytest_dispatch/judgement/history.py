@@ -3,7 +3,8 @@
 ``--dispatch-save`` keeps every run as ``<storage>/<GPU fingerprint>/<UTC time>_<commit>_<name>.json``
 (see ``storage.BaselineStore``).  ``load_runs`` reads one fingerprint's runs in commit order,
 each summarised per sequential measurement (median wall µs per dispatch, rounds, sync cost,
-exact counts; a counted run's host instructions per call, with the software it was counted with).  A file that cannot be read is skipped with one ``SkippedRunWarning`` naming it.
+exact counts; in a counted run, host instructions per call and the software that counted them).
+A file that cannot be read is skipped with one ``SkippedRunWarning`` naming it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 from pytest_dispatch.judgement import stats, storage
 from pytest_dispatch.judgement.results import sequential_measurements
 from pytest_dispatch.judgement.stats import format_confidence
-from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.judgement.status import Status, exact_ratio_status
 from pytest_dispatch.settings import DEFAULTS, INSTRUCTION_TOLERANCE
 from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.recorder import COUNT_KINDS
@@ -63,6 +64,14 @@ class RunMeasurement:
 
 
 @dataclasses.dataclass(frozen=True)
+class CountedRunMeasurement:
+    """One counted measurement of one stored run (--dispatch-instructions)."""
+
+    instructions_per_call: float  # host instructions of the calling thread per call
+    counts: Mapping[str, int]  # per call of the measured function: COUNT_KINDS
+
+
+@dataclasses.dataclass(frozen=True)
 class StoredRun:
     """One saved run of one GPU: where it is, which commit it measured, and its measurements."""
 
@@ -76,9 +85,8 @@ class StoredRun:
     commit_time: datetime.datetime | None
     dirty: bool  # the work tree had uncommitted changes
     measurements: Mapping[str, RunMeasurement]  # sequential measurements by key
-    # a counted run (--dispatch-instructions): host instructions per call by key, and what counted them
-    instructions: Mapping[str, float] = dataclasses.field(default_factory=dict)
-    counted_counts: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)  # COUNT_KINDS
+    # a counted run (--dispatch-instructions): its measurements by key, and the software that counted them
+    counted: Mapping[str, CountedRunMeasurement] = dataclasses.field(default_factory=dict)
     counted_with: Software | None = None
 
     @property
@@ -166,9 +174,8 @@ def read_run(path: str | os.PathLike, fingerprint: str | None = None) -> StoredR
         commit_time=_parse_time(commit_info.get("time")),
         dirty=bool(commit_info.get("dirty")),
         measurements={key: _summarise(key, m) for key, m in sequential.items() if m.timed},
-        instructions={key: m.instructions.per_call for key, m in sequential.items() if m.instructions is not None},
-        counted_counts={key: {kind: m.count(kind) for kind in COUNT_KINDS}
-                        for key, m in sequential.items() if m.instructions is not None},
+        counted={key: CountedRunMeasurement(m.instructions.per_call, {kind: m.count(kind) for kind in COUNT_KINDS})
+                 for key, m in sequential.items() if m.instructions is not None},
         counted_with=None if counted is None else Software.from_dict(counted),
     )
 
@@ -426,12 +433,11 @@ def _group_starts(commits: Iterable[Any]) -> list[int]:
     return starts
 
 
-def _count_changes(key: str, runs: list[StoredRun],
-                   counts_of: Callable[[StoredRun], Mapping[str, int]] | None = None) -> list[CountChange]:
-    counts_of = counts_of or (lambda run: run.measurements[key].counts)
+def _count_changes(key: str, runs: list[StoredRun], counts: Sequence[Mapping[str, int]]) -> list[CountChange]:
+    """Exact changes between consecutive runs; ``counts``: each run's counts of ``key``."""
     changes = []
     for index in range(1, len(runs)):
-        before, after = counts_of(runs[index - 1]), counts_of(runs[index])
+        before, after = counts[index - 1], counts[index]
         for kind in COUNT_KINDS:
             if before[kind] != after[kind]:
                 changes.append(CountChange(key, kind, index, runs[index], before[kind], after[kind]))
@@ -460,7 +466,7 @@ def series_of(runs: list[StoredRun], key: str, settings: Settings = Settings(),
     else:
         boundaries = 1
     return Series(key, measured[0].fingerprint if measured else "", tuple(measured), change_points,
-                  tuple(_count_changes(key, measured)),
+                  tuple(_count_changes(key, measured, [run.measurements[key].counts for run in measured])),
                   resolvable_step(values, settings, boundaries) if values else math.inf,
                   runs_spread(values) if values else math.inf)
 
@@ -482,7 +488,7 @@ class InstructionChange:
 
     @property
     def status(self) -> Status:
-        return Status.REGRESSED if self.ratio > 1 else Status.IMPROVED
+        return exact_ratio_status(self.ratio, self.tolerance)
 
     def summary(self) -> str:
         return (f"{self.key}: host instructions/call {self.before:,.0f} -> {self.after:,.0f} (x{self.ratio:.4f}, "
@@ -504,7 +510,7 @@ class CountedSeries:
 
     @property
     def values(self) -> list[float]:
-        return [run.instructions[self.key] for run in self.runs]
+        return [run.counted[self.key].instructions_per_call for run in self.runs]
 
     def summary(self) -> str:
         """The line for a series without a change: exact counts inside the tolerance are evidence."""
@@ -515,7 +521,7 @@ class CountedSeries:
 
 def counted_series_of(runs: list[StoredRun], key: str, tolerance: float = INSTRUCTION_TOLERANCE) -> CountedSeries:
     """The counted runs of ``key`` (in their order), each compared with the one before it."""
-    counted = [run for run in runs if key in run.instructions]
+    counted = [run for run in runs if key in run.counted]
     changes, software_changes = [], []
     for before, after in zip(counted, counted[1:]):
         differences = (() if before.counted_with is None or after.counted_with is None
@@ -523,10 +529,11 @@ def counted_series_of(runs: list[StoredRun], key: str, tolerance: float = INSTRU
         if differences:
             software_changes.append((after, differences))
             continue
-        old, new = before.instructions[key], after.instructions[key]
-        if not 1 / (1 + tolerance) <= (new / old if old else math.inf) <= 1 + tolerance:
-            changes.append(InstructionChange(key, after, old, new, tolerance))
-    count_changes = _count_changes(key, counted, lambda run: run.counted_counts[key])
+        change = InstructionChange(key, after, before.counted[key].instructions_per_call,
+                                   after.counted[key].instructions_per_call, tolerance)
+        if change.status != Status.UNCHANGED:
+            changes.append(change)
+    count_changes = _count_changes(key, counted, [run.counted[key].counts for run in counted])
     return CountedSeries(key, tuple(counted), tuple(changes), tuple(software_changes), tolerance, tuple(count_changes))
 
 
@@ -638,7 +645,7 @@ def analyse(
                 series.append(series_of(runs, key, settings, find_changes=False))
             if progress:
                 progress(f"series {key}")
-        counted_keys = sorted({key for run in runs for key in run.instructions})
+        counted_keys = sorted({key for run in runs for key in run.counted})
         counted = tuple(counted_series_of(runs, key, settings.instruction_tolerance)
                         for key in select_keys(counted_keys, expression))
         histories.append(GpuHistory(found, tuple(runs), tuple(series), counted))
@@ -681,7 +688,7 @@ def as_json(histories: list[GpuHistory], settings: Settings, note: str | None,
             if progress:
                 progress(f"intervals of {s.key}")
         counted = [{"key": c.key,
-                    "points": [{"run": index_of[run.path], "instructions_per_call": run.instructions[c.key]}
+                    "points": [{"run": index_of[run.path], "instructions_per_call": run.counted[c.key].instructions_per_call}
                                for run in c.runs],
                     "changes": [{"run": index_of[ch.run.path], "commit": ch.run.commit, "before": ch.before,
                                  "after": ch.after, "ratio": ch.ratio, "status": ch.status} for ch in c.changes],

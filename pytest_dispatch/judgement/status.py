@@ -21,3 +21,14 @@ class Status(enum.StrEnum):
     WITHIN_BUDGET = "ok"
     OVER_BUDGET = "fail"
     NO_BUDGET = "-"
+
+
+def exact_ratio_status(ratio: float, tolerance: float) -> Status:
+    """The verdict on an exact ratio (counted instructions, no samples): ``regressed`` above
+    ``1 + tolerance``, ``improved`` below its inverse, ``unchanged`` inside (exact figures inside
+    the tolerance are evidence of no change)."""
+    if ratio > 1 + tolerance:
+        return Status.REGRESSED
+    if ratio < 1 / (1 + tolerance):
+        return Status.IMPROVED
+    return Status.UNCHANGED

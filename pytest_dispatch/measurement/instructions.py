@@ -401,7 +401,7 @@ def parse_dump(lines: Iterable[str], entry_names: Mapping[str, str] | None = Non
     obj = function = callee_obj = callee_fn = None
     in_call = False
     calls = 0
-    misses = allocator_calls = allocator_instructions = local_lookups = local_instructions = unnamed = 0
+    misses = allocator_calls = allocator_instructions = local_lookups = local_instructions = 0
     by_object: collections.Counter[str] = collections.Counter()
     by_function: collections.Counter[tuple[str, str]] = collections.Counter()
     callers: dict[str, set[str]] = collections.defaultdict(set)
@@ -438,8 +438,6 @@ def parse_dump(lines: Iterable[str], entry_names: Mapping[str, str] | None = Non
             else:
                 by_object[obj or "?"] += cost
                 by_function[obj or "?", function or "?"] += cost
-                if function is not None and function.startswith("0x") and layer_of(obj or "?") == "interpreter":
-                    unnamed += cost
                 if vector is not None:
                     self_events = [a + b for a, b in zip(self_events, vector)]
             continue
@@ -474,6 +472,8 @@ def parse_dump(lines: Iterable[str], entry_names: Mapping[str, str] | None = Non
     for (path, function), cost in by_function.items():
         if function in inside:
             allocator_by_object[path] += cost
+    unnamed = sum(cost for (path, function), cost in by_function.items()
+                  if function.startswith("0x") and layer_of(path) == "interpreter")
     priced = allocator_calls * ALLOCATION_PRICE + local_lookups * THREAD_LOCAL_LOOKUP_PRICE
     cycles = None
     if self_events is not None:

@@ -33,12 +33,12 @@ def render_text(histories: list[GpuHistory], settings: Settings, note: str | Non
     for history in histories:
         commits = len({run.commit for run in history.runs})
         lines.append(f"GPU {history.gpu} [{history.fingerprint}]: {len(history.runs)} runs of {commits} commits")
-        if history.series:
+        if history.series:  # a history of counted runs only has no timed series
             lines.append(f"  change points ({describe_settings(settings)}):" if note is None else f"  {note}")
-        if history.series and note is None:
-            found = [cp for s in history.series for cp in s.change_points]
-            lines += [f"    {cp.summary()}" for cp in found]
-            lines += [f"    {s.unresolved_summary()}" for s in history.series if not s.change_points]
+            if note is None:
+                found = [cp for s in history.series for cp in s.change_points]
+                lines += [f"    {cp.summary()}" for cp in found]
+                lines += [f"    {s.unresolved_summary()}" for s in history.series if not s.change_points]
         changes = [c for s in (*history.series, *history.counted) for c in s.count_changes]
         lines += ["  count changes (exact):"] + ([f"    {c.summary()}" for c in changes] or ["    none"])
         if history.series:
@@ -294,7 +294,7 @@ def _counted_table(counted: tuple[CountedSeries, ...]) -> list[str]:
         for run in series.runs:
             mark = (f" ({changed[run.path].status}, ×{changed[run.path].ratio:.4f})" if run.path in changed
                     else " (other software)" if run.path in other else "")
-            cells.append(f"<code>{escape(run.short_commit)}</code> {run.instructions[series.key]:,.0f}{escape(mark)}")
+            cells.append(f"<code>{escape(run.short_commit)}</code> {run.counted[series.key].instructions_per_call:,.0f}{escape(mark)}")
         rows.append(f"<tr><td><code>{escape(series.key)}</code></td><td>{'<br/>'.join(cells)}</td></tr>")
     return [f"<h3>Host instructions per call (counted runs; a change is beyond {100 * counted[0].tolerance:g}%)</h3>",
             "<table><tr><th>measurement</th><th>runs, oldest first</th></tr>", *rows, "</table>"]

@@ -153,8 +153,8 @@ class _Table:
 
 
 def _fit(cell: str, width: int) -> str:
-    """A cell cut to its column: an interval (`` [lo-hi]``) goes first, then the text's end; the
-    doubt mark stays, and a number is never cut."""
+    """A cell cut to its column: an interval (`` [lo-hi]``) goes first; only a value that does not
+    fit alone is cut (keeping its end); the doubt mark stays."""
     if len(cell) <= width:
         return cell
     mark = DOUBT_MARK if cell.startswith(DOUBT_MARK) else ""
