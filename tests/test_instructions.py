@@ -315,14 +315,14 @@ def test_thread_local_lookups_are_counted_at_a_fixed_price_however_far_they_prob
     assert near.by_layer() == far.by_layer() and sum(near.by_layer().values()) == near.instructions
 
 
-def test_warm_up_runs_enough_dispatches_within_what_the_rounds_allow():
-    k = 5
-    assert instructions.warm_calls(k, 100) == instructions.WARM_DISPATCHES // 100
-    assert instructions.warm_calls(k, 0) == instructions.WARM_DISPATCHES  # no dispatches: calls count
-    assert instructions.warm_calls(k, 10 * instructions.WARM_DISPATCHES) == k  # never fewer than K
-    # a decode step with 60 calls left: 1 probe + 6K windows leave 29 warm calls
-    assert instructions.warm_calls(k, 1, max_calls=60) == 60 - 1 - 6 * k
-    assert instructions.warm_calls(k, 1, max_calls=7 * k) == k
+def test_warm_up_runs_enough_dispatches_counting_the_calls_already_made():
+    assert instructions.warm_calls(100) == instructions.WARM_DISPATCHES // 100
+    assert instructions.warm_calls(0) == instructions.WARM_DISPATCHES  # no dispatches: calls count
+    # the timed warm-up and the check rounds (6 calls of a decode step) are part of it
+    assert instructions.warm_calls(879, made=6) == -(-instructions.WARM_DISPATCHES // 879) - 6
+    assert instructions.warm_calls(10 * instructions.WARM_DISPATCHES, made=3) == 0
+    # a decode step allowed 10 more calls: half of them at most
+    assert instructions.warm_calls(100, max_calls=10) == 5
 
 
 @pytest.mark.parametrize("path, layer", [
@@ -399,17 +399,15 @@ def test_a_window_holds_enough_instructions_and_submits():
     assert instructions.window_calls(instructions.WINDOW_INSTRUCTIONS / 4, 0) == 4
     assert instructions.window_calls(instructions.WINDOW_INSTRUCTIONS * 3, 0) == 1
     assert instructions.window_calls(10, 0) == instructions.MAX_WINDOW_CALLS
-    heavy = instructions.WINDOW_INSTRUCTIONS * 10
-    assert instructions.window_calls(heavy, 1) == instructions.WINDOW_SUBMITS
-    assert instructions.window_calls(heavy, instructions.WINDOW_SUBMITS * 2) == 1
-    # a decode step that may be called 10 more times (rounds=5, per_round=2): 1 + 7K <= 10
-    assert instructions.window_calls(1_000, 1, max_calls=10) == 1
-    assert instructions.window_calls(1_000, 1, max_calls=100, dispatches_per_call=10_000) == (
-        (100 - 1) // instructions.WINDOWS_OF_K)
-    # a pass of 100 dispatches with the default 150 calls: the warm-up gets up to half of them
-    k = instructions.window_calls(1_000, 1, max_calls=150, dispatches_per_call=100)
-    assert k == (150 - 1 - 75) // 6
-    assert instructions.warm_calls(k, 100, max_calls=150) == 150 - 1 - 6 * k  # what the windows leave
+    light = instructions.WINDOW_INSTRUCTIONS / 1000
+    assert instructions.window_calls(light, 1) == 1000
+    assert instructions.window_calls(light, instructions.WINDOW_SUBMITS * 2) == 1000
+    assert instructions.window_calls(light * 100, 1) == instructions.WINDOW_SUBMITS
+    # a call that fills a window alone: one call, however few submits it makes
+    assert instructions.window_calls(instructions.WINDOW_INSTRUCTIONS, 1) == 1
+    # what the warm-up leaves of the calls allowed: the probe and 6K windows
+    assert instructions.window_calls(1_000, 1, max_calls=10, warm=5) == 1
+    assert instructions.window_calls(1_000, 1, max_calls=150, warm=75) == (150 - 75 - 1) // 6
 
 
 def _size(env: dict[str, str], args: list[str]) -> int:
@@ -587,3 +585,50 @@ def test_a_stripped_interpreter_s_unnamed_functions_are_measured_and_named_in_th
         text = " ".join(report.render([TestResult("t.py::test_x", [measurement], {})], None, "adapter: test",
                                       width=200))
         assert ("this Python has no names for its internal functions" in text) is shown
+
+
+class _DumpingHelper:
+    """Callgrind's part, faked: each window's dump holds 1,000 instructions a call run in it."""
+
+    def __init__(self, folder) -> None:
+        self.folder, self.events, self.calls_in_window, self.windows = folder, [], 0, 0
+
+    def start_instrumentation(self) -> None:
+        self.events.append("start")
+
+    def stop_instrumentation(self) -> None:
+        self.events.append("stop")
+
+    def window_open(self) -> None:
+        self.calls_in_window = 0
+        self.events.append("open")
+
+    def window_close(self, label: bytes) -> None:
+        self.windows += 1
+        cost = 1000 * self.calls_in_window
+        (self.folder / f"callgrind.{os.getpid()}.{self.windows}").write_text(
+            f"desc: Trigger: Client Request: {label.decode()}\nevents: Ir\nsummary: {cost}\n"
+            f"ob=(1) /usr/lib/libpython3.11.so.1.0\nfn=(1) _PyEval_EvalFrameDefault\n0 {cost}\n")
+        self.events.append(f"close {self.calls_in_window}")
+
+
+def test_the_probe_that_sizes_the_windows_can_be_their_first(tmp_path):
+    helper = _DumpingHelper(tmp_path)
+    counter = instructions.Counter(helper, tmp_path)
+
+    def run(calls: int) -> None:
+        helper.calls_in_window += calls
+        helper.events.append(f"run {calls}")
+
+    seen = []
+
+    def more(totals):
+        seen.append(totals)
+        return [2, 1, 2]
+
+    dumps = counter.count(run, [1], lambda: None, warm=4, more=more)
+    assert seen == [[1000]]  # the probe's instructions, read from its summary line alone
+    assert [d.instructions for d in dumps] == [1000, 2000, 1000, 2000]
+    # the warm-up uninstrumented, then one instrumented stretch for the probe and the windows
+    assert helper.events == ["run 4", "start", "open", "run 1", "close 1", "open", "run 2", "close 2",
+                             "open", "run 1", "close 1", "open", "run 2", "close 2", "stop"]

@@ -72,19 +72,19 @@ CALLGRIND_FLAGS = ("--tool=callgrind", "--instr-atstart=no", "--collect-atstart=
 CACHE_SIM_FLAGS = ("--cache-sim=yes",)
 CACHE_EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
 
-# A window holds at least this many instructions and, when the function submits, this many
-# submits: the driver retires finished submissions on the calling thread at moments the GPU
+# A window holds at least this many instructions and, when a call holds fewer, this many
+# submits: lavapipe retires finished submissions in its own threads at moments the CPU's load
 # decides, and a larger window makes one retirement more or less a smaller share of it.
 WINDOW_INSTRUCTIONS = 20_000_000
 WINDOW_SUBMITS = 40
 MAX_WINDOW_CALLS = 100_000
 WINDOW_PAIRS = 2  # windows of K and 2K calls, this many times each (K, 2K, K, 2K)
-# Before the windows, uncounted calls (at least K) until the code measured ran this many
-# dispatches: the interpreter retries a failed specialisation of an instruction after a
-# back-off that doubles up to 4,096 executions, so a pass of 100 dispatches still counted
-# 0.7% less from its fourth window of 21 calls on than in its first (docs/RESULTS.md).
+# Before the windows, uncounted calls until the code measured ran this many dispatches (the
+# calls made before counting, the warm-up and the check rounds, included): the interpreter
+# retries a failed specialisation of an instruction after a back-off that doubles up to 4,096
+# executions, so a pass of 100 dispatches still counted 0.7% less from its fourth window of
+# 21 calls on than in its first (docs/RESULTS.md).
 WARM_DISPATCHES = 10_000
-WINDOWS_OF_K = 1 + 3 * WINDOW_PAIRS  # the warm-up's least and every window, in units of K
 
 # CPython's type attribute cache (4096 entries) is indexed by a type's version tag and the
 # *address* of the attribute's name, so which hot look-ups collide, and then walk the MRO's
@@ -129,7 +129,7 @@ DICT_LOOKUP = re.compile(r"^(?:_?PyDict_GetItem\w*|_Py_dict_lookup\w*|PyDict_Set
 UNNAMED_INTERPRETER_SHARE = 0.01
 THREAD_LOCAL_LOOKUP_PRICE = 110  # a look-up of a small dict, probing once (the fewest any process took)
 
-COUNTING_RULES = (f"3: type cache misses out, allocations at {ALLOCATION_PRICE}, "
+COUNTING_RULES = (f"4: type cache misses out, allocations at {ALLOCATION_PRICE}, "
                   f"thread-local look-ups at {THREAD_LOCAL_LOOKUP_PRICE}")
 
 # Where the counted instructions ran, by the object file they belong to (report order).
@@ -515,6 +515,9 @@ def _allocator_functions(callers: Mapping[str, set[str]]) -> set[str]:
     return inside
 
 
+_SUMMARY = re.compile(r"^(?:summary|totals): *(\d+)", re.M)
+
+
 class Counter:
     """Counting windows around calls of a function, in a session relaunched under callgrind."""
 
@@ -525,12 +528,14 @@ class Counter:
         self.tool = os.environ.get(VALGRIND_VERSION_ENV, "valgrind").replace("valgrind-", "callgrind ")
 
     def count(self, run: Callable[[int], None], sizes: Sequence[int], between: Callable[[], None],
-              warm: int = 0) -> list[Dump]:
+              warm: int = 0, more: Callable[[list[int]], Sequence[int]] | None = None) -> list[Dump]:
         """One window per size: ``run(size)`` counted, ``between()`` (the wait for the GPU)
-        before each window, not counted; first ``run(warm)``, uninstrumented.  The
-        interpreter's cyclic garbage collector is paused meanwhile (it would run at moments
+        before each window, not counted; first ``run(warm)``, uninstrumented.  ``more``, given
+        the instructions of those windows, names further windows, counted in the same
+        instrumented stretch (a probe that sizes the windows can then be the first of them).
+        The interpreter's cyclic garbage collector is paused meanwhile (it would run at moments
         that depend on what ran before)."""
-        paths = []
+        paths: list[tuple[Path, str]] = []
         gc_was_enabled = gc.isenabled()
         gc.collect()
         gc.disable()
@@ -539,21 +544,38 @@ class Counter:
         self.helper.start_instrumentation()
         try:
             for size in sizes:
-                between()
-                self._dumps += 1
-                label = f"pytest-dispatch window {self._dumps}"
-                self.helper.window_open()
-                try:
-                    run(size)
-                finally:  # a call that raised still closes its window: the next one must toggle on
-                    self.helper.window_close(label.encode())
-                paths.append((self.dump_folder / f"callgrind.{os.getpid()}.{self._dumps}", label))
+                paths.append(self._window(run, size, between))
+            if more is not None:
+                for size in more([self._total(path) for path, _ in paths]):
+                    paths.append(self._window(run, size, between))
             between()
         finally:
             self.helper.stop_instrumentation()
             if gc_was_enabled:
                 gc.enable()
         return [self._read(path, label) for path, label in paths]
+
+    def _window(self, run: Callable[[int], None], size: int, between: Callable[[], None]) -> tuple[Path, str]:
+        between()
+        self._dumps += 1
+        label = f"pytest-dispatch window {self._dumps}"
+        self.helper.window_open()
+        try:
+            run(size)
+        finally:  # a call that raised still closes its window: the next one must toggle on
+            self.helper.window_close(label.encode())
+        return self.dump_folder / f"callgrind.{os.getpid()}.{self._dumps}", label
+
+    @staticmethod
+    def _total(path: Path) -> int:
+        """A window's instructions from its dumps' summary lines alone: read while instrumented,
+        where parsing a whole dump would cost seconds."""
+        totals = [0]
+        for part in sorted(path.parent.glob(glob.escape(path.name) + "-*")) or [path]:
+            match = _SUMMARY.search(part.read_text(encoding="utf-8", errors="replace"))
+            if match:
+                totals.append(int(match.group(1)))
+        return max(totals)
 
     @staticmethod
     def _read(path: Path, label: str) -> Dump:
@@ -655,30 +677,27 @@ def retire_all(device) -> Callable[[], None]:
     return poll if callable(poll) else (lambda: None)
 
 
-def _wanted_warm_calls(dispatches_per_call: int) -> int:
-    return -(-WARM_DISPATCHES // max(dispatches_per_call, 1))
-
-
-def warm_calls(k: int, dispatches_per_call: int, max_calls: int | None = None) -> int:
-    """The uncounted calls before the windows of K and 2K: WARM_DISPATCHES' worth, at least K,
-    and no more than ``max_calls`` leaves after the probe and the windows."""
-    calls = max(k, _wanted_warm_calls(dispatches_per_call))
+def warm_calls(dispatches_per_call: int, made: int = 0, max_calls: int | None = None) -> int:
+    """The uncounted calls before the windows: WARM_DISPATCHES' worth less the ``made`` calls
+    already made, and no more than half of ``max_calls`` (the rest is the windows')."""
+    calls = max(0, -(-WARM_DISPATCHES // max(dispatches_per_call, 1)) - made)
     if max_calls is not None:
-        calls = min(calls, max(k, max_calls - 1 - 3 * WINDOW_PAIRS * k))
+        calls = min(calls, max_calls // 2)
     return int(calls)
 
 
 def window_calls(instructions_per_call: float, submits_per_call: int, max_calls: int | None = None,
-                 dispatches_per_call: int = 1) -> int:
+                 warm: int = 0) -> int:
     """K: the calls of the smaller window, so that it holds WINDOW_INSTRUCTIONS and WINDOW_SUBMITS,
-    and the probe and every window together (1 + K x WINDOWS_OF_K) take at most ``max_calls``,
-    leaving the warm-up up to half of them (a short warm-up drifted more than small windows spread)."""
+    and the probe and every window (1 + 3K x WINDOW_PAIRS) fit in what ``warm`` calls leave
+    of ``max_calls``."""
+    if instructions_per_call >= WINDOW_INSTRUCTIONS:
+        return 1  # each window retires its own submissions (retire_all): their number matters no more
     by_instructions = -(-WINDOW_INSTRUCTIONS // max(int(instructions_per_call), 1))
     by_submits = -(-WINDOW_SUBMITS // submits_per_call) if submits_per_call else 1
     k = min(max(by_instructions, by_submits, 1), MAX_WINDOW_CALLS)
     if max_calls is not None:
-        warm = min(_wanted_warm_calls(dispatches_per_call), max_calls // 2)
-        k = min(k, max(1, (max_calls - 1) // WINDOWS_OF_K), max(1, (max_calls - 1 - warm) // (3 * WINDOW_PAIRS)))
+        k = min(k, max(1, (max_calls - warm - 1) // (3 * WINDOW_PAIRS)))
     return int(k)
 
 

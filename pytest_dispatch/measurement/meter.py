@@ -453,6 +453,7 @@ class _Sampler:
         self.round_counts: list[tuple[dict[str, int], dict[str, int]]] = []
         self.host_ns = dict.fromkeys(recorder.KINDS, 0.0)
         self.instructions: instructions.InstructionCount | None = None
+        self.calls_made = 0  # of fn, so far: the warm-up's, the rounds', the counted windows'
 
     def warm_up(self, warmup: int, sync: Callable[[], None]) -> None:
         """One scope per call: the first call may differ (lazy set-up); later ones must agree."""
@@ -463,6 +464,7 @@ class _Sampler:
                 self.fn(*self.args, **self.kwargs)
             warm_counts.append(_counts_of(scope))
             sync()
+        self.calls_made += warmup
         _check_consistent(self.name, warm_counts[1:], "warm-up calls")
         self.calls, self.by_kernel = warm_counts[-1]
         if not recorder.total(self.calls, "dispatches"):
@@ -486,6 +488,7 @@ class _Sampler:
             submitted = time.perf_counter_ns()
             sync()
             done = time.perf_counter_ns()
+        self.calls_made += self.per_round
         self.sync.append(sync_ns)
         self.host.append(submitted - start)
         self.wall.append(done - start)
@@ -499,6 +502,7 @@ class _Sampler:
             for _ in range(self.per_round):
                 self.fn(*self.args, **self.kwargs)
         sync()
+        self.calls_made += self.per_round
         self.round_counts.append(_counts_of(scope))
         for kind, us in scope.host_us_by_kind.items():
             self.host_ns[kind] += us
@@ -507,11 +511,13 @@ class _Sampler:
 
     def count_instructions(self, counter: instructions.Counter, sync: Callable[[], None],
                            retire: Callable[[], None], max_calls: int | None = None) -> None:
-        """Counted mode: one call counted to size the windows, uncounted calls to warm the
-        interpreter up (instructions.warm_calls), then windows of K and 2K calls, each ending
-        with ``retire()`` (instructions.retire_all).  ``max_calls``: the calls the
-        timed rounds would have made (rounds x per_round), which the windows do not exceed: a
-        function with state (a decode step filling a KV cache) may allow no more."""
+        """Counted mode: uncounted calls to warm the interpreter up (instructions.warm_calls,
+        the calls made so far included), one counted call to size the windows, then windows of
+        K and 2K calls, each ending with ``retire()`` (instructions.retire_all); where the
+        windows start with a window of one call, the probe is that window.  ``max_calls``: the
+        calls the timed rounds would have made (rounds x per_round), which the warm-up and the
+        windows do not exceed: a function with state (a decode step filling a KV cache) may
+        allow no more."""
         __tracebackhide__ = True
 
         def run(calls: int) -> None:
@@ -519,14 +525,20 @@ class _Sampler:
                 self.fn(*self.args, **self.kwargs)
             retire()
 
+        dispatches = recorder.total(self.calls, "dispatches")
+        warm = instructions.warm_calls(dispatches, self.calls_made, max_calls)
+        sizes: list[int] = []
+
+        def after_probe(probe: list[int]) -> list[int]:
+            k = instructions.window_calls(probe[0], recorder.total(self.calls, "submits"), max_calls, warm)
+            sizes.extend(instructions.window_sizes(k, probe[0]))
+            return sizes[1:] if sizes[0] == 1 else sizes
+
         with recorder.quiet():  # the recorder's wrappers are not the code measured
-            (probe,) = counter.count(run, [1], sync)
-            dispatches = recorder.total(self.calls, "dispatches")
-            k = instructions.window_calls(probe.instructions, recorder.total(self.calls, "submits"), max_calls,
-                                          dispatches)
-            sizes = instructions.window_sizes(k, probe.instructions)
-            warm = instructions.warm_calls(k, dispatches, max_calls)
-            dumps = counter.count(run, sizes, sync, warm=warm)
+            dumps = counter.count(run, [1], sync, warm=warm, more=after_probe)
+        self.calls_made += warm + sum(sizes) + (sizes[0] != 1)
+        if sizes[0] != 1:
+            dumps = dumps[1:]
         self.instructions = instructions.InstructionCount.from_windows(sizes, dumps, counter.tool)
 
     def measurement(self, warmup: int) -> Measurement:
