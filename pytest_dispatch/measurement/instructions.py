@@ -130,7 +130,7 @@ UNNAMED_INTERPRETER_SHARE = 0.01
 THREAD_LOCAL_LOOKUP_PRICE = 110  # a look-up of a small dict, probing once (the fewest any process took)
 
 COUNTING_RULES = (f"4: type cache misses out, allocations at {ALLOCATION_PRICE}, "
-                  f"thread-local look-ups at {THREAD_LOCAL_LOOKUP_PRICE}")
+                  f"thread-local look-ups at {THREAD_LOCAL_LOOKUP_PRICE}, warm-up from the first call")
 
 # Where the counted instructions ran, by the object file they belong to (report order).
 LAYERS = ("interpreter", "cffi", "wgpu", "driver", "libc", "allocator", "other")
