@@ -284,3 +284,4 @@ def test_decision_probability_follows_what_the_sessions_show():
     assert paired.decision_probability(_sessions([0.05, -0.05, 0.0]), question, design) < 0.05  # can show neither
     # no more sessions allowed: only the sessions themselves decide
     assert paired.decision_probability(_sessions([0.05, -0.05] * 6), question, design) == 0.0
+    assert paired.decision_probability(_sessions([0.05]), question, design) == 1.0  # no spread known yet

@@ -478,6 +478,8 @@ def decision_probability(sessions: Sequence[PairedVerdict], question: ChangeQues
     from scipy import stats
 
     e = _log_ratios(sessions)
+    if e.size < 2:
+        return 1.0  # one session says nothing about the spread: nothing rules a decision out
     left = design.max_sessions - len(sessions)
     n, total = e.size, e.size + max(left, 0)
     rng = np.random.default_rng(_FUTILITY_SEED)
