@@ -241,3 +241,47 @@ def test_session_design_looks_and_its_checks():
     lone = paired.judge_sessions(session_verdicts(np.random.default_rng(0), 1, 1.0, 0.1), paired.ChangeQuestion(),
                                  paired.SessionDesign())
     assert lone.status == Status.INCONCLUSIVE and "fewer than 2 sessions" in lone.reason
+
+
+def _sessions(logs) -> list[paired.PairedVerdict]:
+    return [paired.PairedVerdict(Status.INCONCLUSIVE, math.exp(x), 0.0, math.inf, 0.99, 10, 0.1, 10.0,
+                                 10.0 * math.exp(x), 1.0) for x in logs]
+
+
+def test_futility_keeps_a_real_change_whose_first_sessions_spread_wide():
+    # a true +12% with sd 0.06, whose three sessions came out with sd 0.10: projecting that sd
+    # to the cap as if it were the truth would stop it, though it is caught most of the time
+    design, question = paired.SessionDesign(), paired.ChangeQuestion(0.02)
+    sessions = _sessions([0.01, 0.12, 0.21])
+    assert np.std(np.log([v.ratio for v in sessions]), ddof=1) > 0.09
+    assert paired.futility(sessions, question, design) is None
+    assert paired.decision_probability(sessions, question, design) > 2 * paired.FUTILITY_PROBABILITY
+
+
+def test_futility_stops_identical_code_with_a_wide_spread_after_three_sessions():
+    # lavapipe's A/A jobs: sessions of identical code spread sd 13-40%
+    design, question = paired.SessionDesign(), paired.ChangeQuestion(0.02)
+    for logs in ([-0.15, 0.01, 0.14], [0.3, -0.25, 0.05], [0.2, -0.1, -0.05]):
+        assert paired.futility(_sessions(logs), question, design), logs
+
+
+def test_futility_reason_names_the_probability_and_the_resolution():
+    design, question = paired.SessionDesign(), paired.ChangeQuestion(0.02)
+    sessions = _sessions([-0.15, 0.01, 0.14])
+    reason = paired.futility(sessions, question, design)
+    probability = paired.decision_probability(sessions, question, design)
+    half = sps.t.isf(design.alpha_per_look, 11) * np.std([-0.15, 0.01, 0.14], ddof=1) / math.sqrt(12)
+    assert reason.startswith("stopped after 3 sessions: ")
+    assert f"a decision at 12 sessions has probability {probability:.0%}" in reason
+    assert reason.endswith(f"12 sessions resolve ±{math.expm1(question.bound + half):.0%} here")
+    assert paired.futility(sessions, question, design) == reason  # the same sessions, the same verdict
+
+
+def test_decision_probability_follows_what_the_sessions_show():
+    design, question = paired.SessionDesign(), paired.ChangeQuestion(0.02)
+    assert paired.decision_probability(_sessions([0.4, 0.41, 0.39]), question, design) > 0.99  # +50%, tight
+    assert paired.decision_probability(_sessions([0.001, -0.001, 0.0]), question, design) > 0.99  # unchanged, tight
+    assert paired.decision_probability(_sessions([0.05, -0.05, 0.0]), question, design) < 0.05  # can show neither
+    # no more sessions allowed: only the sessions themselves decide
+    assert paired.decision_probability(_sessions([0.05, -0.05] * 6), question, design) == 0.0
+    assert paired.decision_probability(_sessions([0.05]), question, design) == 1.0  # no spread known yet

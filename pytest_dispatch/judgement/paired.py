@@ -436,21 +436,64 @@ def _resolution_text(log_change: float) -> str:
 def futility(sessions: Sequence[PairedVerdict], question: ChangeQuestion, design: SessionDesign) -> str | None:
     """Why the sessions left cannot decide, or None while they still can.
 
-    The interval at the cap is projected from the sessions so far (their mean log-ratio and
-    sd, the cap's t quantile and sqrt(max_sessions)): when it would still straddle a bound
-    of the tolerance, more sessions only spend time; the measurement ends inconclusive
-    with that resolution.  Stopping early can only turn a verdict into inconclusive, so
-    the false-alarm rate stays within alpha."""
+    The sessions still allowed up to the cap are simulated from what the sessions so far
+    say about their log-ratios (``decision_probability``); when a decision at the cap is
+    less likely than ``FUTILITY_PROBABILITY``, more sessions only spend time: the
+    measurement ends inconclusive with what the cap would resolve.  Stopping early can
+    only turn a verdict into inconclusive, so the false-alarm rate stays within alpha."""
     from scipy import stats
 
-    e = np.log([v.ratio for v in sessions if math.isfinite(v.ratio) and v.ratio > 0])
+    e = _log_ratios(sessions)
     cap = design.max_sessions
-    if e.size < 2 or e.size >= cap:
+    if e.size < 2 or len(sessions) >= cap:
         return None
-    mean, sd = abs(float(np.mean(e))), float(np.std(e, ddof=1))
+    probability = decision_probability(sessions, question, design)
+    if probability >= FUTILITY_PROBABILITY:
+        return None
+    sd = float(np.std(e, ddof=1))
     half = float(stats.t.isf(design.alpha_per_look, cap - 1)) * sd / math.sqrt(cap)
-    if mean + half <= question.bound or mean - half > question.bound:
-        return None
-    return (f"stopped after {len(sessions)} sessions: their ratios (sd {sd:.1%}) leave the interval across the "
-            f"{question.tolerance:.0%} tolerance even at {cap} sessions, which resolve "
+    return (f"stopped after {len(sessions)} sessions: with their ratios (sd {sd:.1%}) a decision at {cap} sessions "
+            f"has probability {probability:.0%} (below {FUTILITY_PROBABILITY:.0%}); {cap} sessions resolve "
             f"{_resolution_text(question.bound + half)} here")
+
+
+# Stop for futility below this predictive probability of a decision at the cap.  Sized with
+# benchmarks/futility_sim.py (the default SessionDesign, per-session sd 0.03-0.40, changes of
+# 0-20%): a +10% change at sd 0.06 keeps nearly all the power 12 sessions give it, and identical
+# code at that sd still mostly stops after 3-4 sessions; a higher value stops identical code
+# sooner at the cost of real changes.
+FUTILITY_PROBABILITY = 0.10
+_FUTILITY_DRAWS = 4000
+_FUTILITY_SEED = 20261203  # fixed: the same sessions always get the same verdict
+
+
+def decision_probability(sessions: Sequence[PairedVerdict], question: ChangeQuestion, design: SessionDesign) -> float:
+    """The predictive probability that completing the sessions to ``design.max_sessions``
+    decides (regressed, improved or unchanged, as ``judge_sessions`` would at the cap).
+
+    The log-ratios' mean and sd are drawn from the noninformative posterior of the sessions
+    so far (sigma^2 = (n-1) s^2 / chi2(n-1), mu ~ N(mean, sigma^2 / n)) rather than taken
+    as the truth: from 2-3 sessions the sd is often twice the true one, which would stop
+    real changes."""
+    from scipy import stats
+
+    e = _log_ratios(sessions)
+    if e.size < 2:
+        return 1.0  # one session says nothing about the spread: nothing rules a decision out
+    left = design.max_sessions - len(sessions)
+    n, total = e.size, e.size + max(left, 0)
+    rng = np.random.default_rng(_FUTILITY_SEED)
+    sigma = float(np.std(e, ddof=1)) * np.sqrt((n - 1) / rng.chisquare(n - 1, _FUTILITY_DRAWS))
+    mu = rng.normal(float(np.mean(e)), sigma / math.sqrt(n))
+    future = rng.normal(mu[:, None], sigma[:, None], (_FUTILITY_DRAWS, max(left, 0)))
+    completed = np.concatenate([np.broadcast_to(e, (_FUTILITY_DRAWS, n)), future], axis=1)
+    mean = completed.mean(axis=1)
+    half = float(stats.t.isf(design.alpha_per_look, total - 1)) * completed.std(axis=1, ddof=1) / math.sqrt(total)
+    decided = sum(question.classify(low, high) is not None
+                  for low, high in zip((mean - half).tolist(), (mean + half).tolist()))
+    return decided / _FUTILITY_DRAWS
+
+
+def _log_ratios(sessions: Sequence[PairedVerdict]) -> np.ndarray:
+    """The usable sessions' log-ratios (as ``judge_sessions`` takes them)."""
+    return np.log([v.ratio for v in sessions if math.isfinite(v.ratio) and v.ratio > 0])
