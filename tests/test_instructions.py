@@ -321,8 +321,11 @@ def test_warm_up_runs_enough_dispatches_counting_the_calls_already_made():
     # the timed warm-up and the check rounds (6 calls of a decode step) are part of it
     assert instructions.warm_calls(879, made=6) == -(-instructions.WARM_DISPATCHES // 879) - 6
     assert instructions.warm_calls(10 * instructions.WARM_DISPATCHES, made=3) == 0
-    # a decode step allowed 10 more calls: half of them at most
+    # a decode step allowed 10 more calls: half of them at most while the windows are unsized,
+    # then what the windows leave
     assert instructions.warm_calls(100, max_calls=10) == 5
+    assert instructions.warm_calls(100, max_calls=150, windows=1 + 36) == 100
+    assert instructions.warm_calls(100, max_calls=100, windows=1 + 36) == 63
 
 
 @pytest.mark.parametrize("path, layer", [
@@ -624,7 +627,7 @@ def test_the_probe_that_sizes_the_windows_can_be_their_first(tmp_path):
 
     def more(totals):
         seen.append(totals)
-        return [2, 1, 2]
+        return 0, [2, 1, 2]
 
     dumps = counter.count(run, [1], lambda: None, warm=4, more=more)
     assert seen == [[1000]]  # the probe's instructions, read from its summary line alone
@@ -632,3 +635,17 @@ def test_the_probe_that_sizes_the_windows_can_be_their_first(tmp_path):
     # the warm-up uninstrumented, then one instrumented stretch for the probe and the windows
     assert helper.events == ["run 4", "start", "open", "run 1", "close 1", "open", "run 2", "close 2",
                              "open", "run 1", "close 1", "open", "run 2", "close 2", "stop"]
+
+
+def test_windows_larger_than_the_probe_come_after_more_uncounted_calls(tmp_path):
+    helper = _DumpingHelper(tmp_path)
+    counter = instructions.Counter(helper, tmp_path)
+
+    def run(calls: int) -> None:
+        helper.calls_in_window += calls
+        helper.events.append(f"run {calls}")
+
+    dumps = counter.count(run, [1], lambda: None, warm=2, more=lambda totals: (5, [3, 6]))
+    assert [d.instructions for d in dumps] == [1000, 3000, 6000]  # the probe's dump too: the caller drops it
+    assert helper.events == ["run 2", "start", "open", "run 1", "close 1", "stop", "run 5", "start",
+                             "open", "run 3", "close 3", "open", "run 6", "close 6", "stop"]

@@ -528,11 +528,11 @@ class Counter:
         self.tool = os.environ.get(VALGRIND_VERSION_ENV, "valgrind").replace("valgrind-", "callgrind ")
 
     def count(self, run: Callable[[int], None], sizes: Sequence[int], between: Callable[[], None],
-              warm: int = 0, more: Callable[[list[int]], Sequence[int]] | None = None) -> list[Dump]:
+              warm: int = 0, more: Callable[[list[int]], tuple[int, Sequence[int]]] | None = None) -> list[Dump]:
         """One window per size: ``run(size)`` counted, ``between()`` (the wait for the GPU)
         before each window, not counted; first ``run(warm)``, uninstrumented.  ``more``, given
-        the instructions of those windows, names further windows, counted in the same
-        instrumented stretch (a probe that sizes the windows can then be the first of them).
+        the instructions of those windows, names further uncounted calls (uninstrumented) and
+        further windows (a probe that sizes the windows can then be the first of them).
         The interpreter's cyclic garbage collector is paused meanwhile (it would run at moments
         that depend on what ran before)."""
         paths: list[tuple[Path, str]] = []
@@ -546,7 +546,12 @@ class Counter:
             for size in sizes:
                 paths.append(self._window(run, size, between))
             if more is not None:
-                for size in more([self._total(path) for path, _ in paths]):
+                warm_more, sizes_more = more([self._total(path) for path, _ in paths])
+                if warm_more:
+                    self.helper.stop_instrumentation()
+                    run(warm_more)
+                    self.helper.start_instrumentation()
+                for size in sizes_more:
                     paths.append(self._window(run, size, between))
             between()
         finally:
@@ -677,12 +682,14 @@ def retire_all(device) -> Callable[[], None]:
     return poll if callable(poll) else (lambda: None)
 
 
-def warm_calls(dispatches_per_call: int, made: int = 0, max_calls: int | None = None) -> int:
+def warm_calls(dispatches_per_call: int, made: int = 0, max_calls: int | None = None,
+               windows: int | None = None) -> int:
     """The uncounted calls before the windows: WARM_DISPATCHES' worth less the ``made`` calls
-    already made, and no more than half of ``max_calls`` (the rest is the windows')."""
+    already made, within ``max_calls``: half of it while the windows' size is unknown, else
+    what the ``windows`` calls (the probe's included) leave."""
     calls = max(0, -(-WARM_DISPATCHES // max(dispatches_per_call, 1)) - made)
     if max_calls is not None:
-        calls = min(calls, max_calls // 2)
+        calls = min(calls, max_calls // 2 if windows is None else max(0, max_calls - windows))
     return int(calls)
 
 

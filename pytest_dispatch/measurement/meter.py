@@ -513,8 +513,9 @@ class _Sampler:
                            retire: Callable[[], None], max_calls: int | None = None) -> None:
         """Counted mode: uncounted calls to warm the interpreter up (instructions.warm_calls,
         the calls made so far included), one counted call to size the windows, then windows of
-        K and 2K calls, each ending with ``retire()`` (instructions.retire_all); where the
-        windows start with a window of one call, the probe is that window.  ``max_calls``: the
+        K and 2K calls, each ending with ``retire()`` (instructions.retire_all).  Where the
+        windows start with a window of one call, the probe is that window; else the warm-up
+        goes on, uncounted, as far as the windows leave calls for it.  ``max_calls``: the
         calls the timed rounds would have made (rounds x per_round), which the warm-up and the
         windows do not exceed: a function with state (a decode step filling a KV cache) may
         allow no more."""
@@ -528,15 +529,22 @@ class _Sampler:
         dispatches = recorder.total(self.calls, "dispatches")
         warm = instructions.warm_calls(dispatches, self.calls_made, max_calls)
         sizes: list[int] = []
+        warm_more = 0
 
-        def after_probe(probe: list[int]) -> list[int]:
+        def after_probe(probe: list[int]) -> tuple[int, list[int]]:
+            nonlocal warm_more
             k = instructions.window_calls(probe[0], recorder.total(self.calls, "submits"), max_calls, warm)
             sizes.extend(instructions.window_sizes(k, probe[0]))
-            return sizes[1:] if sizes[0] == 1 else sizes
+            if sizes[0] == 1:
+                return 0, sizes[1:]
+            warm_more = instructions.warm_calls(dispatches, self.calls_made + warm + 1,
+                                                None if max_calls is None else max_calls - warm,
+                                                windows=1 + sum(sizes))
+            return warm_more, sizes
 
         with recorder.quiet():  # the recorder's wrappers are not the code measured
             dumps = counter.count(run, [1], sync, warm=warm, more=after_probe)
-        self.calls_made += warm + sum(sizes) + (sizes[0] != 1)
+        self.calls_made += warm + 1 + warm_more + sum(sizes) - (sizes[0] == 1)
         if sizes[0] != 1:
             dumps = dumps[1:]
         self.instructions = instructions.InstructionCount.from_windows(sizes, dumps, counter.tool)
