@@ -118,12 +118,15 @@ def test_more_dispatches_in_the_head_is_an_exact_count_regression(project):
 
 
 def test_the_pytest_twin_runs_the_same_job(project):
-    write_cost(project, extra_us=20000)
+    # the job's timing verdict is test_head_with_an_injected_cost_...'s; here the twin's options
+    # reach the same job, which finds the head's exact count regression in two sessions
+    write_cost(project, dispatches=22)
     done = subprocess.run([sys.executable, "-m", "pytest", "--dispatch-ab=main", "--dispatch-ab-max-time=3",
-                           "--dispatch-ab-pairs=6", "--dispatch-ab-sessions=4", "--dispatch-ab-max-sessions=4",
+                           "--dispatch-ab-pairs=6", "--dispatch-ab-sessions=2", "--dispatch-ab-max-sessions=2",
                            "-q"], cwd=project, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "work regressed: time per call regressed:" in done.stdout
+    assert "work regressed: dispatches regressed: 20 -> 22 per call (+2: add_one +2)" in done.stdout
+    assert "steady: x" in done.stdout and " over 2 sessions): " in done.stdout  # --dispatch-ab-sessions=2 reached it
 
 
 def test_a_ref_that_does_not_exist_is_one_line(project):
