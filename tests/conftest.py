@@ -30,8 +30,26 @@ import pytest  # noqa: E402
 GPU_FIXTURES = {"gpu_adapter", "gpu_device", "gpu_info", "dispatch_meter"}
 
 
+# The modules whose tests take tens of seconds to minutes without a GPU (valgrind sessions,
+# A/B jobs, subprocess sessions, simulations), longest first.  They run first, so that under
+# `-n 2` the two workers end together instead of one of them starting a long test at the end.
+LONG_FIRST = ("test_counted.py", "test_ab.py", "test_robustness.py", "test_paired.py", "test_browser.py",
+              "test_report.py", "test_gate.py", "test_stats.py", "test_contention.py", "test_startup.py")
+
+
+def pytest_configure(config):
+    """Under pytest-xdist, hand tests out one at a time (--maxschedchunk 1, unless given): by
+    default each worker is sent a quarter of the suite at once, which puts the long tests that
+    run first on one worker in consecutive runs."""
+    if getattr(config.option, "maxschedchunk", "absent") is None:
+        config.option.maxschedchunk = 1
+
+
 def pytest_collection_modifyitems(items):
-    """Mark the tests that need an adapter, so `-m "not gpu and not slow"` runs the pure ones in seconds."""
+    """Mark the tests that need an adapter, so `-m "not gpu and not slow"` runs the pure ones in
+    seconds; put the long modules first (stable: a module's own order is kept)."""
     for item in items:
         if GPU_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.gpu)
+    rank = {name: place for place, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))

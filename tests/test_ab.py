@@ -42,6 +42,10 @@ def test_steady(dispatch_meter, kernel):
 """
 FAST = dict(pairs=6, sessions=4, max_sessions=4, max_time=3.0)
 FAST_FLAGS = ("--pairs", "6", "--sessions", "4", "--max-sessions", "4", "--max-time", "3", "--test-timeout", "90")
+# For the jobs whose tests check what a job reports (counts, new and missing tests, a side's
+# failures), not a timing verdict: two sessions (a fresh pair of workers each) instead of four.
+TWO_SESSIONS = {"sessions": 2, "max_sessions": 2}
+TWO_SESSION_FLAGS = ("--pairs", "6", "--sessions", "2", "--max-sessions", "2", "--max-time", "3", "--test-timeout", "90")
 
 
 def git(folder: Path, *args: str) -> str:
@@ -70,8 +74,9 @@ def ab(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedP
                           capture_output=True, text=True, timeout=timeout)
 
 
-def outcome_of(project: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
-    done = ab(project, *FAST_FLAGS, "--json", "ab.json", *args)
+def outcome_of(project: Path, *args: str,
+               flags: tuple[str, ...] = FAST_FLAGS) -> tuple[subprocess.CompletedProcess, dict]:
+    done = ab(project, *flags, "--json", "ab.json", *args)
     return done, json.loads((project / "ab.json").read_text()) if (project / "ab.json").exists() else {}
 
 
@@ -106,19 +111,22 @@ def test_head_with_an_injected_cost_regresses_and_the_base_worktree_is_removed(p
 
 def test_more_dispatches_in_the_head_is_an_exact_count_regression(project):
     write_cost(project, dispatches=22)
-    done, outcome = outcome_of(project, "--base", "main")
+    done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
     assert done.returncode == 1
     assert "work regressed: dispatches regressed: 20 -> 22 per call (+2: add_one +2)" in done.stdout
     assert by_name(outcome)["work"]["counts"]["dispatches"]["status"] == "regressed"
 
 
 def test_the_pytest_twin_runs_the_same_job(project):
-    write_cost(project, extra_us=20000)
+    # the job's timing verdict is test_head_with_an_injected_cost_...'s; here the twin's options
+    # reach the same job, which finds the head's exact count regression in two sessions
+    write_cost(project, dispatches=22)
     done = subprocess.run([sys.executable, "-m", "pytest", "--dispatch-ab=main", "--dispatch-ab-max-time=3",
-                           "--dispatch-ab-pairs=6", "--dispatch-ab-sessions=4", "--dispatch-ab-max-sessions=4",
+                           "--dispatch-ab-pairs=6", "--dispatch-ab-sessions=2", "--dispatch-ab-max-sessions=2",
                            "-q"], cwd=project, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "work regressed: time per call regressed:" in done.stdout
+    assert "work regressed: dispatches regressed: 20 -> 22 per call (+2: add_one +2)" in done.stdout
+    assert "steady: x" in done.stdout and " over 2 sessions): " in done.stdout  # --dispatch-ab-sessions=2 reached it
 
 
 def test_a_ref_that_does_not_exist_is_one_line(project):
@@ -139,7 +147,7 @@ def test_tests_and_measurements_only_one_side_has_are_new_and_the_rest_is_compar
     head += ("\ndef test_new_in_head(dispatch_meter, kernel):\n"
              "    dispatch_meter.measure(kernel.single_pass, 5, per_round=2, name='new')\n")
     (project / "test_work.py").write_text(head)
-    done, outcome = outcome_of(project, "--base", "main")
+    done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
     assert done.returncode == 0, done.stdout + done.stderr
     measured = by_name(outcome)
     assert measured["new"]["status"] == "new" and measured["extra"]["status"] == "new"
@@ -150,7 +158,7 @@ def test_tests_and_measurements_only_one_side_has_are_new_and_the_rest_is_compar
 
 def test_a_side_that_cannot_collect_a_file_is_one_line_and_the_rest_is_compared(project):
     (project / "test_broken.py").write_text("import no_such_module_here\n")
-    done, outcome = outcome_of(project, "--base", "main")
+    done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
     assert "head: could not collect test_broken.py: " in done.stdout and "no_such_module_here" in done.stdout
     assert by_name(outcome)["work"]["timing"] is not None
 
@@ -163,7 +171,7 @@ def test_a_worker_that_crashes_fails_that_test_and_the_job_goes_on(project):
     with open(project / "cost.py", "a") as handle:
         handle.write("CRASH = True\n")  # a native abort in the head only, as a wgpu-native panic would be
     done, outcome = outcome_of(project, "--base", "main", "--", "-p", "no:randomly", "test_crash.py",
-                               "test_work.py")
+                               "test_work.py", flags=TWO_SESSION_FLAGS)
     assert done.returncode == 1  # the head's test failed
     assert "head: test_crash.py::test_crash: the head worker was killed by SIGABRT" in done.stdout
     assert by_name(outcome)["work"]["timing"] is not None  # compared after the head worker restarted
@@ -183,7 +191,7 @@ def test_a_worker_that_hangs_is_killed_and_named(project, capsys):
     hanging = TEST_FILE.replace("def test_model(", "def test_aaa_hang(gpu_device):\n    import time\n"
                                                    "    time.sleep(600)\n\ndef test_model(")
     (project / "test_work.py").write_text(hanging)
-    settings = coordinator.Settings(test_timeout=10, **FAST)
+    settings = coordinator.Settings(test_timeout=10, **{**FAST, **TWO_SESSIONS})
     lines = []
     code = command.run("main", str(project), ["-p", "no:randomly"], settings, out=lines.append)
     assert code == 1
@@ -215,7 +223,7 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
     monkeypatch.setattr(coordinator, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
     lines = []
     command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py", "test_work.py"],
-                coordinator.Settings(seed=3, **{**FAST, "sessions": 2, "max_sessions": 2}), out=lines.append)
+                coordinator.Settings(seed=3, **{**FAST, **TWO_SESSIONS}), out=lines.append)
     placements = [json.loads(path.read_text()) for path in logs.iterdir()]
     assert placements, lines
     sessions: dict[str, list[dict]] = {}
@@ -241,7 +249,7 @@ def test_cpus_chosen_by_number_are_the_sessions_cpus(project, tmp_path, monkeypa
     monkeypatch.setenv("PLACEMENT_LOG", str(logs))
     chosen = (min(os.sched_getaffinity(0)),)
     command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py"],
-                coordinator.Settings(seed=3, cpu=chosen, **FAST), out=lambda line: None)
+                coordinator.Settings(seed=3, cpu=chosen, **{**FAST, **TWO_SESSIONS}), out=lambda line: None)
     placements = [json.loads(path.read_text()) for path in logs.iterdir()]
     assert placements and all(placement["cpus"] == list(chosen) for placement in placements)
 

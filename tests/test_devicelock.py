@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -25,7 +26,14 @@ def other_process_can_take(key: str) -> bool:
     return attempt.returncode == 0
 
 
-def test_a_held_lock_excludes_other_processes_and_only_its_own_adapter(tmp_path):
+@pytest.fixture
+def private_locks(tmp_path, monkeypatch):
+    """Lock files in this test's own folder: the suite's xdist workers share one temporary
+    folder, and a test on the other worker may hold a lock of the same name."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
+def test_a_held_lock_excludes_other_processes_and_only_its_own_adapter(private_locks):
     first, second = devicelock.lock_key("h200-abc", 0), devicelock.lock_key("h200-abc", 1)
     with devicelock.exclusive(first):
         assert not other_process_can_take(first)
@@ -33,7 +41,7 @@ def test_a_held_lock_excludes_other_processes_and_only_its_own_adapter(tmp_path)
     assert other_process_can_take(first)
 
 
-def test_a_registered_device_locks_its_own_adapter():
+def test_a_registered_device_locks_its_own_adapter(private_locks):
     device = object()
     devicelock.register(device, "h200-abc", 1)
     with devicelock.for_device(device):
