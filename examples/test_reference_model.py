@@ -6,7 +6,7 @@ tiny widths, so it runs anywhere, lavapipe included: dispatch counts depend on s
 
 import pytest
 
-from pytest_dispatch import exact
+from pytest_dispatch import exact, request_device
 from pytest_dispatch.reference import ReferenceModel, get_config, random_weights
 
 CONFIG = get_config("qwen2.5-0.5b", widths="tiny")
@@ -18,12 +18,19 @@ LEVELS = [("eager", "single-pass"), ("fused", "single-pass"), ("fused+", "single
 
 
 @pytest.fixture(scope="module")
+def gpu_device(gpu_adapter):
+    """This module's own device, for its models and for dispatch_meter: a submit's host work
+    grows with the resources its device tracks, so on the session's device a decode step's
+    count would depend on what the test files before it left there (docs/counted.md)."""
+    return request_device(gpu_adapter, label="reference model")
+
+
+@pytest.fixture(scope="module")
 def model(gpu_device):
     """model(level, encoding) -> the reference model, after the prompt's prefill; each measured
     call is then one decode step.  The models are built once for the module (building compiles
     their pipelines), all of them whichever test asks first, and rewound for every test: a
-    submit's host work grows with the resources its device tracks, so a test's count must not
-    depend on which other models the tests before it built (docs/counted.md)."""
+    test's count must not depend on which other models the tests before it built."""
     weights = random_weights(CONFIG, seed=0)
     built = {key: ReferenceModel(gpu_device, CONFIG, level=key[0], encoding=key[1], weights=weights)
              for key in LEVELS}

@@ -7,10 +7,10 @@ from pytest_dispatch.measurement.recorder import Counts
 from pytest_dispatch.measurement.recorder import count as count_dispatches
 
 __all__ = ["Counts", "DispatchMeter", "DispatchMeterFixture", "GpuInfo", "Measurement", "PACKAGE_DIR", "__version__",
-           "count_dispatches", "exact"]
+           "count_dispatches", "exact", "request_device"]
 
 _LAZY = {"DispatchMeter": "pytest_dispatch.measurement.meter", "Measurement": "pytest_dispatch.measurement.meter",
-         "DispatchMeterFixture": "pytest_dispatch.plugin.fixture"}
+         "DispatchMeterFixture": "pytest_dispatch.plugin.fixture", "request_device": "pytest_dispatch.measurement.gpu"}
 
 
 def __getattr__(name: str):

@@ -30,7 +30,7 @@ CLASSES = {"Measurement": ("pytest_dispatch", "Measurement"), "Counts": ("pytest
            "DispatchMeter": ("pytest_dispatch", "DispatchMeter"),
            "Speedup": ("pytest_dispatch.judgement.speedup", "Speedup"), "GpuInfo": ("pytest_dispatch", "GpuInfo"),
            "InstructionCount": ("pytest_dispatch.measurement.instructions", "InstructionCount")}
-FUNCTIONS = ("count_dispatches", "exact")
+FUNCTIONS = ("count_dispatches", "exact", "request_device")
 
 
 class Undocumented(Exception):

@@ -257,7 +257,9 @@ def describe_adapter(adapter) -> str:
 
 
 def request_device(adapter, label: str = "pytest-dispatch"):
-    """A device with the adapter's useful features and its maximum buffer sizes.
+    """A device with the adapter's useful features and its maximum buffer sizes, as the
+    ``gpu_device`` fixture's: for a test module that needs a device of its own (a fixture named
+    ``gpu_device`` in the module, which ``dispatch_meter`` then measures on).
 
     An adapter that cannot run compute work raises ComputeUnavailableError, one line saying why
     (what wgpu logged or raised, without its traceback)."""
