@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import wgpu
 
-from pytest_dispatch import exact
+from pytest_dispatch import exact, request_device
 
 ROWS, COLUMNS = 64, 256
 SCALE = 0.5
@@ -128,6 +128,13 @@ class Fused(_Job):
 
     def __call__(self) -> None:
         self.run(self.steps)
+
+
+@pytest.fixture(scope="module")
+def gpu_device(gpu_adapter):
+    """This module's own device: a submit's host work grows with the resources its device
+    tracks, so on the session's device a count would depend on the tests before (docs/counted.md)."""
+    return request_device(gpu_adapter, label="own kernel")
 
 
 @pytest.fixture(scope="module")
