@@ -33,8 +33,9 @@ SIDE_ENV = "PYTEST_DISPATCH_AB_SIDE"  # set in workers: the pytest twin must not
 CPU_ENV = worker.CPU_ENV
 BASE, HEAD = 0, 1
 SIDE_NAMES = ("base", "head")
-# Sessions before a futility look between the looks: with 2, one unlucky pair of sessions
-# (their sd from one difference) would stop a real +10% about 1 time in 20; with 3, 1 in 2,000.
+# Sessions before a futility look between the looks: the predictive rule needs a spread from at
+# least two differences. Simulated (benchmarks/futility_sim.py, sd 0.06), a real +10% is still
+# stopped at 3 sessions about 1 time in 20 (caught 80% of the time at the cap, 84% with no futility).
 FUTILITY_FROM = 3
 _LOG_TAIL_LINES = 6
 _LOG_LINE_CHARS = 200  # a pytest error can print a whole plugin registry on one line
