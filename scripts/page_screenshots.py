@@ -13,7 +13,9 @@ a dispatch count falling from 564 to 540 at the 10th.
 from __future__ import annotations
 
 import datetime
+import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -22,6 +24,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 NODE = "tests/test_model.py::test_decode_step"
+_LAYOUT_TIMEOUT_S = 180
 
 
 def browser_path() -> str | None:
@@ -119,7 +122,21 @@ _LAYOUT_JS = """
 def layout(path: Path, selector: str, texts: str, screenshot: Path | None = None) -> list[dict]:
     """Open ``path`` (a page, or an SVG file shown inline in a page) in headless Chromium; the
     layout of each element matching ``selector`` (its frame and the boxes of its ``texts``);
-    optionally a full-page screenshot."""
+    optionally a full-page screenshot.
+
+    The browser is driven from a child process, its answer JSON on a pipe: Playwright's sync API
+    leaves greenlets, an event loop and their threads behind, which a pytest-xdist worker would
+    otherwise carry (and finalize at some later point) through the rest of the suite."""
+    request = json.dumps({"path": str(path), "selector": selector, "texts": texts,
+                          "screenshot": None if screenshot is None else str(screenshot)})
+    done = subprocess.run([sys.executable, __file__, "--layout"], input=request, capture_output=True,
+                          text=True, timeout=_LAYOUT_TIMEOUT_S)
+    if done.returncode != 0:
+        raise RuntimeError(f"page_screenshots --layout exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def _layout_here(path: Path, selector: str, texts: str, screenshot: Path | None) -> list[dict]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -150,6 +167,12 @@ def overlaps(a: dict, b: dict, slack: float = 0.5) -> bool:
 
 def main() -> int:
     import tempfile
+
+    if sys.argv[1:] == ["--layout"]:  # the child process of layout(): a request on stdin, JSON out
+        request = json.load(sys.stdin)
+        screenshot = request["screenshot"] and Path(request["screenshot"])
+        json.dump(_layout_here(Path(request["path"]), request["selector"], request["texts"], screenshot), sys.stdout)
+        return 0
 
     reason = missing_reason()
     if reason:
