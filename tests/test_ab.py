@@ -242,6 +242,65 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
     assert any(line.endswith(f" on CPU{'s' if ',' in where else ''} {where})") for line in lines), lines
 
 
+EARLY_TEST = """
+import json, os, time
+from pytest_dispatch.workloads import AddOne
+
+STARTED = time.time()  # at collection, when the worker starts
+
+def test_early(dispatch_meter, gpu_device):
+    dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, per_round=2, name="early")
+    side = os.environ["PYTEST_DISPATCH_AB_SIDE"]
+    with open(os.path.join(os.environ["PLACEMENT_LOG"], f"{side}-{os.getpid()}.json"), "w") as log:
+        json.dump({"side": side, "cpus": sorted(os.sched_getaffinity(0)), "started": STARTED,
+                   "measured": time.time(), "hash_seed": os.environ.get("PYTHONHASHSEED")}, log)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="the OS cannot pin a process to a CPU")
+def test_the_next_sessions_workers_start_while_this_session_measures(project, tmp_path, monkeypatch, gpu_info):
+    allowed = sorted(os.sched_getaffinity(0))
+    per_session = coordinator.cpus_per_session(gpu_info.is_cpu)
+    if len(allowed) < 2 * per_session:
+        pytest.skip(f"two sessions' CPUs ({2 * per_session}) are needed; this process may use {len(allowed)}")
+    (project / "test_early.py").write_text(EARLY_TEST)
+    logs = tmp_path / "placements"
+    logs.mkdir()
+    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    monkeypatch.setattr(coordinator, "PRESTART_SESSIONS_OF_CPUS", 2)  # so that a 2-core machine does it
+    ticks = itertools.count(step=100)
+    monkeypatch.setattr(coordinator, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
+    lines = []
+    code = command.run(str(project), str(project), ["-p", "no:randomly", "test_early.py"],
+                       coordinator.Settings(seed=5, **{**FAST, **TWO_SESSIONS}), out=lines.append)
+    assert code == 0, lines
+    sessions: dict[str, list[dict]] = {}
+    for path in logs.iterdir():
+        placement = json.loads(path.read_text())
+        sessions.setdefault(placement["hash_seed"], []).append(placement)
+    first, second = sorted(sessions.values(), key=lambda pair: min(p["measured"] for p in pair))
+    assert {p["side"] for p in first} == {p["side"] for p in second} == {"base", "head"}
+    assert max(p["started"] for p in second) < max(p["measured"] for p in first)  # started during session 1
+    assert first[0]["cpus"] != second[0]["cpus"] and first[0]["cpus"] == first[1]["cpus"]
+    assert not set(first[0]["cpus"]) & set(second[0]["cpus"])
+
+
+def test_without_prestart_each_session_starts_after_the_last(project, tmp_path, monkeypatch):
+    (project / "test_early.py").write_text(EARLY_TEST)
+    logs = tmp_path / "placements"
+    logs.mkdir()
+    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    monkeypatch.setattr(coordinator, "PRESTART_SESSIONS_OF_CPUS", 1)
+    settings = coordinator.Settings(seed=5, prestart=False, **{**FAST, **TWO_SESSIONS})
+    assert command.run(str(project), str(project), ["-p", "no:randomly", "test_early.py"], settings,
+                       out=lambda line: None) == 0
+    placements = sorted((json.loads(path.read_text()) for path in logs.iterdir()), key=lambda p: p["measured"])
+    assert len(placements) == 4
+    assert min(p["started"] for p in placements[2:]) > max(p["measured"] for p in placements[:2])
+
+
 def test_cpus_chosen_by_number_are_the_sessions_cpus(project, tmp_path, monkeypatch):
     (project / "test_where.py").write_text(PLACEMENT_TEST)
     logs = tmp_path / "placements"

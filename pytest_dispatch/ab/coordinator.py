@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import queue
 import random
@@ -37,6 +38,9 @@ SIDE_NAMES = ("base", "head")
 # least two differences. Simulated (benchmarks/futility_sim.py, sd 0.06), a real +10% is still
 # stopped at 3 sessions about 1 time in 20 (caught 80% of the time at the cap, 84% with no futility).
 FUTILITY_FROM = 3
+# CPUs (in sessions' worth) a job needs before it starts the next session's workers early:
+# this session's, the next one's, and one more for the rest of the machine.
+PRESTART_SESSIONS_OF_CPUS = 3
 _LOG_TAIL_LINES = 6
 _LOG_LINE_CHARS = 200  # a pytest error can print a whole plugin registry on one line
 
@@ -68,6 +72,9 @@ class Settings:
     round_timeout: float = 120.0
     seed: int | None = None
     time_count_regressions: bool = False  # keep timing a measurement whose counts regressed
+    # Start the next session's workers while this session measures, on other idle CPUs, where
+    # there are PRESTART_SESSIONS_OF_CPUS sessions' worth of them (not on a 2-core machine).
+    prestart: bool = True
 
     def as_dict(self) -> dict:
         """The job's ``settings`` in its JSON (docs/schema.md), where the time cap is ``max_seconds``."""
@@ -85,6 +92,9 @@ class Settings:
         return paired.ChangeQuestion((overrides or {}).get("threshold", self.threshold))
 
 
+_PROCESSES = itertools.count(1)
+
+
 class _SideLost(Exception):
     def __init__(self, side: int, why: str) -> None:
         super().__init__(why)
@@ -94,17 +104,21 @@ class _SideLost(Exception):
 class _Side:
     """One worker process and its channel; its messages go to the job's queue."""
 
-    def __init__(self, index: int, tree: Path, pytest_args: list[str], events: queue.Queue, logs: Path) -> None:
+    def __init__(self, index: int, tree: Path, pytest_args: list[str], events: queue.Queue, logs: Path,
+                 log_name: str = "") -> None:
         self.index, self.name = index, SIDE_NAMES[index]
         self.tree, self.pytest_args, self.events = tree, pytest_args, events
-        self.log_path = logs / f"{self.name}.log"
+        self.log_path = logs / f"{log_name or self.name}.log"
         self.log_shown = False  # a message named the log: it is kept after the job
         self.process: subprocess.Popen | None = None
         self.channel: Channel | None = None
         self.starts = 0
+        self.generation = 0  # which process of the job this side's messages come from
+        self._quit_sent = 0  # the generation told to quit
         self.placement: dict[str, str] = {}  # environment that places the worker (CPU, hash seed)
 
     def start(self) -> None:
+        """Start the worker; it and its message pump run on the CPUs the calling thread may use."""
         worker_reads, coordinator_writes = os.pipe()
         coordinator_reads, worker_writes = os.pipe()
         command = worker.boot_command(sys.executable, self.name, worker_reads, worker_writes,
@@ -118,8 +132,10 @@ class _Side:
         os.close(worker_writes)
         self.channel = Channel(coordinator_reads, coordinator_writes)
         self.starts += 1
-        generation = self.starts
-        threading.Thread(target=self._pump, args=(self.channel, generation), daemon=True).start()
+        # Unique in the job: a lost worker is restarted, and the next session's pair may start
+        # before this session's ends.
+        self.generation = next(_PROCESSES)
+        threading.Thread(target=self._pump, args=(self.channel, self.generation), daemon=True).start()
 
     def _environment(self) -> dict[str, str]:
         return {**os.environ, "PYTHONUNBUFFERED": "1", SIDE_ENV: self.name, **self.placement}
@@ -172,12 +188,21 @@ class _Side:
         if self.channel:
             self.channel.close()
 
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
+    def request_quit(self) -> None:
+        """Tell the worker to end its session (once), without waiting for it."""
+        if self.process and self.process.poll() is None and self._quit_sent != self.generation:
+            self._quit_sent = self.generation
             try:
                 self.channel.send({"cmd": "quit"})
+            except ChannelClosed:
+                pass
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.request_quit()
+            try:
                 self.process.wait(timeout=60)
-            except (ChannelClosed, subprocess.TimeoutExpired):
+            except subprocess.TimeoutExpired:
                 pass
         self.kill()
 
@@ -206,6 +231,9 @@ class Job:
         self._cpus_chosen = settings.cpu if isinstance(settings.cpu, tuple) else None
         self._cpus_per_session = cpus_per_session(cpu_adapter=False)  # until the workers name their adapter
         self._session_cpus: tuple[int, ...] = ()  # where the present session runs (() when not pinned)
+        self._spares: tuple[_Side, _Side] | None = None  # the next session's workers, started early
+        self._spare_cpus: tuple[int, ...] = ()
+        self._spare_inbox: list[tuple[int, dict | None]] = []  # what they said before their session
 
     # -- messages
 
@@ -224,8 +252,10 @@ class Job:
                 victim.kill()
                 raise _SideLost(victim.index, f"the {victim.name} worker sent nothing for {timeout:g} s "
                                               f"(hung); it was killed{victim.log_tail()}") from None
-            if generation != self.sides[index].starts:
-                continue  # from a worker already replaced
+            if generation != self.sides[index].generation:
+                if self._spares and generation == self._spares[index].generation:
+                    self._spare_inbox.append((index, message))
+                continue  # else from a worker already replaced
             return index, message
 
     def _expect(self, index: int, timeout: float) -> dict:
@@ -248,13 +278,14 @@ class Job:
             self._check_adapters(collected)
             self._cpus_per_session = cpus_per_session(collected[HEAD]["adapter"].get("is_cpu", False))
             if not self._cpus_chosen and len(self._session_cpus) > self._cpus_per_session:  # a CPU adapter
-                for side in self.sides:
-                    side.stop()
+                _stop(self.sides)
                 collected = self._start_both()
             plan = self._plan(collected)
             while plan:
                 self.session += 1
                 self.progress(f"session {self.session} (fresh base and head workers{self._where()})")
+                if self.session < design.max_sessions:
+                    self._prestart()
                 for position, (nodeid, running) in enumerate(plan):
                     following = [next((n for n, r in plan[position + 1:] if side in r), None)
                                  for side in (BASE, HEAD)]
@@ -263,15 +294,14 @@ class Job:
                 plan = [(nodeid, running) for nodeid, running in plan if len(running) == 2 and any(
                     MeasurementKey.parse(key).nodeid == nodeid and key not in self.timing for key in self.session_verdicts)]
                 if plan:
-                    for side in self.sides:
-                        side.stop()
-                    self._start_both()
+                    self._next_pair()
         finally:
-            for side in self.sides:
-                side.stop()
+            _stop(self.sides)
+            for side in self._spares or ():
+                side.kill()  # it has run nothing: no need to wait for the end of its start-up
             if own_cpus:
                 os.sched_setaffinity(0, own_cpus)
-            if not any(side.log_shown for side in self.sides):
+            if not any(side.log_shown for side in (*self.sides, *(self._spares or ()))):
                 shutil.rmtree(self._logs, ignore_errors=True)
         self._judge()
         self.outcome.seconds = time.monotonic() - start
@@ -334,18 +364,60 @@ class Job:
     def _place(self) -> None:
         """Both workers of a session on the same idle CPUs (when pinned) and with one hash seed:
         what differs between two processes of the same code then differs between sessions, not sides."""
-        placement = {}
         if self._cpus:
             self._session_cpus = self._cpus_chosen or tuple(
                 idlest_cpus(self._cpus, self._cpu_offset + self.session, self._cpus_per_session))
-            placement[CPU_ENV] = ",".join(map(str, self._session_cpus))
             # The coordinator too: its messages start every turn (on the H200, sessions with all
             # three on one CPU differed by 2-3%, with the coordinator elsewhere by 5%).
             os.sched_setaffinity(0, set(self._session_cpus))
-        if "PYTHONHASHSEED" not in os.environ:
-            placement["PYTHONHASHSEED"] = str(self.rng.randrange(2 ** 32))
+        placement = self._placement(self._session_cpus)
         for side in self.sides:
             side.placement = placement
+
+    def _placement(self, session_cpus: tuple[int, ...]) -> dict[str, str]:
+        placement = {CPU_ENV: ",".join(map(str, session_cpus))} if session_cpus else {}
+        if "PYTHONHASHSEED" not in os.environ:
+            placement["PYTHONHASHSEED"] = str(self.rng.randrange(2 ** 32))
+        return placement
+
+    def _prestart(self) -> None:
+        """Start the next session's pair now, on idle CPUs other than this session's, so that its
+        start-up (Python, pytest's collection, the adapter: most of a session's seconds) overlaps
+        this session's rounds instead of following them.  Only where the CPUs are many and chosen
+        by idleness: on a small machine the start-up would share this session's CPUs."""
+        if not (self.settings.prestart and self._cpus and not self._cpus_chosen
+                and len(self._cpus) >= PRESTART_SESSIONS_OF_CPUS * self._cpus_per_session):
+            return
+        others = [cpu for cpu in self._cpus if cpu not in self._session_cpus]
+        chosen = tuple(idlest_cpus(others, self._cpu_offset + self.session + 1, self._cpus_per_session))
+        if len(chosen) < self._cpus_per_session:
+            return
+        placement = self._placement(chosen)
+        log_names = [f"{side.name}-2" if self.session % 2 else side.name for side in self.sides]
+        spares = (_Side(BASE, self.sides[BASE].tree, self.sides[BASE].pytest_args, self.events, self._logs, log_names[0]),
+                  _Side(HEAD, self.sides[HEAD].tree, self.sides[HEAD].pytest_args, self.events, self._logs, log_names[1]))
+        self._spares, self._spare_cpus, self._spare_inbox = spares, chosen, []
+        os.sched_setaffinity(0, set(chosen))  # the new workers and their message pumps start there
+        try:
+            for side in spares:
+                side.placement = placement
+                side.start()
+        finally:
+            os.sched_setaffinity(0, set(self._session_cpus))
+
+    def _next_pair(self) -> list[dict]:
+        """This session's workers stopped; the next session's started, or taken over when they
+        were started early."""
+        _stop(self.sides)
+        if self._spares is None:
+            return self._start_both()
+        self.sides, self._spares = self._spares, None
+        self._session_cpus = self._spare_cpus
+        os.sched_setaffinity(0, set(self._session_cpus))
+        for index, message in self._spare_inbox:  # their "collected", at least, came early
+            self.events.put((index, self.sides[index].generation, message))
+        self._spare_inbox = []
+        return self._collected()
 
     def _where(self) -> str:
         cpus = self._session_cpus
@@ -355,6 +427,10 @@ class Job:
         self._place()
         for side in self.sides:
             side.start()
+        return self._collected()
+
+    def _collected(self) -> list[dict]:
+        """Both workers' "collected" messages, once they have started."""
         collected: list[dict | None] = [None, None]
         while None in collected:
             try:
@@ -438,7 +514,7 @@ class Job:
             while True:
                 index, message = self._next(self.settings.test_timeout, suspects=(side.index,))
                 if index != side.index:
-                    others.append((index, self.sides[index].starts, message))
+                    others.append((index, self.sides[index].generation, message))
                     continue
                 if message is None:
                     raise _SideLost(index, self.sides[index].death())
@@ -531,6 +607,14 @@ class Job:
             self.outcome.comparisons.append(verdicts.Comparison(key, base, head, adjusted.get(key),
                                                                 self.notes.get(key, ""),
                                                                 self.session_verdicts.get(key, [])))
+
+
+def _stop(sides: Sequence[_Side]) -> None:
+    """Stop the workers together: each is told to quit before either is waited for."""
+    for side in sides:
+        side.request_quit()
+    for side in sides:
+        side.stop()
 
 
 def _allowed_cpus(choice: str | tuple[int, ...]) -> list[int]:
