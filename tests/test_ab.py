@@ -243,18 +243,49 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
 
 
 EARLY_TEST = """
-import json, os, time
+import glob, json, os, time
 from pytest_dispatch.workloads import AddOne
 
-STARTED = time.time()  # at collection, when the worker starts
+LOGS, SEED = os.environ["PLACEMENT_LOG"], os.environ.get("PYTHONHASHSEED")
+STARTED = time.time()  # at collection, while the worker starts
+open(os.path.join(LOGS, f"started-{SEED}-{os.getpid()}"), "w").write(repr(STARTED))
+
+def started_later():
+    \"\"\"Whether a worker of another session started after this one (the next session's).\"\"\"
+    return any(float(open(path).read()) > STARTED for path in glob.glob(os.path.join(LOGS, "started-*"))
+               if not os.path.basename(path).startswith(f"started-{SEED}-"))
 
 def test_early(dispatch_meter, gpu_device):
     dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, per_round=2, name="early")
+    first = all(os.path.basename(path).startswith(f"measured-{SEED}-")  # no other session measured before
+                for path in glob.glob(os.path.join(LOGS, "measured-*")))
+    deadline = time.time() + float(os.environ["NEXT_WAIT_S"])
+    while first and not started_later() and time.time() < deadline:
+        time.sleep(0.05)
     side = os.environ["PYTEST_DISPATCH_AB_SIDE"]
-    with open(os.path.join(os.environ["PLACEMENT_LOG"], f"{side}-{os.getpid()}.json"), "w") as log:
-        json.dump({"side": side, "cpus": sorted(os.sched_getaffinity(0)), "started": STARTED,
-                   "measured": time.time(), "hash_seed": os.environ.get("PYTHONHASHSEED")}, log)
+    with open(os.path.join(LOGS, f"measured-{SEED}-{side}-{os.getpid()}.json"), "w") as log:
+        json.dump({"side": side, "cpus": sorted(os.sched_getaffinity(0)), "first": first,
+                   "next_started": started_later(), "hash_seed": SEED}, log)
 """
+
+
+def _early_job(project: Path, tmp_path: Path, monkeypatch, wait_s: float, **settings) -> list[dict]:
+    """A two-session job of EARLY_TEST; what each worker that measured wrote, by session."""
+    (project / "test_early.py").write_text(EARLY_TEST)
+    logs = tmp_path / "placements"
+    logs.mkdir()
+    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
+    monkeypatch.setenv("NEXT_WAIT_S", str(wait_s))
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    lines = []
+    code = command.run(str(project), str(project), ["-p", "no:randomly", "test_early.py"],
+                       coordinator.Settings(seed=5, **{**FAST, **TWO_SESSIONS}, **settings), out=lines.append)
+    assert code == 0, lines
+    measured = [json.loads(path.read_text()) for path in logs.glob("measured-*")]
+    sessions = sorted({m["hash_seed"] for m in measured}, key=lambda seed: not any(
+        m["first"] for m in measured if m["hash_seed"] == seed))
+    assert len(sessions) == 2, (measured, lines)
+    return [[m for m in measured if m["hash_seed"] == seed] for seed in sessions], lines
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="the OS cannot pin a process to a CPU")
@@ -263,42 +294,21 @@ def test_the_next_sessions_workers_start_while_this_session_measures(project, tm
     per_session = coordinator.cpus_per_session(gpu_info.is_cpu)
     if len(allowed) < 2 * per_session:
         pytest.skip(f"two sessions' CPUs ({2 * per_session}) are needed; this process may use {len(allowed)}")
-    (project / "test_early.py").write_text(EARLY_TEST)
-    logs = tmp_path / "placements"
-    logs.mkdir()
-    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
-    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
     monkeypatch.setattr(coordinator, "PRESTART_SESSIONS_OF_CPUS", 2)  # so that a 2-core machine does it
     ticks = itertools.count(step=100)
     monkeypatch.setattr(coordinator, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
-    lines = []
-    code = command.run(str(project), str(project), ["-p", "no:randomly", "test_early.py"],
-                       coordinator.Settings(seed=5, **{**FAST, **TWO_SESSIONS}), out=lines.append)
-    assert code == 0, lines
-    sessions: dict[str, list[dict]] = {}
-    for path in logs.iterdir():
-        placement = json.loads(path.read_text())
-        sessions.setdefault(placement["hash_seed"], []).append(placement)
-    first, second = sorted(sessions.values(), key=lambda pair: min(p["measured"] for p in pair))
-    assert {p["side"] for p in first} == {p["side"] for p in second} == {"base", "head"}
-    assert max(p["started"] for p in second) < max(p["measured"] for p in first)  # started during session 1
-    assert first[0]["cpus"] != second[0]["cpus"] and first[0]["cpus"] == first[1]["cpus"]
-    assert not set(first[0]["cpus"]) & set(second[0]["cpus"])
+    (first, second), lines = _early_job(project, tmp_path, monkeypatch, wait_s=120)
+    assert {m["side"] for m in first} == {m["side"] for m in second} == {"base", "head"}, (first, second, lines)
+    # the first session's workers, still in their test, saw the second session's start
+    assert all(m["first"] and m["next_started"] for m in first), (first, lines)
+    assert first[0]["cpus"] == first[1]["cpus"] and not set(first[0]["cpus"]) & set(second[0]["cpus"]), \
+        (first, second, lines)
 
 
 def test_without_prestart_each_session_starts_after_the_last(project, tmp_path, monkeypatch):
-    (project / "test_early.py").write_text(EARLY_TEST)
-    logs = tmp_path / "placements"
-    logs.mkdir()
-    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
-    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
     monkeypatch.setattr(coordinator, "PRESTART_SESSIONS_OF_CPUS", 1)
-    settings = coordinator.Settings(seed=5, prestart=False, **{**FAST, **TWO_SESSIONS})
-    assert command.run(str(project), str(project), ["-p", "no:randomly", "test_early.py"], settings,
-                       out=lambda line: None) == 0
-    placements = sorted((json.loads(path.read_text()) for path in logs.iterdir()), key=lambda p: p["measured"])
-    assert len(placements) == 4
-    assert min(p["started"] for p in placements[2:]) > max(p["measured"] for p in placements[:2])
+    (first, _), lines = _early_job(project, tmp_path, monkeypatch, wait_s=0, prestart=False)
+    assert all(m["first"] and not m["next_started"] for m in first), (first, lines)
 
 
 def test_cpus_chosen_by_number_are_the_sessions_cpus(project, tmp_path, monkeypatch):
