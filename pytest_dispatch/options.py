@@ -117,6 +117,9 @@ AB_OPTIONS = (
     Option("dispatch_ab_cpu", "CPUs both workers of an A/B session run on: idle (the two least busy allowed CPUs "
            "at the session's start, or the one quiet CPU), CPU numbers (3 or 3,4), or any (not pinned).",
            settings.AB_DEFAULTS["cpu"], type="cpu", coordinator=True, command_flag="--cpu"),
+    Option("dispatch_ab_no_prestart", "Start an A/B session's workers only once the last session's have quit "
+           "(by default, where at least three sessions' worth of CPUs are idle, the next pair starts while a "
+           "session measures).", False, type="bool", coordinator=True, command_flag="--no-prestart"),
     Option("dispatch_markdown", "Append the A/B (or gate) outcome as Markdown to this file, e.g. "
            "$GITHUB_STEP_SUMMARY.", None, type="path", coordinator=True),
 )
@@ -193,6 +196,8 @@ def add_command_argument(parser: argparse.ArgumentParser, name: str, **overrides
     flag = option.command_flag
     kwargs: dict[str, Any] = {"type": converter(option.type, flag.lstrip("-")), "default": option.default,
                               "help": f"{option.help} (default %(default)s)"}
+    if option.type == "bool":
+        kwargs = {"action": "store_true", "help": option.help}
     if option.choices:
         kwargs["choices"] = option.choices
     parser.add_argument(flag, **{**kwargs, **overrides})

@@ -40,6 +40,7 @@ def test_the_ab_command_and_the_pytest_flags_share_the_option_table(capsys):
 
     args = cli.build_parser().parse_args(["ab", "--base", "main", "--max-time", "2m", "--pairs", "8", "--cpu", "3,4"])
     assert (args.max_time, args.pairs, args.cpu, args.sessions) == (120.0, 8, (3, 4), settings.AB_DEFAULTS["sessions"])
+    assert not args.no_prestart and cli.build_parser().parse_args(["ab", "--base", "main", "--no-prestart"]).no_prestart
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["ab", "--base", "main", "--pairs", "3"])
     assert "pairs='3' must be at least 6" in capsys.readouterr().err

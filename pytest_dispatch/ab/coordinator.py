@@ -73,7 +73,8 @@ class Settings:
     seed: int | None = None
     time_count_regressions: bool = False  # keep timing a measurement whose counts regressed
     # Start the next session's workers while this session measures, on other idle CPUs, where
-    # there are PRESTART_SESSIONS_OF_CPUS sessions' worth of them (not on a 2-core machine).
+    # there are PRESTART_SESSIONS_OF_CPUS sessions' worth of them (not on a 2-core machine);
+    # off: --no-prestart.
     prestart: bool = True
 
     def as_dict(self) -> dict:

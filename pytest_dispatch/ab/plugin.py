@@ -34,7 +34,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         sessions=values.dispatch_ab_sessions,
         max_sessions=values.dispatch_ab_max_sessions,
         max_time=values.dispatch_ab_max_time, order=values.dispatch_ab_order,
-        cpu=values.dispatch_ab_cpu)
+        cpu=values.dispatch_ab_cpu, prestart=not values.dispatch_ab_no_prestart)
     return command.run(base, head, list(config.invocation_params.args), job_settings,
                        json_path=values.dispatch_json,
                        markdown_path=values.dispatch_markdown)
