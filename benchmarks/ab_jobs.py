@@ -1,7 +1,7 @@
 """A/B jobs as a user runs them, in separate job processes: time per job, false alarms, power.
 
     python benchmarks/ab_jobs.py [--tests 5] [--jobs 12] [--aa-jobs 0] [--change 0.10] [--dispatches 20]
-                                 [-- ab arguments, e.g. --max-sessions 12]
+                                 [--alternate=--no-prestart] [-- ab arguments, e.g. --max-sessions 12]
 
 In a temporary git repository, a suite of ``--tests`` tests, each measuring the AddOne kernel
 (``--dispatches`` one-pass dispatches per call).  The base is the commit; the head is the work
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import shlex
 import statistics
 import subprocess
 import sys
@@ -103,8 +105,12 @@ def main() -> int:
     parser.add_argument("--aa-jobs", type=int, default=0, help="A/A jobs (--base .)")
     parser.add_argument("--change", type=float, default=0.10, help="the slow test's added time, a fraction")
     parser.add_argument("--dispatches", type=int, default=20, help="dispatches per call of every test")
+    parser.add_argument("--alternate", metavar="ARGS", help="every second job adds these ab arguments (e.g. "
+                        "--alternate=--no-prestart): the two arms share one calibration, and each arm's figures are printed")
     parser.add_argument("ab_args", nargs="*", help="more pytest-dispatch ab arguments")
     args = parser.parse_args()
+    arms = [("", args.ab_args)] + ([(args.alternate, args.ab_args + shlex.split(args.alternate))]
+                                   if args.alternate else [])
 
     names = [f"t{i}" for i in range(args.tests - 1)] + ["slow"]
     with tempfile.TemporaryDirectory(prefix="ab-jobs-") as temp:
@@ -113,30 +119,58 @@ def main() -> int:
         extra_us = args.change * cost
         print(f"ab_jobs: {args.tests} tests of {args.dispatches} dispatches; slow: {cost:.1f} µs per call, "
               f"the head adds {extra_us:.1f} µs (+{args.change:.0%})", flush=True)
-        seconds, unchanged, false_alarms, caught, changed = [], 0, 0, 0, 0
+        tally = {label: Tally() for label, _ in arms}
         plan = [("mixed", "main")] * args.jobs + [("A/A", ".")] * args.aa_jobs
         for number, (kind, base) in enumerate(plan, 1):
+            label, ab_args = arms[(number - 1) % len(arms)]
             write_cost(folder, args.dispatches, {"slow": extra_us} if kind == "mixed" else {})
-            took, outcome = run_job(folder, base, args.ab_args)
-            seconds.append(took)
+            took, outcome = run_job(folder, base, ab_args)
             verdicts = {m["name"]: m for m in outcome["measurements"]}
-            for name, measurement in verdicts.items():
-                if kind == "mixed" and name == "slow":
-                    changed += 1
-                    caught += measurement["status"] == "regressed"
-                else:
-                    unchanged += 1
-                    false_alarms += measurement["status"] in ("regressed", "improved")
+            tally[label].add(took, verdicts, kind)
             shown = ", ".join(f"{n} {m['status']} x{(m['timing'] or {}).get('ratio') or float('nan'):.3f}"
                               f"/{(m['timing'] or {}).get('sessions', 0)}s" for n, m in verdicts.items())
-            print(f"job {number}/{len(plan)} ({kind}): {took:.0f} s: {shown}", flush=True)
+            arm = f", {label}" if label else ""
+            print(f"job {number}/{len(plan)} ({kind}{arm}): {took:.0f} s: {shown}", flush=True)
         print(f"adapter: {outcome['adapter']}")
-        print(f"seconds per job: median {statistics.median(seconds):.0f}, max {max(seconds):.0f} "
-              f"({len(seconds)} jobs)")
-        print(f"false alarms: {false_alarms} of {unchanged} unchanged comparisons")
-        if changed:
-            print(f"+{args.change:.0%} caught: {caught} of {changed}")
+        for label, arm in tally.items():
+            if arm.seconds:
+                arm.report(args.change, f"[{label or 'as given'}] " if len(arms) > 1 else "")
     return 0
+
+
+class Tally:
+    """One arm's jobs: seconds, false alarms, changes caught, and the spread of the sessions'
+    log-ratios of unchanged measurements around each one's mean (pooled)."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+        self.unchanged = self.false_alarms = self.caught = self.changed = 0
+        self.squares, self.freedom = 0.0, 0
+
+    def add(self, seconds: float, verdicts: dict, kind: str) -> None:
+        self.seconds.append(seconds)
+        for name, measurement in verdicts.items():
+            if kind == "mixed" and name == "slow":
+                self.changed += 1
+                self.caught += measurement["status"] == "regressed"
+                continue
+            self.unchanged += 1
+            self.false_alarms += measurement["status"] in ("regressed", "improved")
+            logs = [math.log(s["ratio"]) for s in measurement.get("sessions") or [] if s.get("ratio")]
+            if len(logs) >= 2:
+                mean = sum(logs) / len(logs)
+                self.squares += sum((x - mean) ** 2 for x in logs)
+                self.freedom += len(logs) - 1
+
+    def report(self, change: float, prefix: str) -> None:
+        print(f"{prefix}seconds per job: median {statistics.median(self.seconds):.0f}, max {max(self.seconds):.0f} "
+              f"({len(self.seconds)} jobs)")
+        print(f"{prefix}false alarms: {self.false_alarms} of {self.unchanged} unchanged comparisons")
+        if self.freedom:
+            print(f"{prefix}sessions' log-ratio sd, unchanged measurements pooled: "
+                  f"{math.sqrt(self.squares / self.freedom):.4f} ({self.freedom} degrees of freedom)")
+        if self.changed:
+            print(f"{prefix}+{change:.0%} caught: {self.caught} of {self.changed}")
 
 
 if __name__ == "__main__":
