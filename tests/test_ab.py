@@ -269,8 +269,10 @@ def test_early(dispatch_meter, gpu_device):
 """
 
 
-def _early_job(project: Path, tmp_path: Path, monkeypatch, wait_s: float, **settings) -> list[dict]:
-    """A two-session job of EARLY_TEST; what each worker that measured wrote, by session."""
+def _early_job(project: Path, tmp_path: Path, monkeypatch, wait_s: float,
+               **settings) -> tuple[list[list[dict]], list[str]]:
+    """A two-session job of EARLY_TEST: what each worker that measured wrote, by session (the
+    first session first), and the job's progress lines."""
     (project / "test_early.py").write_text(EARLY_TEST)
     logs = tmp_path / "placements"
     logs.mkdir()

@@ -113,7 +113,6 @@ class _Side:
         self.log_shown = False  # a message named the log: it is kept after the job
         self.process: subprocess.Popen | None = None
         self.channel: Channel | None = None
-        self.starts = 0
         self.generation = 0  # which process of the job this side's messages come from
         self._quit_sent = 0  # the generation told to quit
         self.placement: dict[str, str] = {}  # environment that places the worker (CPU, hash seed)
@@ -132,7 +131,6 @@ class _Side:
         os.close(worker_reads)
         os.close(worker_writes)
         self.channel = Channel(coordinator_reads, coordinator_writes)
-        self.starts += 1
         # Unique in the job: a lost worker is restarted, and the next session's pair may start
         # before this session's ends.
         self.generation = next(_PROCESSES)
@@ -394,9 +392,9 @@ class Job:
         if len(chosen) < self._cpus_per_session:
             return
         placement = self._placement(chosen)
-        log_names = [f"{side.name}-2" if self.session % 2 else side.name for side in self.sides]
-        spares = (_Side(BASE, self.sides[BASE].tree, self.sides[BASE].pytest_args, self.events, self._logs, log_names[0]),
-                  _Side(HEAD, self.sides[HEAD].tree, self.sides[HEAD].pytest_args, self.events, self._logs, log_names[1]))
+        # two log names in turn: this session's pair still writes to the other one
+        spares = tuple(_Side(side.index, side.tree, side.pytest_args, self.events, self._logs,
+                             f"{side.name}-2" if self.session % 2 else side.name) for side in self.sides)
         self._spares, self._spare_cpus, self._spare_inbox = spares, chosen, []
         os.sched_setaffinity(0, set(chosen))  # the new workers and their message pumps start there
         try:
@@ -406,19 +404,20 @@ class Job:
         finally:
             os.sched_setaffinity(0, set(self._session_cpus))
 
-    def _next_pair(self) -> list[dict]:
+    def _next_pair(self) -> None:
         """This session's workers stopped; the next session's started, or taken over when they
         were started early."""
         _stop(self.sides)
         if self._spares is None:
-            return self._start_both()
+            self._start_both()
+            return
         self.sides, self._spares = self._spares, None
         self._session_cpus = self._spare_cpus
         os.sched_setaffinity(0, set(self._session_cpus))
         for index, message in self._spare_inbox:  # their "collected", at least, came early
             self.events.put((index, self.sides[index].generation, message))
         self._spare_inbox = []
-        return self._collected()
+        self._collected()
 
     def _where(self) -> str:
         cpus = self._session_cpus
