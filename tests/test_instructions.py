@@ -392,10 +392,13 @@ def test_spread_is_how_far_the_pairs_of_windows_disagree():
     assert one_pair.spread is None  # nothing to compare it with: not "0%"
 
 
-def test_a_call_that_fills_a_window_alone_is_counted_in_one_pair_of_windows():
+def test_a_call_that_fills_a_window_alone_is_counted_once_less_an_empty_window():
     assert instructions.window_sizes(3, 1_000) == [3, 6] * instructions.WINDOW_PAIRS
     assert instructions.window_sizes(1, instructions.WINDOW_INSTRUCTIONS / 2) == [1, 2] * instructions.WINDOW_PAIRS
-    assert instructions.window_sizes(1, instructions.WINDOW_INSTRUCTIONS) == [1, 2]
+    assert instructions.window_sizes(1, instructions.WINDOW_INSTRUCTIONS) == [1, 0]
+    # the empty window is the fixed part: what a window costs beyond its calls
+    count = InstructionCount.from_windows([1, 0], [Dump(t, {"x": t}, {}) for t in (30_044_000, 44_000)])
+    assert (count.per_call, count.fixed, count.spread) == (pytest.approx(30_000_000), pytest.approx(44_000), None)
 
 
 def test_a_window_holds_enough_instructions_and_submits():
