@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from pytest_dispatch.judgement.status import Status
 
@@ -142,6 +141,8 @@ def ratio_of_medians_ci(
 
 def _bootstrap_interval(data, statistic, estimate: float, confidence: float, seed: int,
                         paired: bool = False) -> Interval:
+    from scipy import stats  # here, not at import: scipy.stats takes seconds under valgrind (counted mode)
+
     result = stats.bootstrap(
         data,
         statistic,
@@ -261,6 +262,8 @@ def judge_against_runs(
     ``family_size`` beyond the conclusive comparisons given counts the rest as p = 1,
     so a test judged early stays failed once the whole family is in.
     """
+    from scipy import stats
+
     measured = {}
     for key, (runs, current) in comparisons.items():
         settings = {"alpha": float(alpha), "threshold": float(threshold), **(overrides or {}).get(key, {})}
