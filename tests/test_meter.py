@@ -278,3 +278,15 @@ def test_pass_seconds_heats_before_each_try_and_grows_with_the_pass(gpu_device, 
     assert len(heated) >= 2
     many = timestamps.pass_seconds(gpu_device, dispatches(2000), tries=2)
     assert 0 <= few < many
+
+
+def test_the_gpu_is_taken_in_turns_only_to_time(gpu_device, kernel, monkeypatch):
+    from pytest_dispatch.measurement import devicelock
+
+    taken = []
+    real = devicelock.for_device
+    monkeypatch.setattr(devicelock, "for_device", lambda device: taken.append(device) or real(device))
+    DispatchMeter(device=gpu_device, timing=False).measure(kernel.single_pass, 2, rounds=2)
+    assert taken == []  # counts alone: other processes may measure meanwhile
+    DispatchMeter(device=gpu_device).measure(kernel.single_pass, 2, rounds=2)
+    assert taken == [gpu_device]

@@ -280,7 +280,10 @@ class DispatchMeter:
         self.timestamps_enabled = timestamps_enabled
         self.round_server = round_server
         self.gate_overrides = dict(gate_overrides or {})  # the test's alpha/threshold, for the round server
-        self.lock = lock  # take turns on the GPU with other processes (off where a coordinator does it)
+        # Take turns on the GPU with other processes (off where a coordinator does it), only to time:
+        # another process's GPU work does not move a count, and in counted mode (valgrind runs each
+        # process on one core at a time) the turns made pytest-xdist's workers count one by one.
+        self.lock = lock and (self.timing or timestamps_enabled)
         self.measurements: list[Measurement] = []
         self._sync_buffers: dict[int, Any] = {}
         self._call_sites: dict[tuple[str, str], str] = {}
