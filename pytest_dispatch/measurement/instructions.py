@@ -129,9 +129,8 @@ DICT_LOOKUP = re.compile(r"^(?:_?PyDict_GetItem\w*|_Py_dict_lookup\w*|PyDict_Set
 UNNAMED_INTERPRETER_SHARE = 0.01
 THREAD_LOCAL_LOOKUP_PRICE = 110  # a look-up of a small dict, probing once (the fewest any process took)
 
-COUNTING_RULES = (f"5: type cache misses out, allocations at {ALLOCATION_PRICE}, "
-                  f"thread-local look-ups at {THREAD_LOCAL_LOOKUP_PRICE}, warm-up from the first call, "
-                  "a call that fills a window alone less an empty window")
+COUNTING_RULES = (f"4: type cache misses out, allocations at {ALLOCATION_PRICE}, "
+                  f"thread-local look-ups at {THREAD_LOCAL_LOOKUP_PRICE}, warm-up from the first call")
 
 # Where the counted instructions ran, by the object file they belong to (report order).
 LAYERS = ("interpreter", "cffi", "wgpu", "driver", "libc", "allocator", "other")
@@ -711,13 +710,10 @@ def window_calls(instructions_per_call: float, submits_per_call: int, max_calls:
 
 def window_sizes(k: int, instructions_per_call: float) -> list[int]:
     """The windows' calls: K, 2K, K, 2K (WINDOW_PAIRS pairs, whose slopes' difference is the
-    spread); where one call alone holds WINDOW_INSTRUCTIONS (a decode step), a window of 1 call
-    (the probe) and an empty one, whose count is what a window costs beyond its calls: a
-    window's noise is a negligible share of such a call, and each instrumented call costs
-    seconds (a decode step with a submit per dispatch ~10 s on lavapipe).  Between processes
-    the 1-0 slope repeats as well as a 2-1 slope did (docs/RESULTS.md §11, counting rules 5)."""
+    spread); one pair of 1 and 2 calls where one call alone holds WINDOW_INSTRUCTIONS (a decode
+    step: a window's noise is then a negligible share of it, and each call costs seconds)."""
     if k == 1 and instructions_per_call >= WINDOW_INSTRUCTIONS:
-        return [1, 0]
+        return [1, 2]
     return [k, 2 * k] * WINDOW_PAIRS
 
 
@@ -737,7 +733,7 @@ def _slope(calls: Sequence[int], values: Sequence[float]) -> tuple[float, float]
 @dataclasses.dataclass(frozen=True)
 class InstructionCount:
     """Host instructions of the calling thread per call of a measured function, counted by
-    callgrind in windows of K and 2K calls (or of 1 and 0, window_sizes): ``per_call`` is the slope, ``fixed`` what a
+    callgrind in windows of K and 2K calls: ``per_call`` is the slope, ``fixed`` what a
     window costs beyond its calls.  ``by_layer`` splits ``per_call`` by where it ran
     (LAYERS); ``by_kind`` gives the part inside wgpu's library by call kind (ENTRY_KINDS)."""
 
