@@ -280,8 +280,11 @@ def _early_job(project: Path, tmp_path: Path, monkeypatch, wait_s: float,
     monkeypatch.setenv("NEXT_WAIT_S", str(wait_s))
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
     lines = []
+    # an A/A job judged at a +-100% tolerance: its exit status says whether the job ran, not how
+    # two sessions on a busy 2-core machine timed (one CI run read x1.076 and x1.074)
     code = command.run(str(project), str(project), ["-p", "no:randomly", "test_early.py"],
-                       coordinator.Settings(seed=5, **{**FAST, **TWO_SESSIONS}, **settings), out=lines.append)
+                       coordinator.Settings(seed=5, threshold=1.0, **{**FAST, **TWO_SESSIONS}, **settings),
+                       out=lines.append)
     assert code == 0, lines
     measured = [json.loads(path.read_text()) for path in logs.glob("measured-*")]
     sessions = sorted({m["hash_seed"] for m in measured}, key=lambda seed: not any(
