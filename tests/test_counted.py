@@ -38,6 +38,19 @@ def test_single_pass(dispatch_meter, kernel):
 """
 
 
+CONTROLLER_SAYS_WHERE_IT_RUNS = """
+import json
+from pytest_dispatch.measurement import instructions
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):
+        helper = instructions.Helper(instructions.build_helper())
+        with open("controller.json", "w") as file:
+            json.dump({"on_valgrind": bool(helper.running_on_valgrind())}, file)
+"""
+
+
 def test_a_counted_session_saves_and_fails_a_host_side_regression(pytester, monkeypatch):
     pytester.makepyfile(test_counted_addone=TEST_FILE)
     monkeypatch.delenv(instructions.COUNTED_ENV, raising=False)
@@ -55,10 +68,13 @@ def test_a_counted_session_saves_and_fails_a_host_side_regression(pytester, monk
     assert measurement["rounds"] == 0 and count["per_call"] > 0 and count["thread"] == "calling"
     assert sum(count["by_layer_per_call"].values()) == pytest.approx(count["per_call"], rel=1e-9)
 
-    # ~2M instructions a call; 2,000 empty loop turns (~200 each) add far more than the 0.5% tolerance
+    # ~2M instructions a call; 2,000 empty loop turns (~200 each) add far more than the 0.5% tolerance.
+    # Now with a pytest-xdist worker: it counts under callgrind, its controller runs natively.
+    pytester.makeconftest(CONTROLLER_SAYS_WHERE_IT_RUNS)
     monkeypatch.setenv("EXTRA_WORK", "2000")
-    compared = pytester.runpytest_subprocess("--dispatch-instructions", "--dispatch-compare=main",
+    compared = pytester.runpytest_subprocess("--dispatch-instructions", "--dispatch-compare=main", "-n", "1",
                                              "-p", "no:cacheprovider", timeout=600)
+    assert json.loads((pytester.path / "controller.json").read_text()) == {"on_valgrind": False}
     compared.assert_outcomes(failed=1)
     compared.stdout.fnmatch_lines(["*single_pass instructions_per_call regressed: * -> * host instructions per call "
                                    "(x1.*; counted, tolerance 0.5%)*",

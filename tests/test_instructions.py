@@ -4,7 +4,10 @@ environment, the verdicts and the budget, without Valgrind."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import shlex
+import sys
 
 import numpy as np
 import pytest
@@ -259,6 +262,46 @@ def test_the_cache_simulation_is_asked_of_callgrind_only_with_cycles(monkeypatch
         assert instructions.relaunch(["tests"], cwd=tmp_path, cache_sim=cache_sim, announce=lambda line: None) == 0
     assert [("--cache-sim=yes" in command) for command in launched] == [False, True]
     assert all("--separate-threads=yes" in command for command in launched)
+
+
+def _launched(monkeypatch, tmp_path, **options) -> tuple[list[str], dict[str, str]]:
+    launched = []
+    monkeypatch.setattr(instructions, "valgrind_executable", lambda: "/usr/bin/valgrind")
+    monkeypatch.setattr(instructions, "valgrind_version", lambda valgrind: "valgrind-3.19.0")
+    monkeypatch.setattr(instructions, "build_helper", lambda valgrind: tmp_path / "helper.so")
+    monkeypatch.setattr(instructions.subprocess, "run",
+                        lambda command, env, **kwargs: launched.append((command, env)) or dataclasses.make_dataclass(
+                            "Done", [("returncode", int)])(0))
+    assert instructions.relaunch(["tests", "-n", "2"], cwd=tmp_path, announce=lambda line: None, **options) == 0
+    return launched[0]
+
+
+def test_with_xdist_only_the_workers_run_under_callgrind(monkeypatch, tmp_path):
+    monkeypatch.setenv(instructions.WORKER_LAUNCHER_ENV, '["stale"]')
+    command, env = _launched(monkeypatch, tmp_path)
+    assert command[0] == "/usr/bin/valgrind" and instructions.WORKER_LAUNCHER_ENV not in env
+
+    command, env = _launched(monkeypatch, tmp_path, in_workers=True)
+    assert command == [sys.executable, "-m", "pytest", "tests", "-n", "2"]  # the controller: natively
+    launcher = json.loads(env[instructions.WORKER_LAUNCHER_ENV])
+    assert launcher[0] == "/usr/bin/valgrind" and "--tool=callgrind" in launcher
+    # every worker starts with the same arguments (pytest-xdist's bootstrap): the environment alone is padded
+    assert _size(env, []) == instructions.ENVIRONMENT_BYTES
+
+
+def test_xdist_s_local_workers_are_started_under_callgrind(monkeypatch):
+    execnet = pytest.importorskip("execnet")
+    from pytest_dispatch import plugin
+
+    specs = [execnet.XSpec("popen"), execnet.XSpec("popen//python=python3.12 -X dev"), execnet.XSpec("ssh=host")]
+    plugin.pytest_xdist_setupnodes(config=None, specs=specs)
+    assert [spec.python for spec in specs] == [None, "python3.12 -X dev", None]  # not a counted session
+
+    monkeypatch.setenv(instructions.WORKER_LAUNCHER_ENV, json.dumps(["/usr/bin/valgrind", "--tool=callgrind"]))
+    plugin.pytest_xdist_setupnodes(config=None, specs=specs)
+    assert shlex.split(specs[0].python) == ["/usr/bin/valgrind", "--tool=callgrind", sys.executable]
+    assert shlex.split(specs[1].python) == ["/usr/bin/valgrind", "--tool=callgrind", "python3.12", "-X", "dev"]
+    assert specs[2].python is None  # a remote worker: not ours to wrap
 
 
 def test_entries_known_only_by_address_are_named_for_their_call_kind():

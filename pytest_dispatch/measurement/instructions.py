@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,9 @@ COUNTED_ENV = "PYTEST_DISPATCH_COUNTED"  # in the relaunched session: the folder
 VALGRIND_VERSION_ENV = "PYTEST_DISPATCH_VALGRIND"  # in the relaunched session: `valgrind --version`
 PAD_ENV = "PYTEST_DISPATCH_PAD"  # pads the environment to a fixed size (see fixed_environment)
 KEEP_DUMPS_ENV = "PYTEST_DISPATCH_KEEP_DUMPS"  # a folder: each window's dump is moved there, not deleted
+# in a relaunched session whose tests run in pytest-xdist's workers: the command (a JSON list)
+# that starts each worker's Python under callgrind; the controller itself runs natively
+WORKER_LAUNCHER_ENV = "PYTEST_DISPATCH_WORKER_LAUNCHER"
 HELPER_SOURCE = Path(__file__).with_name("callgrind_helper.c")
 # Arguments and environment of the relaunched session padded to this many bytes: their size
 # moves the initial stack, and with it the instructions of code that does not change.
@@ -231,14 +235,18 @@ def build_helper(valgrind: str | None = None) -> Path:
 
 
 def fixed_environment(environ: Mapping[str, str], args: Sequence[str], dump_folder: str,
-                      valgrind_release: str) -> dict[str, str]:
+                      valgrind_release: str, worker_launcher: Sequence[str] | None = None) -> dict[str, str]:
     """The relaunched session's environment: the user's, with the interpreter's switches fixed
     and padded so that arguments plus environment take ``ENVIRONMENT_BYTES`` (another checkout
-    path or an unrelated variable then moves no count)."""
-    env = {key: value for key, value in environ.items() if key not in REMOVED_VARIABLES and key != PAD_ENV}
+    path or an unrelated variable then moves no count); with ``worker_launcher`` where only
+    pytest-xdist's workers run under callgrind (relaunch)."""
+    ours = (PAD_ENV, WORKER_LAUNCHER_ENV)
+    env = {key: value for key, value in environ.items() if key not in REMOVED_VARIABLES and key not in ours}
     env.update(FIXED_VARIABLES)
     env[COUNTED_ENV] = dump_folder
     env[VALGRIND_VERSION_ENV] = valgrind_release
+    if worker_launcher is not None:
+        env[WORKER_LAUNCHER_ENV] = json.dumps(list(worker_launcher))
     used = sum(len(key) + len(value) + 2 for key, value in env.items()) + sum(len(arg) + 1 for arg in args)
     target = ENVIRONMENT_BYTES
     while target < used + len(PAD_ENV) + 64:
@@ -248,9 +256,11 @@ def fixed_environment(environ: Mapping[str, str], args: Sequence[str], dump_fold
 
 
 def relaunch(pytest_args: Sequence[str], *, cwd: str | os.PathLike, cache_sim: bool = False,
-             announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> int:
+             in_workers: bool = False, announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> int:
     """Run this pytest session again under callgrind (simulating the caches with ``cache_sim``);
-    its exit status.
+    its exit status.  ``in_workers`` (the tests run in pytest-xdist's workers): only the
+    workers run under callgrind (worker_python), the controller, which counts nothing,
+    natively: under callgrind its start-up and collection held up every worker's start.
 
     CountingUnavailable (before anything ran) where Valgrind or the helper cannot be had."""
     valgrind = valgrind_executable()
@@ -258,13 +268,27 @@ def relaunch(pytest_args: Sequence[str], *, cwd: str | os.PathLike, cache_sim: b
     os.environ[VALGRIND_VERSION_ENV] = release
     build_helper(valgrind)
     with tempfile.TemporaryDirectory(prefix="pytest-dispatch-callgrind-") as dumps:
-        command = [valgrind, *CALLGRIND_FLAGS, *(CACHE_SIM_FLAGS if cache_sim else ()),
-                   f"--callgrind-out-file={dumps}/callgrind.%p",
-                   sys.executable, "-m", "pytest", *pytest_args]
-        env = fixed_environment(os.environ, command, dumps, release)
-        announce(f"dispatch: counting host instructions under callgrind ({release}); "
-                 "the session runs 10-50x slower")
+        launcher = [valgrind, *CALLGRIND_FLAGS, *(CACHE_SIM_FLAGS if cache_sim else ()),
+                    f"--callgrind-out-file={dumps}/callgrind.%p"]
+        session = [sys.executable, "-m", "pytest", *pytest_args]
+        if in_workers:  # the workers' own arguments are the same in every session: the environment alone is padded
+            command = session
+            env = fixed_environment(os.environ, [], dumps, release, worker_launcher=launcher)
+        else:
+            command = [*launcher, *session]
+            env = fixed_environment(os.environ, command, dumps, release)
+        where = "pytest-xdist's workers run" if in_workers else "the session runs"
+        announce(f"dispatch: counting host instructions under callgrind ({release}); {where} 10-50x slower")
         return subprocess.run(command, env=env, cwd=cwd).returncode
+
+
+def worker_python(python: str | None) -> str | None:
+    """In a counted session whose tests run in pytest-xdist's workers: the command line that
+    starts a worker's Python (``python``, else this interpreter) under callgrind; else None."""
+    launcher = os.environ.get(WORKER_LAUNCHER_ENV)
+    if not launcher:
+        return None
+    return shlex.join([*json.loads(launcher), *(shlex.split(python) if python else [sys.executable])])
 
 
 # -- in the relaunched session

@@ -72,11 +72,37 @@ def _relaunch_counted(config: pytest.Config) -> int | None:
         return None
     try:
         return instructions.relaunch(list(config.invocation_params.args), cwd=config.invocation_params.dir,
-                                     cache_sim=options.of(config).dispatch_instructions_cycles)
+                                     cache_sim=options.of(config).dispatch_instructions_cycles,
+                                     in_workers=_tests_run_in_xdist_workers(config))
     except instructions.CountingUnavailable as error:
         config.issue_config_time_warning(
             pytest.PytestWarning(f"--dispatch-instructions: {error}; this session is timed, not counted"), 2)
         return None
+
+
+def _tests_run_in_xdist_workers(config: pytest.Config) -> bool:
+    """pytest-xdist will run this session's tests in worker processes (read from the options
+    as given: pytest-xdist may not have turned ``-n`` into ``--tx`` yet)."""
+    if not config.pluginmanager.has_plugin("xdist"):
+        return False
+    processes = getattr(config.option, "numprocesses", None)
+    if processes in ("auto", "logical"):
+        return not config.getoption("usepdb", False)
+    if processes is not None:
+        return processes > 0
+    return getattr(config.option, "dist", "no") != "no" and bool(getattr(config.option, "tx", None))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config, specs) -> None:
+    """Counted mode with pytest-xdist: each local worker starts under callgrind (the
+    controller runs natively; instructions.relaunch)."""
+    from pytest_dispatch.measurement import instructions
+
+    for spec in specs:
+        python = instructions.worker_python(spec.python) if spec.popen else None
+        if python is not None:
+            spec.python = python
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -17,12 +17,15 @@ COUNTED_KEY = pytest.StashKey[bool]()  # this session counts instructions (relau
 
 
 def counts_instructions(config: pytest.Config) -> bool:
-    """Counted mode is asked for and this process runs under callgrind."""
+    """Counted mode is asked for and this process runs under callgrind, or is the pytest-xdist
+    controller of workers that do."""
     if not options.of(config).dispatch_instructions:
         return False
     from pytest_dispatch.measurement import instructions
 
-    return instructions.session_counter() is not None
+    if instructions.session_counter() is not None:
+        return True
+    return not hasattr(config, "workerinput") and instructions.worker_python(None) is not None
 
 
 def counted_software(config: pytest.Config, gpu: "GpuInfo") -> "Software | None":
