@@ -191,11 +191,11 @@ def test_a_worker_that_hangs_is_killed_and_named(project, capsys):
     hanging = TEST_FILE.replace("def test_model(", "def test_aaa_hang(gpu_device):\n    import time\n"
                                                    "    time.sleep(600)\n\ndef test_model(")
     (project / "test_work.py").write_text(hanging)
-    settings = coordinator.Settings(test_timeout=10, **{**FAST, **TWO_SESSIONS})
+    settings = coordinator.Settings(test_timeout=4, **{**FAST, **TWO_SESSIONS})
     lines = []
     code = command.run("main", str(project), ["-p", "no:randomly"], settings, out=lines.append)
     assert code == 1
-    assert any("sent nothing for 10 s (hung); it was killed" in line for line in lines), lines
+    assert any("sent nothing for 4 s (hung); it was killed" in line for line in lines), lines
 
 
 PLACEMENT_TEST = """
