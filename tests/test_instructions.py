@@ -289,6 +289,26 @@ def test_with_xdist_only_the_workers_run_under_callgrind(monkeypatch, tmp_path):
     assert _size(env, []) == instructions.ENVIRONMENT_BYTES
 
 
+@pytest.mark.parametrize("xdist, options, in_workers", [
+    (True, dict(numprocesses=2), True),
+    (True, dict(numprocesses="auto"), True),
+    (True, dict(numprocesses="auto", usepdb=True), False),  # pytest-xdist runs --pdb sessions serially
+    (True, dict(numprocesses=0), False),
+    (True, dict(numprocesses=None, dist="load", tx=["2*popen"]), True),
+    (True, dict(numprocesses=None, dist="no", tx=[]), False),
+    (False, dict(numprocesses=2), False),  # -p no:xdist
+])
+def test_only_a_session_that_pytest_xdist_distributes_runs_its_controller_natively(xdist, options, in_workers):
+    from types import SimpleNamespace
+
+    from pytest_dispatch import plugin
+
+    option = SimpleNamespace(**{"usepdb": False, "dist": "no", "tx": [], **options})
+    config = SimpleNamespace(option=option, getoption=lambda name, default=None: getattr(option, name, default),
+                             pluginmanager=SimpleNamespace(has_plugin=lambda name: xdist and name == "xdist"))
+    assert plugin._tests_run_in_xdist_workers(config) is in_workers
+
+
 def test_xdist_s_local_workers_are_started_under_callgrind(monkeypatch):
     execnet = pytest.importorskip("execnet")
     from pytest_dispatch import plugin
