@@ -55,26 +55,28 @@ def test_a_counted_session_saves_and_fails_a_host_side_regression(pytester, monk
     pytester.makepyfile(test_counted_addone=TEST_FILE)
     monkeypatch.delenv(instructions.COUNTED_ENV, raising=False)
     monkeypatch.setenv("EXTRA_WORK", "0")
+    # In a pytest-xdist worker: it counts under callgrind, its controller runs natively.
+    pytester.makeconftest(CONTROLLER_SAYS_WHERE_IT_RUNS)
     saved = pytester.runpytest_subprocess("--dispatch-instructions", "--dispatch-save=main", "--dispatch-report",
-                                          "--dispatch-json=base.json", "-p", "no:cacheprovider", timeout=600)
+                                          "--dispatch-json=base.json", "-n", "1", "-p", "no:cacheprovider",
+                                          timeout=600)
+    assert json.loads((pytester.path / "controller.json").read_text()) == {"on_valgrind": False}
     saved.assert_outcomes(passed=1)
     saved.stdout.fnmatch_lines(["*counted (callgrind *): host instructions of the calling thread, not wall*",
                                 "*instr/call*spread*"])
     document = json.loads((pytester.path / "base.json").read_text())
     section = document["pytest_dispatch"]
     assert section["schema"] == storage.SCHEMA_VERSION and section["counted"]["valgrind"].startswith("valgrind-")
+    assert section["counted"]["counted_in"] == instructions.COUNTED_IN_WORKERS
     (measurement,) = section["tests"][0]["measurements"]
     count = measurement["instructions"]
     assert measurement["rounds"] == 0 and count["per_call"] > 0 and count["thread"] == "calling"
     assert sum(count["by_layer_per_call"].values()) == pytest.approx(count["per_call"], rel=1e-9)
 
-    # ~2M instructions a call; 2,000 empty loop turns (~200 each) add far more than the 0.5% tolerance.
-    # Now with a pytest-xdist worker: it counts under callgrind, its controller runs natively.
-    pytester.makeconftest(CONTROLLER_SAYS_WHERE_IT_RUNS)
+    # ~2M instructions a call; 2,000 empty loop turns (~200 each) add far more than the 0.5% tolerance
     monkeypatch.setenv("EXTRA_WORK", "2000")
     compared = pytester.runpytest_subprocess("--dispatch-instructions", "--dispatch-compare=main", "-n", "1",
                                              "-p", "no:cacheprovider", timeout=600)
-    assert json.loads((pytester.path / "controller.json").read_text()) == {"on_valgrind": False}
     compared.assert_outcomes(failed=1)
     compared.stdout.fnmatch_lines(["*single_pass instructions_per_call regressed: * -> * host instructions per call "
                                    "(x1.*; counted, tolerance 0.5%)*",

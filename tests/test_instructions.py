@@ -531,6 +531,19 @@ def test_software_fingerprints_and_what_differs():
     assert SOFTWARE.differences(Software.from_dict(earlier)) == [f"counting ? -> {instructions.COUNTING_RULES}"]
 
 
+def test_runs_counted_in_pytest_xdist_workers_are_not_compared_with_a_session_s_own(monkeypatch):
+    monkeypatch.delenv(instructions.WORKER_LAUNCHER_ENV, raising=False)
+    assert instructions.counted_in_here() == instructions.COUNTED_IN_SESSION
+    monkeypatch.setenv(instructions.WORKER_LAUNCHER_ENV, '["valgrind"]')
+    assert instructions.counted_in_here() == instructions.COUNTED_IN_WORKERS
+    in_workers = dataclasses.replace(SOFTWARE, counted_in=instructions.COUNTED_IN_WORKERS)
+    assert in_workers.differences(SOFTWARE) == [
+        f"counted_in {instructions.COUNTED_IN_SESSION} -> {instructions.COUNTED_IN_WORKERS}"]
+    # saved before the field existed, when pytest-xdist's workers started otherwise: a session's own
+    saved_before = {key: value for key, value in in_workers.as_dict().items() if key not in ("counted_in", "fingerprint")}
+    assert Software.from_dict(saved_before) == SOFTWARE
+
+
 def _measurement(per_call: float | None, dispatches: int = 10) -> Measurement:
     count = None if per_call is None else InstructionCount(per_call, 0.0, ((1, int(per_call)), (2, int(2 * per_call))),
                                                            {}, {})

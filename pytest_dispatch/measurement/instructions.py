@@ -133,6 +133,9 @@ DICT_LOOKUP = re.compile(r"^(?:_?PyDict_GetItem\w*|_Py_dict_lookup\w*|PyDict_Set
 UNNAMED_INTERPRETER_SHARE = 0.01
 THREAD_LOCAL_LOOKUP_PRICE = 110  # a look-up of a small dict, probing once (the fewest any process took)
 
+COUNTED_IN_SESSION = "the session's process"
+COUNTED_IN_WORKERS = "pytest-xdist workers"
+
 COUNTING_RULES = (f"4: type cache misses out, allocations at {ALLOCATION_PRICE}, "
                   f"thread-local look-ups at {THREAD_LOCAL_LOOKUP_PRICE}, warm-up from the first call")
 
@@ -853,6 +856,10 @@ class Software:
     machine: str
     numpy: str
     counting: str = COUNTING_RULES  # what counting left out and charged (COUNTING_RULES)
+    # where the counting process ran (counted_in_here): a session's process or a pytest-xdist
+    # worker start with other arguments and environment, and that layout moves counts (up to
+    # 0.33% on lavapipe when the workers' start changed, docs/RESULTS.md §11)
+    counted_in: str = COUNTED_IN_SESSION
 
     @property
     def fingerprint(self) -> str:
@@ -869,7 +876,11 @@ class Software:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Software":
-        return cls(**{field.name: str(data.get(field.name, "?")) for field in dataclasses.fields(cls)})
+        # runs saved before counted_in existed: a pytest-xdist worker then started otherwise, so
+        # only a whole session's process is what it is today
+        missing = {"counted_in": COUNTED_IN_SESSION}
+        return cls(**{field.name: str(data.get(field.name, missing.get(field.name, "?")))
+                      for field in dataclasses.fields(cls)})
 
     @classmethod
     def here(cls, gpu) -> "Software":
@@ -883,8 +894,14 @@ class Software:
             implementation=f"{gpu.implementation} {gpu.implementation_version}",
             backend=gpu.backend, adapter=gpu.adapter_name, driver=gpu.driver,
             valgrind=os.environ.get(VALGRIND_VERSION_ENV, "?"), cpu_vendor=_cpu_vendor(),
-            machine=platform.machine(), numpy=numpy.__version__,
+            machine=platform.machine(), numpy=numpy.__version__, counted_in=counted_in_here(),
         )
+
+
+def counted_in_here() -> str:
+    """Where this session's counts are made: its own process, or pytest-xdist's workers
+    (started under callgrind by the controller, relaunch)."""
+    return COUNTED_IN_WORKERS if os.environ.get(WORKER_LAUNCHER_ENV) else COUNTED_IN_SESSION
 
 
 def _cpu_vendor() -> str:
