@@ -25,7 +25,7 @@ def counts_instructions(config: pytest.Config) -> bool:
 
     if instructions.session_counter() is not None:
         return True
-    return not hasattr(config, "workerinput") and instructions.worker_python(None) is not None
+    return not hasattr(config, "workerinput") and instructions.counted_in_here() == instructions.COUNTED_IN_WORKERS
 
 
 def counted_software(config: pytest.Config, gpu: "GpuInfo") -> "Software | None":
