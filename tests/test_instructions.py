@@ -251,20 +251,13 @@ def test_estimated_cycles_follow_the_formula_with_the_same_parts_left_out():
 
 
 def test_the_cache_simulation_is_asked_of_callgrind_only_with_cycles(monkeypatch, tmp_path):
-    launched = []
-    monkeypatch.setattr(instructions, "valgrind_executable", lambda: "/usr/bin/valgrind")
-    monkeypatch.setattr(instructions, "valgrind_version", lambda valgrind: "valgrind-3.19.0")
-    monkeypatch.setattr(instructions, "build_helper", lambda valgrind: tmp_path / "helper.so")
-    monkeypatch.setattr(instructions.subprocess, "run",
-                        lambda command, **kwargs: launched.append(command) or dataclasses.make_dataclass(
-                            "Done", [("returncode", int)])(0))
-    for cache_sim in (False, True):
-        assert instructions.relaunch(["tests"], cwd=tmp_path, cache_sim=cache_sim, announce=lambda line: None) == 0
+    launched = [_launched(monkeypatch, tmp_path, cache_sim=cache_sim)[0] for cache_sim in (False, True)]
     assert [("--cache-sim=yes" in command) for command in launched] == [False, True]
     assert all("--separate-threads=yes" in command for command in launched)
 
 
 def _launched(monkeypatch, tmp_path, **options) -> tuple[list[str], dict[str, str]]:
+    """The command and environment ``relaunch(**options)`` runs (nothing is run)."""
     launched = []
     monkeypatch.setattr(instructions, "valgrind_executable", lambda: "/usr/bin/valgrind")
     monkeypatch.setattr(instructions, "valgrind_version", lambda valgrind: "valgrind-3.19.0")
