@@ -13,8 +13,7 @@ CONFIG = get_config("qwen2.5-0.5b", widths="tiny")
 PROMPT = [1, 2, 3, 4, 5]  # 5 tokens, as the paper's "The capital of France is"
 
 
-LEVELS = [("eager", "single-pass"), ("fused", "single-pass"), ("fused+", "single-pass"),
-          ("eager", "submit-per-dispatch")]
+LEVELS = ("eager", "fused", "fused+")  # one pass a decode step; the per-op encoding: test_encodings.py
 
 
 @pytest.fixture(scope="module")
@@ -27,16 +26,15 @@ def gpu_device(gpu_adapter):
 
 @pytest.fixture(scope="module")
 def model(gpu_device):
-    """model(level, encoding) -> the reference model, after the prompt's prefill; each measured
-    call is then one decode step.  The models are built once for the module (building compiles
-    their pipelines), all of them whichever test asks first, and rewound for every test: a
-    test's count must not depend on which other models the tests before it built."""
+    """model(level) -> the reference model, after the prompt's prefill; each measured call is
+    then one decode step.  The models are built once for the module (building compiles their
+    pipelines), all of them whichever test asks first, and rewound for every test: a test's
+    count must not depend on which other models the tests before it built."""
     weights = random_weights(CONFIG, seed=0)
-    built = {key: ReferenceModel(gpu_device, CONFIG, level=key[0], encoding=key[1], weights=weights)
-             for key in LEVELS}
+    built = {level: ReferenceModel(gpu_device, CONFIG, level=level, weights=weights) for level in LEVELS}
 
-    def at_prompt(level, encoding="single-pass"):
-        reference = built[level, encoding]
+    def at_prompt(level):
+        reference = built[level]
         reference.reset()
         reference.forward(PROMPT)
         return reference
@@ -60,13 +58,6 @@ def test_fused_plus_budget(dispatch_meter, model):
     dispatch_meter.measure(model("fused+").decode_step, rounds=5, per_round=2)
 
 
-@pytest.mark.dispatch_budget(submits=exact(879))
-def test_submit_per_dispatch_submits_once_per_op(dispatch_meter, model):
-    """torch-webgpu's encoding: an encoder, a pass and a submit for every op."""
-    eager = model("eager", encoding="submit-per-dispatch")
-    dispatch_meter.measure(eager.decode_step, rounds=3, per_round=1)
-
-
 # On a GPU the dispatch dominates and fusion pays as in the paper; on a CPU adapter (lavapipe)
 # the kernels run on the CPU too, so the same fusions buy less, and how much less depends on
 # the CPU (docs/RESULTS.md §8 has the figures of two machines).
@@ -84,10 +75,3 @@ def test_fused_is_faster_than_eager(dispatch_meter, model, gpu_info):
     fused, eager = model("fused"), model("eager")
     dispatch_meter.assert_speedup(fused.decode_step, eager.decode_step, names=("fused", "eager"),
                                   at_least=at_least(gpu_info, 1.15, 1.05), per_round=1)
-
-
-def test_single_pass_is_faster_than_submit_per_dispatch(dispatch_meter, model, gpu_info):
-    one_pass = model("eager", encoding="single-pass")
-    per_op = model("eager", encoding="submit-per-dispatch")
-    dispatch_meter.assert_speedup(one_pass.decode_step, per_op.decode_step, names=("single-pass", "per-op submit"),
-                                  at_least=at_least(gpu_info, 2.0, 1.3), per_round=1)
