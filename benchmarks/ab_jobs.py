@@ -1,7 +1,7 @@
 """A/B jobs as a user runs them, in separate job processes: time per job, false alarms, power.
 
     python benchmarks/ab_jobs.py [--tests 5] [--jobs 12] [--aa-jobs 0] [--change 0.10] [--dispatches 20]
-                                 [--alternate=--no-prestart] [-- ab arguments, e.g. --max-sessions 12]
+                                 [--alternate=--no-prestart] [--keep DIR] [-- ab arguments, e.g. --max-sessions 12]
 
 In a temporary git repository, a suite of ``--tests`` tests, each measuring the AddOne kernel
 (``--dispatches`` one-pass dispatches per call).  The base is the commit; the head is the work
@@ -10,7 +10,8 @@ per call (calibrated first by one pytest run with --dispatch-json).  Runs ``--jo
 (unchanged tests beside the slow one) and ``--aa-jobs`` A/A jobs (--base .), each as its own
 ``pytest-dispatch ab`` process with the default settings, and prints per job its seconds and
 verdicts, then: seconds per job (median, max), false alarms among the unchanged comparisons,
-and how often the change was caught.  Exit 0 always: the figures are the result.
+and how often the change was caught.  ``--keep DIR`` keeps each job's ``--json`` outcome there
+(job-N.json; benchmarks/ab_session_factor.py reads them).  Exit 0 always: the figures are the result.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ def main() -> int:
     parser.add_argument("--dispatches", type=int, default=20, help="dispatches per call of every test")
     parser.add_argument("--alternate", metavar="ARGS", help="every second job adds these ab arguments (e.g. "
                         "--alternate=--no-prestart): the two arms share one calibration, and each arm's figures are printed")
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="keep each job's outcome as DIR/job-N.json")
     parser.add_argument("ab_args", nargs="*", help="more pytest-dispatch ab arguments")
     args = parser.parse_args()
     arms = [("", args.ab_args)] + ([(args.alternate, args.ab_args + shlex.split(args.alternate))]
@@ -125,6 +127,9 @@ def main() -> int:
             label, ab_args = arms[(number - 1) % len(arms)]
             write_cost(folder, args.dispatches, {"slow": extra_us} if kind == "mixed" else {})
             took, outcome = run_job(folder, base, ab_args)
+            if args.keep:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                (args.keep / f"job-{number}.json").write_text(json.dumps(outcome, indent=1))
             verdicts = {m["name"]: m for m in outcome["measurements"]}
             tally[label].add(took, verdicts, kind)
             shown = ", ".join(f"{n} {m['status']} x{(m['timing'] or {}).get('ratio') or float('nan'):.3f}"
