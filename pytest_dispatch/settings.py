@@ -26,13 +26,19 @@ MIN_ROUNDS = 5  # rounds a measurement takes at the least under a time cap (--di
 # An A/B job: pairs of rounds per measurement in each session (a fresh pair of worker
 # processes), the first look after `sessions` sessions and then every `sessions` more, up
 # to `max_sessions`; `max_time` caps one measurement's pairs in one session.
+# `min_time`: past `pairs`, a measurement's pairs in a session go on until they took this long.
+# A session's log-ratio spread mostly comes from its own pairs where pairs are cheap and workers
+# start slowly (the H200: 0.071 with 10 pairs of ~14 ms, 0.034 with 50, a pair of workers taking
+# ~5 s to start; docs/RESULTS.md §10), so there a session is worth more pairs; where a pair costs
+# ~40 ms (lavapipe) 0.5 s is about the 10 pairs it took before.
 # A side's turn is `settle` rounds (dropped: the GPU has just switched from the other
 # process) and then `block` rounds whose median is the turn's value.
 # `cpu`: both workers of a session share the same CPUs, the least busy at its start
 # ("idle": two on a GPU, one on a CPU adapter; coordinator.cpus_per_session), given ones
 # ("3,4"), or wherever the OS puts them ("any"). On the H200, two workers left to the
 # scheduler differed by 15-20% for their whole life; on two CPUs, by 3% (docs/RESULTS.md, section 4).
-AB_DEFAULTS: dict[str, Any] = {"pairs": 10, "sessions": 4, "max_sessions": 12, "max_time": 20.0, "order": "abba",
+AB_DEFAULTS: dict[str, Any] = {"pairs": 10, "sessions": 4, "max_sessions": 12, "min_time": 0.5, "max_time": 20.0,
+                               "order": "abba",
                                "block": 5, "settle": 1, "cpu": "idle"}
 CPU_CHOICES = ("idle", "any")  # or CPU numbers, "3,4"
 
@@ -67,8 +73,8 @@ def alpha(name: str, value: Any) -> float:
     return number
 
 
-def seconds(name: str, value: Any) -> float:
-    """'60', '60s', '500ms', '2m' or 60.0; > 0."""
+def seconds(name: str, value: Any, zero: bool = False) -> float:
+    """'60', '60s', '500ms', '2m' or 60.0; > 0 (>= 0 with ``zero``)."""
     text = str(value).strip().lower()
     scale = 1.0
     for suffix, factor in (("ms", 1e-3), ("s", 1.0), ("m", 60.0)):
@@ -79,8 +85,8 @@ def seconds(name: str, value: Any) -> float:
         number = float(text) * scale
     except ValueError:
         raise SettingError(f"{name}={value!r} is not a duration (e.g. 60, 60s, 500ms or 2m)") from None
-    if not (math.isfinite(number) and number > 0):
-        raise SettingError(f"{name}={value!r} must be a positive duration")
+    if not (math.isfinite(number) and (number > 0 or zero and number == 0)):
+        raise SettingError(f"{name}={value!r} must be a {'duration >= 0' if zero else 'positive duration'}")
     return number
 
 

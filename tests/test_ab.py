@@ -40,12 +40,14 @@ def test_model(dispatch_meter, kernel):
 def test_steady(dispatch_meter, kernel):
     dispatch_meter.measure(kernel.single_pass, 10, per_round=2, name="steady")
 """
-FAST = dict(pairs=6, sessions=4, max_sessions=4, max_time=3.0)
-FAST_FLAGS = ("--pairs", "6", "--sessions", "4", "--max-sessions", "4", "--max-time", "3", "--test-timeout", "90")
+FAST = dict(pairs=6, sessions=4, max_sessions=4, min_time=0.0, max_time=3.0)
+FAST_FLAGS = ("--pairs", "6", "--sessions", "4", "--max-sessions", "4", "--min-time", "0", "--max-time", "3",
+              "--test-timeout", "90")
 # For the jobs whose tests check what a job reports (counts, new and missing tests, a side's
 # failures), not a timing verdict: two sessions (a fresh pair of workers each) instead of four.
 TWO_SESSIONS = {"sessions": 2, "max_sessions": 2}
-TWO_SESSION_FLAGS = ("--pairs", "6", "--sessions", "2", "--max-sessions", "2", "--max-time", "3", "--test-timeout", "90")
+TWO_SESSION_FLAGS = ("--pairs", "6", "--sessions", "2", "--max-sessions", "2", "--min-time", "0", "--max-time", "3",
+                     "--test-timeout", "90")
 
 
 def git(folder: Path, *args: str) -> str:
@@ -122,7 +124,8 @@ def test_the_pytest_twin_runs_the_same_job(project):
     # reach the same job, which finds the head's exact count regression in two sessions
     write_cost(project, dispatches=22)
     done = subprocess.run([sys.executable, "-m", "pytest", "--dispatch-ab=main", "--dispatch-ab-max-time=3",
-                           "--dispatch-ab-pairs=6", "--dispatch-ab-sessions=2", "--dispatch-ab-max-sessions=2",
+                           "--dispatch-ab-pairs=6", "--dispatch-ab-min-time=0", "--dispatch-ab-sessions=2",
+                           "--dispatch-ab-max-sessions=2",
                            "-q"], cwd=project, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "work regressed: dispatches regressed: 20 -> 22 per call (+2: add_one +2)" in done.stdout
@@ -347,9 +350,9 @@ def test_a_cpu_the_job_may_not_use_is_one_line(project):
 
 
 def test_the_jobs_settings_keep_their_json_names():
-    # docs/schema.md: the A/B JSON's `settings` holds the time cap as `max_seconds`
-    data = coordinator.Settings(max_time=7.0).as_dict()
-    assert data["max_seconds"] == 7.0 and "max_time" not in data
+    # docs/schema.md: the A/B JSON's `settings` holds the pairs' times as `min_seconds` and `max_seconds`
+    data = coordinator.Settings(min_time=0.25, max_time=7.0).as_dict()
+    assert (data["min_seconds"], data["max_seconds"]) == (0.25, 7.0) and not {"min_time", "max_time"} & set(data)
     assert json.loads(json.dumps(data))["pairs"] == coordinator.Settings().pairs
 
 

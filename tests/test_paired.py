@@ -85,6 +85,42 @@ def test_time_cap_stops_adding_pairs():
     assert verdict.status == Status.INCONCLUSIVE and "time cap 15 s" in verdict.reason and verdict.pairs < 300
 
 
+class _RoundClock:
+    """A clock that only the rounds move: each takes ``seconds``."""
+
+    def __init__(self, take_round, seconds: float) -> None:
+        self.now, self.take, self.seconds = 0.0, take_round, seconds
+
+    def round(self, side: int):
+        self.now += self.seconds
+        return self.take(side)
+
+
+def _one_session(min_time: float, max_time: float = 20.0) -> paired.PairedVerdict:
+    """One A/B session's pairs (10 at the least), a round taking 1/16 s."""
+    a, b = simulate_pairs(np.random.default_rng(8), 400, sigma=0.3)
+    clock = _RoundClock(feed(a, b), 0.0625)
+    design = paired.SessionDesign(pairs=10, min_time=min_time, max_time=max_time).within
+    return paired.run_sequential(clock.round, paired.ChangeQuestion(0.02), design, clock=lambda: clock.now)
+
+
+def test_a_session_pairs_on_until_min_time_then_looks_once():
+    assert _one_session(min_time=0.0).pairs == 10
+    assert _one_session(min_time=0.5).pairs == 10  # 10 pairs took longer already
+    assert _one_session(min_time=3.0).pairs == 24
+    assert _one_session(min_time=3.0, max_time=1.5).pairs == 12  # never past the time cap
+
+
+def test_min_time_delays_a_sequential_designs_first_look_only():
+    a, b = simulate_pairs(np.random.default_rng(9), 300, sigma=0.3)
+    clock = _RoundClock(feed(a, b), 0.0625)
+    looks = []
+    paired.run_sequential(clock.round, paired.ChangeQuestion(0.02),
+                          paired.Design(first=10, batch=10, max_pairs=60, min_time=2.0), clock=lambda: clock.now,
+                          progress=lambda pairs, verdict: looks.append(pairs))
+    assert looks == [16, 26, 36, 46, 56, 60]
+
+
 @pytest.mark.parametrize("order", settings.PAIR_ORDERS)
 def test_orders_put_each_side_first_about_half_the_time(order):
     firsts = []
@@ -165,7 +201,7 @@ def test_bh_across_the_session_turns_a_lone_marginal_call_into_inconclusive():
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"alpha": 0}, "alpha"), ({"first": 3}, "first >= 6"), ({"max_time": 0}, "max_time"),
+    ({"alpha": 0}, "alpha"), ({"first": 3}, "first >= 6"), ({"max_time": 0}, "max_time"), ({"min_time": -1}, "min_time"),
     ({"order": "zigzag"}, "order"),
 ])
 def test_bad_designs_are_one_line_errors(kwargs, message):

@@ -40,6 +40,9 @@ def test_the_ab_command_and_the_pytest_flags_share_the_option_table(capsys):
 
     args = cli.build_parser().parse_args(["ab", "--base", "main", "--max-time", "2m", "--pairs", "8", "--cpu", "3,4"])
     assert (args.max_time, args.pairs, args.cpu, args.sessions) == (120.0, 8, (3, 4), settings.AB_DEFAULTS["sessions"])
+    assert args.min_time == settings.AB_DEFAULTS["min_time"] > 0
+    assert cli.build_parser().parse_args(["ab", "--base", "main", "--min-time", "0"]).min_time == 0.0
+    assert cli.build_parser().parse_args(["ab", "--base", "main", "--min-time", "250ms"]).min_time == 0.25
     assert not args.no_prestart and cli.build_parser().parse_args(["ab", "--base", "main", "--no-prestart"]).no_prestart
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["ab", "--base", "main", "--pairs", "3"])

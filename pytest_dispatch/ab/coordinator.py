@@ -63,6 +63,7 @@ class Settings:
     pairs: int = gate_settings.AB_DEFAULTS["pairs"]  # per measurement and session
     sessions: int = gate_settings.AB_DEFAULTS["sessions"]  # before the first look; then every `sessions` more
     max_sessions: int = gate_settings.AB_DEFAULTS["max_sessions"]
+    min_time: float = gate_settings.AB_DEFAULTS["min_time"]  # of pairs, per measurement and session, past `pairs`
     max_time: float = gate_settings.AB_DEFAULTS["max_time"]  # of pairs, per measurement and session
     order: str = gate_settings.AB_DEFAULTS["order"]
     block: int = gate_settings.AB_DEFAULTS["block"]  # rounds a side takes per turn (their median is the value)
@@ -78,15 +79,18 @@ class Settings:
     prestart: bool = True
 
     def as_dict(self) -> dict:
-        """The job's ``settings`` in its JSON (docs/schema.md), where the time cap is ``max_seconds``."""
+        """The job's ``settings`` in its JSON (docs/schema.md), where the pairs' times are ``min_seconds``
+        and ``max_seconds``."""
         data = dataclasses.asdict(self)
+        data["min_seconds"] = data.pop("min_time")
         data["max_seconds"] = data.pop("max_time")
         return data
 
     def design(self, overrides: dict[str, float] | None = None) -> paired.SessionDesign:
         alpha = (overrides or {}).get("alpha", self.alpha)
         return paired.SessionDesign(pairs=self.pairs, first=self.sessions, step=self.sessions,
-                                    max_sessions=self.max_sessions, max_time=self.max_time, alpha=alpha,
+                                    max_sessions=self.max_sessions, min_time=self.min_time, max_time=self.max_time,
+                                    alpha=alpha,
                                     order=self.order)
 
     def question(self, overrides: dict[str, float] | None = None) -> paired.ChangeQuestion:

@@ -33,7 +33,8 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         **values.gate_settings, pairs=values.dispatch_ab_pairs,
         sessions=values.dispatch_ab_sessions,
         max_sessions=values.dispatch_ab_max_sessions,
-        max_time=values.dispatch_ab_max_time, order=values.dispatch_ab_order,
+        min_time=values.dispatch_ab_min_time, max_time=values.dispatch_ab_max_time,
+        order=values.dispatch_ab_order,
         cpu=values.dispatch_ab_cpu, prestart=not values.dispatch_ab_no_prestart)
     return command.run(base, head, list(config.invocation_params.args), job_settings,
                        json_path=values.dispatch_json,

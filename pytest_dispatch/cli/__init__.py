@@ -285,7 +285,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
 
     job_settings = coordinator.Settings(threshold=args.threshold, alpha=args.alpha, pairs=args.pairs,
                                         sessions=args.sessions, max_sessions=args.max_sessions,
-                                        max_time=args.max_time, order=args.order, cpu=args.cpu, seed=args.seed,
+                                        min_time=args.min_time, max_time=args.max_time, order=args.order,
+                                        cpu=args.cpu, seed=args.seed,
                                         test_timeout=args.test_timeout, prestart=not args.no_prestart)
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:

@@ -45,6 +45,7 @@ class Design:
     max_time: float = 60.0
     alpha: float = 0.01  # total, over all looks (Bonferroni)
     order: str = "abba"
+    min_time: float = 0.0  # the first look waits until the pairs took this long (never past max_time)
 
     def __post_init__(self) -> None:
         check_design(self)
@@ -69,6 +70,8 @@ def check_design(design: Design) -> None:
                          f"(got {design.first}, {design.batch}, {design.max_pairs})")
     if not design.max_time > 0:
         raise ValueError(f"max_time must be > 0, not {design.max_time!r}")
+    if not design.min_time >= 0:
+        raise ValueError(f"min_time must be >= 0, not {design.min_time!r}")
     if design.order not in settings.PAIR_ORDERS:
         raise ValueError(f"order must be one of {', '.join(settings.PAIR_ORDERS)}, not {design.order!r}")
 
@@ -267,18 +270,25 @@ def run_sequential(take_round: TakeRound, question, design: Design, *,
                    progress: Callable[[int, "PairedVerdict | None"], None] | None = None) -> PairedVerdict:
     """Take pairs of rounds of A and B in ``design.order`` until ``question`` decides,
     the pairs reach ``design.max_pairs`` or the time ``design.max_time`` (both
-    caps end inconclusive/failed with the interval)."""
+    caps end inconclusive/failed with the interval).  The first look comes after
+    ``design.first`` pairs, or later, once the pairs took ``design.min_time``."""
     rng = rng or random.Random()
     sides = (Rounds(), Rounds())
     start = clock()
-    target = design.first
+    target, looked = design.first, False
+
+    def more_pairs() -> bool:
+        if len(sides[0].wall_ns) < target:
+            return True
+        return not looked and clock() - start < min(design.min_time, design.max_time)
+
     while True:
-        while len(sides[0].wall_ns) < target:
+        while more_pairs():
             pair_index = len(sides[0].wall_ns)
             first = _first_side(design.order, pair_index, rng)
             for side in (first, 1 - first):
                 sides[side].add(*take_round(side))
-        verdict = judge_rounds(sides, question, design, clock() - start)
+        verdict, looked = judge_rounds(sides, question, design, clock() - start), True
         timed_out = clock() - start >= design.max_time
         if verdict.status != Status.INCONCLUSIVE or target >= design.max_pairs or timed_out:
             if verdict.status == Status.INCONCLUSIVE and timed_out and target < design.max_pairs:
@@ -289,7 +299,7 @@ def run_sequential(take_round: TakeRound, question, design: Design, *,
             return _as_final(verdict, question)
         if progress:
             progress(verdict.pairs, None)
-        target = min(target + design.batch, design.max_pairs)
+        target = min(max(target, verdict.pairs) + design.batch, design.max_pairs)
 
 
 def _first_side(order: str, pair_index: int, rng: random.Random) -> int:
@@ -364,6 +374,7 @@ class SessionDesign:
     max_time: float = 20.0  # of pairs, per measurement and session
     alpha: float = 0.01
     order: str = "abba"
+    min_time: float = 0.0  # past `pairs`, a session's pairs go on until they took this long
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -375,9 +386,10 @@ class SessionDesign:
 
     @property
     def within(self) -> Design:
-        """One session's pairs: a fixed number, one look (the session decides nothing alone)."""
+        """One session's pairs: ``pairs``, or more until they took ``min_time``; one look (the
+        session decides nothing alone)."""
         return Design(first=self.pairs, batch=self.pairs, max_pairs=self.pairs, max_time=self.max_time,
-                      alpha=self.alpha, order=self.order)
+                      alpha=self.alpha, order=self.order, min_time=self.min_time)
 
     @property
     def look_points(self) -> tuple[int, ...]:
