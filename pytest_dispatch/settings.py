@@ -29,8 +29,8 @@ MIN_ROUNDS = 5  # rounds a measurement takes at the least under a time cap (--di
 # `min_time`: past `pairs`, a measurement's pairs in a session go on until they took this long.
 # A session's log-ratio spread mostly comes from its own pairs where pairs are cheap and workers
 # start slowly (the H200: 0.071 with 10 pairs of ~14 ms, 0.034 with 50, a pair of workers taking
-# ~5 s to start; docs/RESULTS.md §10), so there a session is worth more pairs; where a pair costs
-# ~40 ms (lavapipe) 0.5 s is about the 10 pairs it took before.
+# ~5 s to start; lavapipe 0.031 with 10 and 0.022 with this default; docs/RESULTS.md §10), so a
+# session is worth more pairs than 10.
 # A side's turn is `settle` rounds (dropped: the GPU has just switched from the other
 # process) and then `block` rounds whose median is the turn's value.
 # `cpu`: both workers of a session share the same CPUs, the least busy at its start
