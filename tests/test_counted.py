@@ -63,7 +63,7 @@ def test_a_counted_session_saves_and_fails_a_host_side_regression(pytester, monk
     assert json.loads((pytester.path / "controller.json").read_text()) == {"on_valgrind": False}
     saved.assert_outcomes(passed=1)
     saved.stdout.fnmatch_lines(["*counted (callgrind *): host instructions of the calling thread, not wall*",
-                                "*instr/call*spread*"])
+                                "*instr/call*spread*", "*windows cut to 1 call by the call budget (rounds x per_round); * calls*"])
     document = json.loads((pytester.path / "base.json").read_text())
     section = document["pytest_dispatch"]
     assert section["schema"] == storage.SCHEMA_VERSION and section["counted"]["valgrind"].startswith("valgrind-")
@@ -71,6 +71,8 @@ def test_a_counted_session_saves_and_fails_a_host_side_regression(pytester, monk
     (measurement,) = section["tests"][0]["measurements"]
     count = measurement["instructions"]
     assert measurement["rounds"] == 0 and count["per_call"] > 0 and count["thread"] == "calling"
+    # 4 rounds x 2 calls leave windows of 1 call where ~2M a call asks for 10: the budget that gives them
+    assert count["windows"][0][0] == 1 and count["call_budget_asked"] > 4 * 2
     assert sum(count["by_layer_per_call"].values()) == pytest.approx(count["per_call"], rel=1e-9)
 
     # ~2M instructions a call; 2,000 empty loop turns (~200 each) add far more than the 0.5% tolerance

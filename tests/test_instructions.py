@@ -481,6 +481,26 @@ def test_a_window_holds_enough_instructions_and_submits():
     assert instructions.window_calls(1_000, 1, max_calls=150, warm=75) == (150 - 75 - 1) // 6
 
 
+@pytest.mark.parametrize("per_call, dispatches, made", [(1_000_000, 50, 30), (2_000_000, 100, 8), (50_000, 3, 0)])
+def test_the_budget_asked_gives_the_windows_the_rules_ask_for(per_call, dispatches, made):
+    asked = instructions.window_calls(per_call, 1)
+    budget = instructions.calls_asked(asked, dispatches, made)
+    warm = instructions.warm_calls(dispatches, made, budget)
+    assert instructions.window_calls(per_call, 1, max_calls=budget, warm=warm) == asked
+    fewer = budget - 1  # the smallest such budget
+    assert instructions.window_calls(per_call, 1, max_calls=fewer,
+                                     warm=instructions.warm_calls(dispatches, made, fewer)) < asked
+
+
+def test_a_count_keeps_the_budget_its_windows_asked_for():
+    dumps = [Dump(t, {"x": t}, {}) for t in (10_000, 20_000, 10_000, 20_000)]
+    cut = InstructionCount.from_windows([1, 2, 1, 2], dumps, budget_asked=331)
+    assert InstructionCount.from_dict(cut.as_dict()) == cut and cut.as_dict()["call_budget_asked"] == 331
+    older = cut.as_dict()
+    del older["call_budget_asked"]
+    assert InstructionCount.from_dict(older).budget_asked is None
+
+
 def _size(env: dict[str, str], args: list[str]) -> int:
     return sum(len(k) + len(v) + 2 for k, v in env.items()) + sum(len(a) + 1 for a in args)
 

@@ -735,6 +735,14 @@ def window_calls(instructions_per_call: float, submits_per_call: int, max_calls:
     return int(k)
 
 
+def calls_asked(k: int, dispatches_per_call: int, made: int = 0) -> int:
+    """The smallest call budget (rounds x per_round) that gives windows of K calls after ``made``
+    calls: the whole warm-up, the probe and the windows, or, where the warm-up is longer, twice
+    the probe and the windows (warm_calls gives the warm-up up to half of a budget)."""
+    probe_and_windows = 1 + 3 * k * WINDOW_PAIRS
+    return min(warm_calls(dispatches_per_call, made) + probe_and_windows, 2 * probe_and_windows - 1)
+
+
 def window_sizes(k: int, instructions_per_call: float) -> list[int]:
     """The windows' calls: K, 2K, K, 2K (WINDOW_PAIRS pairs, whose slopes' difference is the
     spread); one pair of 1 and 2 calls where one call alone holds WINDOW_INSTRUCTIONS (a decode
@@ -775,6 +783,8 @@ class InstructionCount:
     estimated_cycles_per_call: float | None = None  # with --dispatch-instructions-cycles (estimated_cycles)
     allocation_price: int | None = ALLOCATION_PRICE  # what each allocator call counted; None: as it ran (old runs)
     unnamed_interpreter_per_call: float = 0.0  # of per_call: interpreter functions without a name (Dump)
+    # (a steadier count needs the windows the rules ask for: docs/counted.md)
+    budget_asked: int | None = None  # the call budget those windows need, where rounds x per_round cut them
 
     @property
     def interpreter_unnamed(self) -> bool:
@@ -783,7 +793,8 @@ class InstructionCount:
         return self.unnamed_interpreter_per_call > UNNAMED_INTERPRETER_SHARE * abs(self.per_call)
 
     @classmethod
-    def from_windows(cls, sizes: Sequence[int], dumps: Sequence[Dump], tool: str = "callgrind") -> "InstructionCount":
+    def from_windows(cls, sizes: Sequence[int], dumps: Sequence[Dump], tool: str = "callgrind",
+                     budget_asked: int | None = None) -> "InstructionCount":
         """From the windows' sizes (calls) and their dumps, by least squares."""
         per_call, fixed = _slope(sizes, [d.instructions for d in dumps])
         layers = [d.by_layer() for d in dumps]
@@ -797,7 +808,7 @@ class InstructionCount:
             cycles = _slope(sizes, [d.estimated_cycles for d in dumps])[0]
         unnamed = _slope(sizes, [d.unnamed_interpreter for d in dumps])[0]
         return cls(per_call, fixed, tuple(zip(sizes, (d.instructions for d in dumps))), by_layer, by_kind, tool,
-                   misses, allocations, cycles, unnamed_interpreter_per_call=unnamed)
+                   misses, allocations, cycles, unnamed_interpreter_per_call=unnamed, budget_asked=budget_asked)
 
     def per_dispatch(self, dispatches: int) -> float:
         """Host instructions per dispatch, for a call of ``dispatches`` dispatches."""
@@ -823,7 +834,8 @@ class InstructionCount:
                 "type_cache_misses_per_call": self.type_cache_misses_per_call,
                 "allocator_calls_per_call": self.allocator_calls_per_call, "allocation_price": self.allocation_price,
                 "estimated_cycles_per_call": self.estimated_cycles_per_call,
-                "unnamed_interpreter_per_call": self.unnamed_interpreter_per_call}
+                "unnamed_interpreter_per_call": self.unnamed_interpreter_per_call,
+                "call_budget_asked": self.budget_asked}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "InstructionCount":
@@ -835,7 +847,8 @@ class InstructionCount:
                    float(data.get("type_cache_misses_per_call", 0.0)), float(data.get("allocator_calls_per_call", 0.0)),
                    None if data.get("estimated_cycles_per_call") is None else float(data["estimated_cycles_per_call"]),
                    None if data.get("allocation_price") is None else int(data["allocation_price"]),
-                   float(data.get("unnamed_interpreter_per_call", 0.0)))
+                   float(data.get("unnamed_interpreter_per_call", 0.0)),
+                   None if data.get("call_budget_asked") is None else int(data["call_budget_asked"]))
 
 
 # -- what two counted runs must share to be compared

@@ -530,13 +530,19 @@ class _Sampler:
             retire()
 
         dispatches = recorder.total(self.calls, "dispatches")
-        warm = instructions.warm_calls(dispatches, self.calls_made, max_calls)
+        made = self.calls_made
+        warm = instructions.warm_calls(dispatches, made, max_calls)
         sizes: list[int] = []
         warm_more = 0
+        budget_asked = None
 
         def after_probe(probe: list[int]) -> tuple[int, list[int]]:
-            nonlocal warm_more
-            k = instructions.window_calls(probe[0], recorder.total(self.calls, "submits"), max_calls, warm)
+            nonlocal warm_more, budget_asked
+            submits = recorder.total(self.calls, "submits")
+            k = instructions.window_calls(probe[0], submits, max_calls, warm)
+            asked = instructions.window_calls(probe[0], submits)
+            if k < asked:
+                budget_asked = instructions.calls_asked(asked, dispatches, made)
             sizes.extend(instructions.window_sizes(k, probe[0]))
             if sizes[0] == 1:
                 return 0, sizes[1:]
@@ -550,7 +556,7 @@ class _Sampler:
         self.calls_made += warm + 1 + warm_more + sum(sizes) - (sizes[0] == 1)
         if sizes[0] != 1:
             dumps = dumps[1:]
-        self.instructions = instructions.InstructionCount.from_windows(sizes, dumps, counter.tool)
+        self.instructions = instructions.InstructionCount.from_windows(sizes, dumps, counter.tool, budget_asked)
 
     def measurement(self, warmup: int) -> Measurement:
         __tracebackhide__ = True

@@ -14,6 +14,7 @@ from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
+from pytest_dispatch.measurement.instructions import InstructionCount
 from pytest_dispatch.measurement.meter import SINGLE_OP, Measurement
 from pytest_dispatch.presentation.text import cut_in_the_middle, cut_keeping_end, cut_keeping_start
 
@@ -162,6 +163,13 @@ def _fit(cell: str, width: int) -> str:
     if len(mark) + len(value) <= width:
         return mark + value
     return mark + cut_keeping_end(value, width - len(mark))
+
+
+def budget_cut_text(count: InstructionCount) -> str:
+    """What a count whose call budget cut its windows says, and what would give it the rules' windows."""
+    smallest = count.windows[0][0]
+    return (f"windows cut to {smallest} call{'s' if smallest != 1 else ''} by the call budget (rounds x per_round); "
+            f"{count.budget_asked} calls, if the function allows them, give the rules' windows: a steadier count")
 
 
 def row_label(result: TestResult, measurement: Measurement | None, several: bool) -> Label:
@@ -318,6 +326,8 @@ def render(
             lines.append(table.row(label, counts_cells(result)))
         elif counted:
             lines.append(table.row(label, counted_cells(result, measurement)))
+            if measurement.instructions is not None and measurement.instructions.budget_asked:
+                lines.extend(wrapped(budget_cut_text(measurement.instructions), "    ", " " * 6))
             if verbose:
                 lines.extend(breakdown_lines(measurement, width))
                 lines.extend(counted_breakdown_lines(measurement, width))
