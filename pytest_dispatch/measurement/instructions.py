@@ -783,8 +783,7 @@ class InstructionCount:
     estimated_cycles_per_call: float | None = None  # with --dispatch-instructions-cycles (estimated_cycles)
     allocation_price: int | None = ALLOCATION_PRICE  # what each allocator call counted; None: as it ran (old runs)
     unnamed_interpreter_per_call: float = 0.0  # of per_call: interpreter functions without a name (Dump)
-    # (a steadier count needs the windows the rules ask for: docs/counted.md)
-    budget_asked: int | None = None  # the call budget those windows need, where rounds x per_round cut them
+    budget_asked: int | None = None  # where rounds x per_round cut the windows: the call budget the rules' need
 
     @property
     def interpreter_unnamed(self) -> bool:
