@@ -484,7 +484,7 @@ def test_a_window_holds_enough_instructions_and_submits():
 @pytest.mark.parametrize("per_call, dispatches, made", [(1_000_000, 50, 30), (2_000_000, 100, 8), (50_000, 3, 0)])
 def test_the_budget_asked_gives_the_windows_the_rules_ask_for(per_call, dispatches, made):
     asked = instructions.window_calls(per_call, 1)
-    budget = instructions.calls_asked(asked, dispatches, made)
+    budget = instructions.call_budget_for(asked, dispatches, made)
     warm = instructions.warm_calls(dispatches, made, budget)
     assert instructions.window_calls(per_call, 1, max_calls=budget, warm=warm) == asked
     fewer = budget - 1  # the smallest such budget
@@ -494,11 +494,11 @@ def test_the_budget_asked_gives_the_windows_the_rules_ask_for(per_call, dispatch
 
 def test_a_count_keeps_the_budget_its_windows_asked_for():
     dumps = [Dump(t, {"x": t}, {}) for t in (10_000, 20_000, 10_000, 20_000)]
-    cut = InstructionCount.from_windows([1, 2, 1, 2], dumps, budget_asked=331)
+    cut = InstructionCount.from_windows([1, 2, 1, 2], dumps, call_budget_asked=331)
     assert InstructionCount.from_dict(cut.as_dict()) == cut and cut.as_dict()["call_budget_asked"] == 331
     older = cut.as_dict()
     del older["call_budget_asked"]
-    assert InstructionCount.from_dict(older).budget_asked is None
+    assert InstructionCount.from_dict(older).call_budget_asked is None
 
 
 def _size(env: dict[str, str], args: list[str]) -> int:

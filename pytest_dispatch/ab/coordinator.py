@@ -90,8 +90,7 @@ class Settings:
         alpha = (overrides or {}).get("alpha", self.alpha)
         return paired.SessionDesign(pairs=self.pairs, first=self.sessions, step=self.sessions,
                                     max_sessions=self.max_sessions, min_time=self.min_time, max_time=self.max_time,
-                                    alpha=alpha,
-                                    order=self.order)
+                                    alpha=alpha, order=self.order)
 
     def question(self, overrides: dict[str, float] | None = None) -> paired.ChangeQuestion:
         return paired.ChangeQuestion((overrides or {}).get("threshold", self.threshold))

@@ -735,7 +735,7 @@ def window_calls(instructions_per_call: float, submits_per_call: int, max_calls:
     return int(k)
 
 
-def calls_asked(k: int, dispatches_per_call: int, made: int = 0) -> int:
+def call_budget_for(k: int, dispatches_per_call: int, made: int = 0) -> int:
     """The smallest call budget (rounds x per_round) that gives windows of K calls after ``made``
     calls: the whole warm-up, the probe and the windows, or, where the warm-up is longer, twice
     the probe and the windows (warm_calls gives the warm-up up to half of a budget)."""
@@ -783,7 +783,7 @@ class InstructionCount:
     estimated_cycles_per_call: float | None = None  # with --dispatch-instructions-cycles (estimated_cycles)
     allocation_price: int | None = ALLOCATION_PRICE  # what each allocator call counted; None: as it ran (old runs)
     unnamed_interpreter_per_call: float = 0.0  # of per_call: interpreter functions without a name (Dump)
-    budget_asked: int | None = None  # where rounds x per_round cut the windows: the call budget the rules' need
+    call_budget_asked: int | None = None  # where rounds x per_round cut the windows: the budget the rules' windows need
 
     @property
     def interpreter_unnamed(self) -> bool:
@@ -793,7 +793,7 @@ class InstructionCount:
 
     @classmethod
     def from_windows(cls, sizes: Sequence[int], dumps: Sequence[Dump], tool: str = "callgrind",
-                     budget_asked: int | None = None) -> "InstructionCount":
+                     call_budget_asked: int | None = None) -> "InstructionCount":
         """From the windows' sizes (calls) and their dumps, by least squares."""
         per_call, fixed = _slope(sizes, [d.instructions for d in dumps])
         layers = [d.by_layer() for d in dumps]
@@ -807,7 +807,8 @@ class InstructionCount:
             cycles = _slope(sizes, [d.estimated_cycles for d in dumps])[0]
         unnamed = _slope(sizes, [d.unnamed_interpreter for d in dumps])[0]
         return cls(per_call, fixed, tuple(zip(sizes, (d.instructions for d in dumps))), by_layer, by_kind, tool,
-                   misses, allocations, cycles, unnamed_interpreter_per_call=unnamed, budget_asked=budget_asked)
+                   misses, allocations, cycles, unnamed_interpreter_per_call=unnamed,
+                   call_budget_asked=call_budget_asked)
 
     def per_dispatch(self, dispatches: int) -> float:
         """Host instructions per dispatch, for a call of ``dispatches`` dispatches."""
@@ -834,7 +835,7 @@ class InstructionCount:
                 "allocator_calls_per_call": self.allocator_calls_per_call, "allocation_price": self.allocation_price,
                 "estimated_cycles_per_call": self.estimated_cycles_per_call,
                 "unnamed_interpreter_per_call": self.unnamed_interpreter_per_call,
-                "call_budget_asked": self.budget_asked}
+                "call_budget_asked": self.call_budget_asked}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "InstructionCount":

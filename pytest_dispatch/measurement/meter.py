@@ -534,15 +534,15 @@ class _Sampler:
         warm = instructions.warm_calls(dispatches, made, max_calls)
         sizes: list[int] = []
         warm_more = 0
-        budget_asked = None
+        call_budget_asked = None
 
         def after_probe(probe: list[int]) -> tuple[int, list[int]]:
-            nonlocal warm_more, budget_asked
+            nonlocal warm_more, call_budget_asked
             submits = recorder.total(self.calls, "submits")
             k = instructions.window_calls(probe[0], submits, max_calls, warm)
             asked = instructions.window_calls(probe[0], submits)
             if k < asked:
-                budget_asked = instructions.calls_asked(asked, dispatches, made)
+                call_budget_asked = instructions.call_budget_for(asked, dispatches, made)
             sizes.extend(instructions.window_sizes(k, probe[0]))
             if sizes[0] == 1:
                 return 0, sizes[1:]
@@ -556,7 +556,7 @@ class _Sampler:
         self.calls_made += warm + 1 + warm_more + sum(sizes) - (sizes[0] == 1)
         if sizes[0] != 1:
             dumps = dumps[1:]
-        self.instructions = instructions.InstructionCount.from_windows(sizes, dumps, counter.tool, budget_asked)
+        self.instructions = instructions.InstructionCount.from_windows(sizes, dumps, counter.tool, call_budget_asked)
 
     def measurement(self, warmup: int) -> Measurement:
         __tracebackhide__ = True

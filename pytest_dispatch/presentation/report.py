@@ -169,7 +169,7 @@ def budget_cut_text(count: InstructionCount) -> str:
     """What a count whose call budget cut its windows says, and what would give it the rules' windows."""
     smallest = count.windows[0][0]
     return (f"windows cut to {smallest} call{'s' if smallest != 1 else ''} by the call budget (rounds x per_round); "
-            f"{count.budget_asked} calls, if the function allows them, give the rules' windows: a steadier count")
+            f"{count.call_budget_asked} calls, if the function allows them, give the rules' windows: a steadier count")
 
 
 def row_label(result: TestResult, measurement: Measurement | None, several: bool) -> Label:
@@ -326,7 +326,7 @@ def render(
             lines.append(table.row(label, counts_cells(result)))
         elif counted:
             lines.append(table.row(label, counted_cells(result, measurement)))
-            if measurement.instructions is not None and measurement.instructions.budget_asked:
+            if measurement.instructions is not None and measurement.instructions.call_budget_asked:
                 lines.extend(wrapped(budget_cut_text(measurement.instructions), "    ", " " * 6))
             if verbose:
                 lines.extend(breakdown_lines(measurement, width))
