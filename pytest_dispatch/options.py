@@ -110,8 +110,8 @@ AB_OPTIONS = (
            coordinator=True, command_flag="--sessions"),
     Option("dispatch_ab_max_sessions", "Most sessions of an A/B job.", settings.AB_DEFAULTS["max_sessions"],
            type="sessions", coordinator=True, command_flag="--max-sessions"),
-    Option("dispatch_ab_min_time", "Past --pairs, a measurement's pairs in one session go on until they took this "
-           "long (0.5, 500ms, 0 for exactly --pairs).", settings.AB_DEFAULTS["min_time"], type="seconds_or_zero",
+    Option("dispatch_ab_min_time", "A measurement's pairs in one session go on past the pairs asked for until they "
+           "took this long (0.5, 500ms; 0: exactly the pairs asked for).", settings.AB_DEFAULTS["min_time"], type="seconds_or_zero",
            coordinator=True, command_flag="--min-time"),
     Option("dispatch_ab_max_time", "Most seconds of one measurement's pairs in one session (20, 20s, 1m).",
            settings.AB_DEFAULTS["max_time"], type="seconds", coordinator=True, command_flag="--max-time"),
