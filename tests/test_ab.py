@@ -190,15 +190,32 @@ def test_a_side_that_cannot_start_is_one_line_that_cuts_long_output_and_names_th
     assert plugin in log.read_text()  # the whole output is kept for the user
 
 
+SLOW_RESTART = """
+import os, time
+
+def pytest_configure(config):  # the worker started after the first hang: silent longer than --test-timeout
+    marker = os.path.join(os.path.dirname(__file__), "restart-slowly")
+    if os.path.exists(marker):
+        os.remove(marker)
+        time.sleep(6)
+"""
+
+
 def test_a_worker_that_hangs_is_killed_and_named(project, capsys):
-    hanging = TEST_FILE.replace("def test_model(", "def test_aaa_hang(gpu_device):\n    import time\n"
+    hanging = TEST_FILE.replace("def test_model(", "def test_aaa_hang(gpu_device):\n"
+                                                   "    here = os.path.dirname(__file__)\n"
+                                                   "    if not os.path.exists(os.path.join(here, 'hung-once')):\n"
+                                                   "        open(os.path.join(here, 'hung-once'), 'w').close()\n"
+                                                   "        open(os.path.join(here, 'restart-slowly'), 'w').close()\n"
                                                    "    time.sleep(600)\n\ndef test_model(")
     (project / "test_work.py").write_text(hanging)
+    (project / "conftest.py").write_text(SLOW_RESTART)
     settings = coordinator.Settings(test_timeout=4, **{**FAST, **TWO_SESSIONS})
     lines = []
     code = command.run("main", str(project), ["-p", "no:randomly"], settings, out=lines.append)
-    assert code == 1
+    assert code == 1, lines  # the restart took longer than --test-timeout: a start, not a hang
     assert any("sent nothing for 4 s (hung); it was killed" in line for line in lines), lines
+    assert not (project / "restart-slowly").exists()  # the restarted worker was the slow one
 
 
 PLACEMENT_TEST = """

@@ -514,8 +514,11 @@ class Job:
         others = []  # what the other side says meanwhile is kept for the test's loop
         try:
             side.start()
+            # a start is not a test: it gets a start's time (a short --test-timeout cut restarts off
+            # on a loaded machine and failed the job)
+            starting = max(self.settings.test_timeout, START_TIMEOUT)
             while True:
-                index, message = self._next(self.settings.test_timeout, suspects=(side.index,))
+                index, message = self._next(starting, suspects=(side.index,))
                 if index != side.index:
                     others.append((index, self.sides[index].generation, message))
                     continue
