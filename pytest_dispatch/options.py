@@ -111,8 +111,8 @@ AB_OPTIONS = (
     Option("dispatch_ab_max_sessions", "Most sessions of an A/B job.", settings.AB_DEFAULTS["max_sessions"],
            type="sessions", coordinator=True, command_flag="--max-sessions"),
     Option("dispatch_ab_min_time", "A measurement's pairs in one session go on past the pairs asked for until they "
-           "took this long (0.5, 500ms; 0: exactly the pairs asked for).", settings.AB_DEFAULTS["min_time"], type="seconds_or_zero",
-           coordinator=True, command_flag="--min-time"),
+           "took this long (0.5, 500ms; 0: exactly the pairs asked for).", settings.AB_DEFAULTS["min_time"],
+           type="seconds_or_zero", coordinator=True, command_flag="--min-time"),
     Option("dispatch_ab_max_time", "Most seconds of one measurement's pairs in one session (20, 20s, 1m).",
            settings.AB_DEFAULTS["max_time"], type="seconds", coordinator=True, command_flag="--max-time"),
     Option("dispatch_ab_order", "Order of the two rounds of a pair: abba (AB, BA, ...) or random.",
@@ -154,7 +154,8 @@ def add_options(parser: pytest.Parser) -> None:
 _PARSERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "fraction": ("threshold", settings.fraction), "alpha": ("alpha", settings.alpha),
     "seconds": ("seconds", settings.seconds),
-    "seconds_or_zero": ("seconds", lambda n, v: settings.seconds(n, v, zero=True)), "pairs": ("pairs", lambda n, v: settings.count(n, v, 6)),
+    "seconds_or_zero": ("seconds", lambda n, v: settings.seconds(n, v, zero=True)),
+    "pairs": ("pairs", lambda n, v: settings.count(n, v, 6)),
     "sessions": ("sessions", lambda n, v: settings.count(n, v, 2)),
     "rounds": ("rounds", lambda n, v: settings.count(n, v, 1)), "cpu": ("cpu", settings.cpu),
 }

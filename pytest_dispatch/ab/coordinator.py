@@ -86,6 +86,11 @@ class Settings:
         data["max_seconds"] = data.pop("max_time")
         return data
 
+    @property
+    def start_timeout(self) -> float:
+        """How long a worker may be silent while it starts, or restarts after a hang or crash."""
+        return max(self.test_timeout, START_TIMEOUT)
+
     def design(self, overrides: dict[str, float] | None = None) -> paired.SessionDesign:
         alpha = (overrides or {}).get("alpha", self.alpha)
         return paired.SessionDesign(pairs=self.pairs, first=self.sessions, step=self.sessions,
@@ -437,7 +442,7 @@ class Job:
         collected: list[dict | None] = [None, None]
         while None in collected:
             try:
-                index, message = self._next(max(self.settings.test_timeout, START_TIMEOUT))
+                index, message = self._next(self.settings.start_timeout)
             except _SideLost as lost:
                 raise JobError(f"{lost.why} while collecting") from None
             if message is None:
@@ -514,11 +519,8 @@ class Job:
         others = []  # what the other side says meanwhile is kept for the test's loop
         try:
             side.start()
-            # a start is not a test: it gets a start's time (a short --test-timeout cut restarts off
-            # on a loaded machine and failed the job)
-            starting = max(self.settings.test_timeout, START_TIMEOUT)
-            while True:
-                index, message = self._next(starting, suspects=(side.index,))
+            while True:  # a restart is a start (with --test-timeout, a loaded machine's restarts failed the job)
+                index, message = self._next(self.settings.start_timeout, suspects=(side.index,))
                 if index != side.index:
                     others.append((index, self.sides[index].generation, message))
                     continue
