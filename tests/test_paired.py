@@ -321,3 +321,40 @@ def test_decision_probability_follows_what_the_sessions_show():
     # no more sessions allowed: only the sessions themselves decide
     assert paired.decision_probability(_sessions([0.05, -0.05] * 6), question, design) == 0.0
     assert paired.decision_probability(_sessions([0.05]), question, design) == 1.0  # no spread known yet
+
+
+def _bounded(logs_and_halves) -> list[paired.PairedVerdict]:
+    """Sessions with their own 98% intervals: (log-ratio, the interval's half-width in logs)."""
+    return [paired.PairedVerdict(Status.INCONCLUSIVE, math.exp(x), math.exp(x - h), math.exp(x + h), 0.98, 30, 0.1,
+                                 10.0, 10.0 * math.exp(x), 1.0) for x, h in logs_and_halves]
+
+
+def test_a_wild_session_weighs_less_than_the_sessions_that_agree():
+    # the H200's job 6 (12-04): four sessions near +10%, one whose pairs stalled at x0.83
+    design, question = paired.SessionDesign(), paired.ChangeQuestion(0.02)
+    sessions = _bounded([(0.047, 0.1), (0.043, 0.1), (0.103, 0.06), (0.059, 0.1), (-0.187, 1.0)])
+    verdict = paired.judge_sessions(sessions, question, design)
+    plain = float(np.mean(np.log([v.ratio for v in sessions])))
+    assert plain < 0.015 < math.log(verdict.ratio)  # the plain mean is pulled to +1.3%; the weighted one is not
+    assert verdict.ratio > 1.05
+    assert paired.futility(sessions, question, design) is None  # a decision at 12 sessions stays likely
+    equal = _sessions([math.log(v.ratio) for v in sessions])  # no intervals: weighed alike, as before
+    assert paired.futility(equal, question, design)  # the wild session alone stopped it
+
+
+def test_sessions_with_alike_intervals_are_judged_by_their_plain_mean():
+    design, question = paired.SessionDesign(), paired.ChangeQuestion(0.02)
+    logs = [0.03, 0.07, 0.05, 0.09]
+    verdict = paired.judge_sessions(_bounded([(x, 0.1) for x in logs]), question, design)
+    half = sps.t.isf(design.alpha_per_look, 3) * np.std(logs, ddof=1) / 2
+    assert math.log(verdict.ratio) == pytest.approx(np.mean(logs))
+    assert math.log(verdict.low) == pytest.approx(np.mean(logs) - half)
+    # unbounded intervals everywhere: the same plain mean
+    assert paired.judge_sessions(_sessions(logs), question, design).ratio == pytest.approx(verdict.ratio)
+
+
+def test_a_session_without_a_bounded_interval_is_left_out_among_bounded_ones():
+    design, question = paired.SessionDesign(), paired.ChangeQuestion(0.02)
+    bounded = _bounded([(0.03, 0.1), (0.07, 0.1), (0.05, 0.1)])
+    verdict = paired.judge_sessions(bounded + _sessions([0.9]), question, design)
+    assert verdict.sessions == 3 and math.log(verdict.ratio) == pytest.approx(0.05)
