@@ -56,6 +56,7 @@ import wgpu
 from pytest_dispatch.workloads import AddOne
 
 PLAN = json.loads(os.environ["PROOF_PLAN"])  # test -> [dispatches, encoding, extra bind group every M, loop turns]
+ROUNDS = json.loads(os.environ.get("PROOF_ROUNDS", "null"))  # None: measure's default
 SMALL = bytes(256)
 
 
@@ -117,13 +118,15 @@ def run(kernel, dispatches, encoding, every, turns):
 @pytest.mark.parametrize("test", list(PLAN))
 def test_workload(dispatch_meter, kernel, test):
     dispatches, encoding, every, turns = PLAN[test]
-    dispatch_meter.measure(run, kernel, dispatches, encoding, every, turns, name=test)
+    dispatch_meter.measure(run, kernel, dispatches, encoding, every, turns, name=test,
+                           **({"rounds": ROUNDS} if ROUNDS else {}))
 '''
 
 
-def session(folder: Path, plan: dict, impl: str, extra_env: dict[str, str], out: Path) -> dict[str, float]:
+def session(folder: Path, plan: dict, impl: str, extra_env: dict[str, str], out: Path,
+            rounds: int | None = None) -> dict[str, float]:
     """One counted session: instructions per call by test."""
-    env = {**os.environ, "PROOF_PLAN": json.dumps(plan), **extra_env}
+    env = {**os.environ, "PROOF_PLAN": json.dumps(plan), "PROOF_ROUNDS": json.dumps(rounds), **extra_env}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--dispatch-instructions",
                f"--dispatch-json={out}", f"--gpu-impl={impl}", str(folder / "test_proof.py")]
     done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
@@ -176,6 +179,9 @@ def main() -> int:
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a second process meanwhile")
     parser.add_argument("--jobs", type=int, default=1, help="sessions run at once (counts do not depend on it)")
     parser.add_argument("--tolerance", type=float, default=settings.INSTRUCTION_TOLERANCE)
+    parser.add_argument("--rounds", type=int, help="each measurement's rounds (its call budget is rounds x 5): "
+                        "the measure default cuts the windows of write and bind; 100 gives every test the rules' "
+                        "windows (the budget the report's line under a cut row asks for)")
     parser.add_argument("--out", type=Path, help="the figures as JSON; each process's counts are appended to "
                         "OUT.runs.jsonl as it ends, so a cut run can still be judged (--judge)")
     parser.add_argument("--judge", type=Path, metavar="RUNS_JSONL", help="only judge the processes saved there")
@@ -201,7 +207,8 @@ def main() -> int:
                 (folder / "test_proof.py").write_text(TEST_FILE)
             calibration = {f"{test}-{kind}": [*WORKLOADS[test], every, turns] for test in INJECTED
                            for kind, every, turns in (("base", 0, 0), ("api", 1, 0), ("python", 0, 10_000))}
-            variants = injections(session(near, calibration, args.impl, impl_env, Path(scratch) / "calibration.json"))
+            variants = injections(session(near, calibration, args.impl, impl_env, Path(scratch) / "calibration.json",
+                                          args.rounds))
             jobs = [{"kind": "base", "moved": index % 3 == 2, "plan": unchanged_plan(), "injected": {}}
                     for index in range(args.bases)]
             if not args.no_changes:
@@ -212,7 +219,7 @@ def main() -> int:
                 job = jobs[index]
                 extra = {**impl_env, **({"AN_UNRELATED_VARIABLE": "x" * (37 + index)} if job["moved"] else {})}
                 counts = session(far if job["moved"] else near, job["plan"], args.impl, extra,
-                                 Path(scratch) / f"run{index}.json")
+                                 Path(scratch) / f"run{index}.json", args.rounds)
                 label = "moved, extra variable" if job["moved"] else ", ".join(job["injected"].values()) or "base"
                 print(f"process {index + 1}/{len(jobs)} ({label}) ({time.time() - started:.0f} s): "
                       + ", ".join(f"{k} {v:,.0f}" for k, v in counts.items()), flush=True)
@@ -229,7 +236,7 @@ def main() -> int:
         if neighbour is not None:
             neighbour.kill()
     report = judge(runs, args.tolerance)
-    report.update(impl=args.impl, busy=args.busy, seconds=round(time.time() - started), tolerance=args.tolerance,
+    report.update(impl=args.impl, busy=args.busy, rounds=args.rounds, seconds=round(time.time() - started), tolerance=args.tolerance,
                   variants=variants, runs=runs)
     for line in report["lines"]:
         print(line)
