@@ -1,6 +1,7 @@
 """Proof of `pytest-dispatch history` on real runs: a step is found and attributed to its commit.
 
     python benchmarks/history_proof.py [--runs 10] [--changed-from 6] [--extra-us 100] [--sessions 1] [--out DIR]
+    python benchmarks/history_proof.py --counted --extra-turns 200 --runs 20 --changed-from 11   # counted runs
 
 In a temporary git repository, makes ``--runs`` commits; after each, runs a pytest session of
 two measurements of the paper's AddOne kernel (sequential method, 50 dispatches per call) and
@@ -8,8 +9,11 @@ saves it with ``--dispatch-save``.  From commit ``--changed-from`` on, the 'chan
 spins ``--extra-us`` µs on the host after every dispatch; the 'steady' one never changes.
 Then runs ``pytest-dispatch history`` on the storage and checks that it names exactly that
 commit for 'changed', nothing for 'steady', and no count change.  With ``--sessions K``, each
-commit is measured by K sessions (all kept; a change can only fall between commits).  Prints the series and the
-verdict; exit 0 when the check passes.  With ``--out``, writes history.json, history.md and
+commit is measured by K sessions (all kept; a change can only fall between commits).  With ``--counted``,
+each session counts host instructions (``--dispatch-instructions``) and the change is ``--extra-turns``
+turns of an empty Python loop after every dispatch (a spin's instructions would depend on time);
+the check is then on the counted series, which ``history`` compares run to run, exactly.  Prints
+the series and the verdict; exit 0 when the check passes.  With ``--out``, writes history.json, history.md and
 history.html there.
 """
 
@@ -33,6 +37,7 @@ from pytest_dispatch.judgement import history
 from pytest_dispatch.measurement.key import MeasurementKey
 
 TEST_FILE = textwrap.dedent('''
+    import itertools
     import time
 
     import pytest
@@ -59,6 +64,8 @@ TEST_FILE = textwrap.dedent('''
             for _ in range(n):
                 kernel.submit_per_dispatch(1)
                 spin(workload_cost.EXTRA_US)
+                for _ in itertools.repeat(None, workload_cost.EXTRA_TURNS):
+                    pass
 
         dispatch_meter.measure(dispatches, DISPATCHES, name="add_one")
 
@@ -93,11 +100,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="commits, each measured by --sessions runs")
     parser.add_argument("--changed-from", type=int, default=6, help="first commit (1-based) with the added cost")
-    parser.add_argument("--extra-us", type=float, default=100.0, help="host µs added after each dispatch")
+    parser.add_argument("--extra-us", type=float, default=None,
+                        help="host µs spun after each dispatch (default 100; 0 with --counted)")
     parser.add_argument("--sessions", type=int, default=1, help="pytest sessions (saved runs) per commit")
+    parser.add_argument("--counted", action="store_true", help="count host instructions (--dispatch-instructions)")
+    parser.add_argument("--extra-turns", type=int, default=0, help="empty Python loop turns added after each dispatch")
     parser.add_argument("--out", help="folder for history.json, history.md and history.html")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, e.g. --gpu-impl dawn")
     args = parser.parse_args()
+    if args.extra_us is None:
+        args.extra_us = 0.0 if args.counted else 100.0
+    if args.counted and args.extra_us:
+        parser.error("--counted counts instructions, and a spin's depend on time: give --extra-turns and --extra-us 0")
     try:
         history.require_ruptures()
     except history.ChangePointsUnavailable as error:
@@ -115,8 +129,9 @@ def main() -> int:
     commits = []
     began = time.perf_counter()
     for number in range(1, args.runs + 1):
-        extra = args.extra_us if number >= args.changed_from else 0.0
-        (repo / "workload_cost.py").write_text(f"# revision {number}\nEXTRA_US = {extra!r}\n")
+        changed = number >= args.changed_from
+        extra, turns = (args.extra_us, args.extra_turns) if changed else (0.0, 0)
+        (repo / "workload_cost.py").write_text(f"# revision {number}\nEXTRA_US = {extra!r}\nEXTRA_TURNS = {turns!r}\n")
         git(repo, "add", "-A")
         stamp = (start + datetime.timedelta(minutes=number)).isoformat()
         git(repo, "commit", "-q", "-m", f"revision {number}", env={"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp})
@@ -125,26 +140,36 @@ def main() -> int:
             session = subprocess.run(
                 [sys.executable, "-m", "pytest", "test_workload.py", "-q", "-p", "no:cacheprovider",
                  *plugin_arguments(), "--rootdir", str(repo), "--gpu-required", "--dispatch-save=proof",
-                 f"--dispatch-storage={storage}", *args.pytest_args],
+                 f"--dispatch-storage={storage}", *(["--dispatch-instructions"] if args.counted else []),
+                 *args.pytest_args],
                 cwd=repo, env=env, capture_output=True, text=True)
             if session.returncode != 0:
                 print(session.stdout[-3000:], session.stderr[-3000:], sep="\n")
                 raise SystemExit(f"commit {number}: pytest exited {session.returncode}")
-        print(f"history_proof: commit {number}/{args.runs} {commits[-1][:10]} (extra {extra:g} µs/dispatch): "
+        print(f"history_proof: commit {number}/{args.runs} {commits[-1][:10]} (extra {extra:g} µs, {turns} turns a dispatch): "
               f"{args.sessions} run(s) saved ({time.perf_counter() - began:.0f} s)", flush=True)
 
     text = history_output(storage)
     document = json.loads(history_output(storage, "--json"))
     print(text)
     (gpu,) = document["gpus"]
-    series = {MeasurementKey.parse(s["key"]).nodeid.rsplit("::", 1)[-1]: s for s in gpu["series"]}
-    for name, s in series.items():
-        medians = " ".join(f"{p['median_us']:.1f}" for p in s["points"])
-        print(f"{name} run medians (µs/dispatch, commit order): {medians}")
     expected = commits[args.changed_from - 1]
-    changed = [cp["commit"] for cp in series["test_changed"]["change_points"]]
-    steady = [cp["commit"] for cp in series["test_steady"]["change_points"]]
-    counts = [c for s in series.values() for c in s["count_changes"]]
+    if args.counted:
+        series = {MeasurementKey.parse(s["key"]).nodeid.rsplit("::", 1)[-1]: s for s in gpu["counted"]}
+        for name, s in series.items():
+            values = " ".join(f"{p['instructions_per_call']:,.0f}" for p in s["points"])
+            print(f"{name} host instructions per call (commit order): {values}")
+        changed = [ch["commit"] for ch in series["test_changed"]["changes"]]
+        steady = [ch["commit"] for ch in series["test_steady"]["changes"]]
+        counts = []
+    else:
+        series = {MeasurementKey.parse(s["key"]).nodeid.rsplit("::", 1)[-1]: s for s in gpu["series"]}
+        for name, s in series.items():
+            medians = " ".join(f"{p['median_us']:.1f}" for p in s["points"])
+            print(f"{name} run medians (µs/dispatch, commit order): {medians}")
+        changed = [cp["commit"] for cp in series["test_changed"]["change_points"]]
+        steady = [cp["commit"] for cp in series["test_steady"]["change_points"]]
+        counts = [c for s in series.values() for c in s["count_changes"]]
     passed = changed == [expected] and not steady and not counts
     print(f"GPU: {gpu['gpu']}")
     print(f"expected change at commit {args.changed_from} ({expected[:10]}); found for changed: "
