@@ -131,7 +131,8 @@ def main() -> int:
     for number in range(1, args.runs + 1):
         changed = number >= args.changed_from
         extra, turns = (args.extra_us, args.extra_turns) if changed else (0.0, 0)
-        (repo / "workload_cost.py").write_text(f"# revision {number}\nEXTRA_US = {extra!r}\nEXTRA_TURNS = {turns!r}\n")
+        (repo / "workload_cost.py").write_text(
+            f"# revision {number}\nEXTRA_US = {extra!r}\nEXTRA_TURNS = {turns!r}\n")
         git(repo, "add", "-A")
         stamp = (start + datetime.timedelta(minutes=number)).isoformat()
         git(repo, "commit", "-q", "-m", f"revision {number}", env={"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp})
@@ -146,30 +147,26 @@ def main() -> int:
             if session.returncode != 0:
                 print(session.stdout[-3000:], session.stderr[-3000:], sep="\n")
                 raise SystemExit(f"commit {number}: pytest exited {session.returncode}")
-        print(f"history_proof: commit {number}/{args.runs} {commits[-1][:10]} (extra {extra:g} µs, {turns} turns a dispatch): "
-              f"{args.sessions} run(s) saved ({time.perf_counter() - began:.0f} s)", flush=True)
+        print(f"history_proof: commit {number}/{args.runs} {commits[-1][:10]} "
+              f"(extra {extra:g} µs, {turns} turns a dispatch): {args.sessions} run(s) saved "
+              f"({time.perf_counter() - began:.0f} s)", flush=True)
 
     text = history_output(storage)
     document = json.loads(history_output(storage, "--json"))
     print(text)
     (gpu,) = document["gpus"]
     expected = commits[args.changed_from - 1]
-    if args.counted:
-        series = {MeasurementKey.parse(s["key"]).nodeid.rsplit("::", 1)[-1]: s for s in gpu["counted"]}
-        for name, s in series.items():
-            values = " ".join(f"{p['instructions_per_call']:,.0f}" for p in s["points"])
-            print(f"{name} host instructions per call (commit order): {values}")
-        changed = [ch["commit"] for ch in series["test_changed"]["changes"]]
-        steady = [ch["commit"] for ch in series["test_steady"]["changes"]]
-        counts = []
-    else:
-        series = {MeasurementKey.parse(s["key"]).nodeid.rsplit("::", 1)[-1]: s for s in gpu["series"]}
-        for name, s in series.items():
-            medians = " ".join(f"{p['median_us']:.1f}" for p in s["points"])
-            print(f"{name} run medians (µs/dispatch, commit order): {medians}")
-        changed = [cp["commit"] for cp in series["test_changed"]["change_points"]]
-        steady = [cp["commit"] for cp in series["test_steady"]["change_points"]]
-        counts = [c for s in series.values() for c in s["count_changes"]]
+    # a counted series names changes run to run, exactly; a timed one names change points
+    section, found, value, spec, what = (
+        ("counted", "changes", "instructions_per_call", ",.0f", "host instructions per call") if args.counted
+        else ("series", "change_points", "median_us", ".1f", "run medians (µs/dispatch)"))
+    series = {MeasurementKey.parse(s["key"]).nodeid.rsplit("::", 1)[-1]: s for s in gpu[section]}
+    for name, s in series.items():
+        values = " ".join(format(p[value], spec) for p in s["points"])
+        print(f"{name} {what}, commit order: {values}")
+    changed = [c["commit"] for c in series["test_changed"][found]]
+    steady = [c["commit"] for c in series["test_steady"][found]]
+    counts = [] if args.counted else [c for s in series.values() for c in s["count_changes"]]
     passed = changed == [expected] and not steady and not counts
     print(f"GPU: {gpu['gpu']}")
     print(f"expected change at commit {args.changed_from} ({expected[:10]}); found for changed: "

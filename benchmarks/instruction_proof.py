@@ -236,8 +236,8 @@ def main() -> int:
         if neighbour is not None:
             neighbour.kill()
     report = judge(runs, args.tolerance)
-    report.update(impl=args.impl, busy=args.busy, rounds=args.rounds, seconds=round(time.time() - started), tolerance=args.tolerance,
-                  variants=variants, runs=runs)
+    report.update(impl=args.impl, busy=args.busy, rounds=args.rounds, seconds=round(time.time() - started),
+                  tolerance=args.tolerance, variants=variants, runs=runs)
     for line in report["lines"]:
         print(line)
     if args.out:
