@@ -750,3 +750,34 @@ def test_windows_larger_than_the_probe_come_after_more_uncounted_calls(tmp_path)
     assert [d.instructions for d in dumps] == [1000, 3000, 6000]  # the probe's dump too: the caller drops it
     assert helper.events == ["run 2", "start", "open", "run 1", "close 1", "stop", "run 5", "start",
                              "open", "run 3", "close 3", "open", "run 6", "close 6", "stop"]
+
+
+class _PooledDevice:
+    """wgpu-core's pool of finished command encoders, modelled: a stack, drawn from the top
+    (or a new encoder where it is empty), an encoder dropped goes back on top."""
+
+    def __init__(self, pool: list[str]) -> None:
+        self.pool, self.made = list(pool), 0
+
+    def create_command_encoder(self) -> "_PooledEncoder":
+        if not self.pool:
+            self.made += 1
+        return _PooledEncoder(self, self.pool.pop() if self.pool else f"new {self.made}")
+
+
+class _PooledEncoder:
+    def __init__(self, device: _PooledDevice, name: str) -> None:
+        self.device, self.name = device, name
+
+    def __del__(self) -> None:
+        self.device.pool.append(self.name)
+
+
+def test_a_counted_measurement_draws_encoders_from_below_those_earlier_calls_left_on_top():
+    # bottom to top; the two on top were left by a test whose submissions retired in any order
+    device = _PooledDevice(["d0", "d1", "d2", "left, many passes", "left"])
+    instructions.turn_encoder_pool(device, encoders=4)
+    assert device.pool == ["d0", "left", "left, many passes", "d2", "d1"]
+    device = _PooledDevice(["left"])  # fewer pooled than drawn: new ones come on top
+    instructions.turn_encoder_pool(device, encoders=3)
+    assert device.pool == ["left", "new 1", "new 2"]

@@ -136,8 +136,10 @@ THREAD_LOCAL_LOOKUP_PRICE = 110  # a look-up of a small dict, probing once (the 
 COUNTED_IN_SESSION = "the session's process"
 COUNTED_IN_WORKERS = "pytest-xdist workers"
 
-COUNTING_RULES = (f"4: type cache misses out, allocations at {ALLOCATION_PRICE}, "
-                  f"thread-local look-ups at {THREAD_LOCAL_LOOKUP_PRICE}, warm-up from the first call")
+ENCODERS_TURNED = 64  # command encoders drawn and dropped before a counted measurement (turn_encoder_pool)
+COUNTING_RULES = (f"6: type cache misses out, allocations at {ALLOCATION_PRICE}, "
+                  f"thread-local look-ups at {THREAD_LOCAL_LOOKUP_PRICE}, warm-up from the first call, "
+                  f"{ENCODERS_TURNED} encoders turned first")
 
 # Where the counted instructions ran, by the object file they belong to (report order).
 LAYERS = ("interpreter", "cffi", "wgpu", "driver", "libc", "allocator", "other")
@@ -707,6 +709,23 @@ def retire_all(device) -> Callable[[], None]:
     wgpu-py's wgpu-native device has the poll as ``_poll_wait``; elsewhere nothing is done."""
     poll = getattr(device, "_poll_wait", None)
     return poll if callable(poll) else (lambda: None)
+
+
+def turn_encoder_pool(device, encoders: int = ENCODERS_TURNED) -> None:
+    """Before a counted measurement, its device idle: draw ``encoders`` command encoders and
+    drop them in the order drawn.
+
+    wgpu-core keeps finished encoders on a stack, each a Vulkan command pool holding as many
+    command buffers as it ever needed at once (16 at a time), and resetting one costs lavapipe
+    work for each buffer it holds.  Which encoders a measurement drew was set by when earlier
+    submissions happened to retire: `write` after a test of 10 passes in one encoder counted
+    0.3-0.5% more in some processes than in others.  Dropped in the order drawn, the encoders
+    that earlier calls left on top, in whatever order their submissions retired, go
+    ``encoders`` deep, and the measurement draws those that lay below them, in the order the
+    turns set."""
+    drawn = [device.create_command_encoder() for _ in range(encoders)]
+    while drawn:
+        del drawn[0]  # a list dropped whole would release them last-drawn first
 
 
 def warm_calls(dispatches_per_call: int, made: int = 0, max_calls: int | None = None,

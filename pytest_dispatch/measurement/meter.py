@@ -415,6 +415,8 @@ class DispatchMeter:
                 retire = instructions.retire_all(device)
                 for sampler in samplers:
                     if sampler.method == SEQUENTIAL:
+                        retire()
+                        instructions.turn_encoder_pool(device)
                         sampler.count_instructions(self.counter, sync, retire,
                                                    max_calls=(rounds or DEFAULT_ROUNDS) * sampler.per_round)
         measurements = [sampler.measurement(warmup) for sampler in samplers]
