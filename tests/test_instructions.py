@@ -773,11 +773,16 @@ class _PooledEncoder:
         self.device.pool.append(self.name)
 
 
-def test_a_counted_measurement_draws_encoders_from_below_those_earlier_calls_left_on_top():
+def test_a_counted_measurement_draws_new_encoders_whatever_earlier_calls_left_in_the_pool():
     # bottom to top; the two on top were left by a test whose submissions retired in any order
-    device = _PooledDevice(["d0", "d1", "d2", "left, many passes", "left"])
-    instructions.turn_encoder_pool(device, encoders=4)
-    assert device.pool == ["d0", "left", "left, many passes", "d2", "d1"]
-    device = _PooledDevice(["left"])  # fewer pooled than drawn: new ones come on top
-    instructions.turn_encoder_pool(device, encoders=3)
-    assert device.pool == ["left", "new 1", "new 2"]
+    device = _PooledDevice(["d0", "left, many passes", "left"])
+    instructions.set_aside_pooled_encoders(device, encoders=4)
+    assert device.pool == [] and device.made == 1
+    assert [device.create_command_encoder().name for _ in range(2)] == ["new 2", "new 2"]
+    instructions.set_aside_pooled_encoders(device, encoders=4)  # the next measurement's too
+    assert device.pool == [] and device.made == 5
+    aside = device.__dict__.pop(instructions._ENCODERS_ASIDE)
+    assert sorted(e.name for e in aside) == ["d0", "left", "left, many passes", "new 1", "new 2", "new 3",
+                                             "new 4", "new 5"]
+    del aside  # kept no longer than the device: then returned
+    assert len(device.pool) == 8

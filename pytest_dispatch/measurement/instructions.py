@@ -136,10 +136,11 @@ THREAD_LOCAL_LOOKUP_PRICE = 110  # a look-up of a small dict, probing once (the 
 COUNTED_IN_SESSION = "the session's process"
 COUNTED_IN_WORKERS = "pytest-xdist workers"
 
-ENCODERS_TURNED = 64  # command encoders drawn and dropped before a counted measurement (turn_encoder_pool)
+ENCODERS_SET_ASIDE = 64  # pooled command encoders drawn and kept before a counted measurement
+_ENCODERS_ASIDE = "_pytest_dispatch_encoders_aside"
 COUNTING_RULES = (f"6: type cache misses out, allocations at {ALLOCATION_PRICE}, "
                   f"thread-local look-ups at {THREAD_LOCAL_LOOKUP_PRICE}, warm-up from the first call, "
-                  f"{ENCODERS_TURNED} encoders turned first")
+                  f"{ENCODERS_SET_ASIDE} pooled encoders set aside first")
 
 # Where the counted instructions ran, by the object file they belong to (report order).
 LAYERS = ("interpreter", "cffi", "wgpu", "driver", "libc", "allocator", "other")
@@ -711,21 +712,19 @@ def retire_all(device) -> Callable[[], None]:
     return poll if callable(poll) else (lambda: None)
 
 
-def turn_encoder_pool(device, encoders: int = ENCODERS_TURNED) -> None:
+def set_aside_pooled_encoders(device, encoders: int = ENCODERS_SET_ASIDE) -> None:
     """Before a counted measurement, its device idle: draw ``encoders`` command encoders and
-    drop them in the order drawn.
+    keep them as long as the device lives, so that the measurement's calls get new ones.
 
     wgpu-core keeps finished encoders on a stack, each a Vulkan command pool holding as many
     command buffers as it ever needed at once (16 at a time), and resetting one costs lavapipe
-    work for each buffer it holds.  Which encoders a measurement drew was set by when earlier
-    submissions happened to retire: `write` after a test of 10 passes in one encoder counted
-    0.3-0.5% more in some processes than in others.  Dropped in the order drawn, the encoders
-    that earlier calls left on top, in whatever order their submissions retired, go
-    ``encoders`` deep, and the measurement draws those that lay below them, in the order the
-    turns set."""
-    drawn = [device.create_command_encoder() for _ in range(encoders)]
-    while drawn:
-        del drawn[0]  # a list dropped whole would release them last-drawn first
+    work for each buffer it holds.  Which pooled encoders a measurement drew was set by what
+    ran before and by when its submissions happened to retire: `write` after a test of 10
+    passes in one encoder counted 0.3-0.5% more in some processes than in others.  The pool
+    holds what the calls before left (a measurement's own in-flight encoders, a few), so
+    drawing ``encoders`` empties it; those drawn beyond it are new, about 1.5 KB each."""
+    aside = device.__dict__.setdefault(_ENCODERS_ASIDE, [])  # on the device: they go when it goes
+    aside.extend(device.create_command_encoder() for _ in range(encoders))
 
 
 def warm_calls(dispatches_per_call: int, made: int = 0, max_calls: int | None = None,

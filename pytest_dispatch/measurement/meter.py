@@ -416,7 +416,7 @@ class DispatchMeter:
                 for sampler in samplers:
                     if sampler.method == SEQUENTIAL:
                         retire()
-                        instructions.turn_encoder_pool(device)
+                        instructions.set_aside_pooled_encoders(device)
                         sampler.count_instructions(self.counter, sync, retire,
                                                    max_calls=(rounds or DEFAULT_ROUNDS) * sampler.per_round)
         measurements = [sampler.measurement(warmup) for sampler in samplers]
