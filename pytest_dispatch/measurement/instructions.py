@@ -723,8 +723,9 @@ def set_aside_pooled_encoders(device, encoders: int = ENCODERS_SET_ASIDE) -> Non
     passes in one encoder counted 0.3-0.5% more in some processes than in others.  The pool
     holds what the calls before left (a measurement's own in-flight encoders, a few), so
     drawing ``encoders`` empties it; those drawn beyond it are new, about 1.5 KB each."""
-    aside = device.__dict__.setdefault(_ENCODERS_ASIDE, [])  # on the device: they go when it goes
-    aside.extend(device.create_command_encoder() for _ in range(encoders))
+    attributes = getattr(device, "__dict__", None)  # on the device: they go when it goes
+    if attributes is not None:
+        attributes.setdefault(_ENCODERS_ASIDE, []).extend(device.create_command_encoder() for _ in range(encoders))
 
 
 def warm_calls(dispatches_per_call: int, made: int = 0, max_calls: int | None = None,
