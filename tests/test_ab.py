@@ -262,6 +262,40 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
     assert any(line.endswith(f" on CPU{'s' if ',' in where else ''} {where})") for line in lines), lines
 
 
+STARTS_TEST = """
+import os
+from pytest_dispatch.workloads import AddOne
+
+open(os.path.join(os.environ["PLACEMENT_LOG"], f"started-{os.getpid()}"), "w").close()  # at collection
+
+def test_starts(dispatch_meter, gpu_device):
+    dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, per_round=2, name="starts")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="the OS cannot pin a process to a CPU")
+@pytest.mark.parametrize("guessed_right", [True, False])
+def test_the_first_pair_starts_again_only_where_its_placement_was_guessed_wrong(project, tmp_path, monkeypatch,
+                                                                               gpu_info, guessed_right):
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("one CPU: every adapter's session is placed on it")
+    (project / "test_starts.py").write_text(STARTS_TEST)
+    logs = tmp_path / "starts"
+    logs.mkdir()
+    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
+    # the guess: a GPU's device files where the adapter is a GPU (right), or the other way round
+    monkeypatch.setattr(coordinator, "_gpu_device_files", lambda: (not gpu_info.is_cpu) == guessed_right)
+    ticks = itertools.count(step=100)  # every CPU equally idle
+    monkeypatch.setattr(coordinator, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
+    lines = []
+    code = command.run(str(project), str(project), ["-p", "no:randomly", "test_starts.py"],
+                       coordinator.Settings(seed=7, threshold=1.0, prestart=False, **{**FAST, **TWO_SESSIONS}),
+                       out=lines.append)
+    assert code == 0, lines
+    assert len(list(logs.glob("started-*"))) == (4 if guessed_right else 6), lines  # two sessions' pairs
+
+
 EARLY_TEST = """
 import glob, json, os, time
 from pytest_dispatch.workloads import AddOne

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import glob
 import itertools
 import os
 import queue
@@ -236,7 +237,8 @@ class Job:
         self._cpus = _allowed_cpus(settings.cpu)
         self._cpu_offset = self.rng.randrange(len(self._cpus)) if self._cpus else 0
         self._cpus_chosen = settings.cpu if isinstance(settings.cpu, tuple) else None
-        self._cpus_per_session = cpus_per_session(cpu_adapter=False)  # until the workers name their adapter
+        # a guess until the workers name their adapter: a wrong one costs the first pair a restart
+        self._cpus_per_session = cpus_per_session(cpu_adapter=not _gpu_device_files())
         self._session_cpus: tuple[int, ...] = ()  # where the present session runs (() when not pinned)
         self._spares: tuple[_Side, _Side] | None = None  # the next session's workers, started early
         self._spare_cpus: tuple[int, ...] = ()
@@ -283,8 +285,11 @@ class Job:
         try:
             collected = self._start_both()
             self._check_adapters(collected)
+            guessed, placed = self._cpus_per_session, len(self._session_cpus)
             self._cpus_per_session = cpus_per_session(collected[HEAD]["adapter"].get("is_cpu", False))
-            if not self._cpus_chosen and len(self._session_cpus) > self._cpus_per_session:  # a CPU adapter
+            wanted = self._cpus_per_session
+            if not self._cpus_chosen and wanted != guessed and (
+                    placed > wanted or placed < min(wanted, len(self._cpus))):
                 _stop(self.sides)
                 collected = self._start_both()
             plan = self._plan(collected)
@@ -650,6 +655,13 @@ def cpus_per_session(cpu_adapter: bool) -> int:
     against 0.03 on two CPUs).  On a CPU adapter (lavapipe), one: its threads are the GPU, and
     on two CPUs each dispatch crossed between them (8x slower per call, sessions sd 0.23)."""
     return 1 if cpu_adapter else 2
+
+
+def _gpu_device_files() -> bool:
+    """Whether this host shows a GPU's device files (a DRM render node, NVIDIA's, WSL's): where
+    none is, the workers' adapter is a CPU one (lavapipe) and the first pair starts placed so."""
+    return any(glob.glob(pattern) for pattern in ("/dev/dri/renderD*", "/dev/nvidia[0-9]*", "/dev/dxg")) \
+        or not sys.platform.startswith("linux")
 
 
 def idlest_cpus(cpus: list[int], turn: int, count: int, window: float = 0.2) -> list[int]:
