@@ -14,9 +14,10 @@ dispatches, one submit (``pass``); 20 dispatches each with its own encoder and s
 ``--bases`` processes run the code unchanged; every third of them from a copy of the test
 file at a longer path with an unrelated environment variable set.  Six more processes each
 change the code of two tests, as a commit would: ``pass`` and ``seq`` get host work injected,
-an extra ``set_bind_group`` every M dispatches (API calls) or an empty Python loop of L turns
-per call (interpreter work), M and L sized from a first calibration session so that they add
-1%, 2% and 5%; their other three tests are unchanged neighbours of a change.  Then every pair
+N redundant ``set_bind_group`` calls per call, each where the pass sets its bind group (API
+calls), or an empty Python loop of L turns per call (interpreter work), N and L sized from a
+first calibration session so that they add 1%, 2% and 5% (the size each change measured is
+printed beside it); their other three tests are unchanged neighbours of a change.  Then every pair
 is compared as the gate compares a run with its baseline, one run against one run, no
 statistics: base against base, per test (A/A: any verdict but unchanged is a false alarm),
 a changed process's unchanged tests against every base (neighbours: the same), and each
@@ -31,6 +32,7 @@ import itertools
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,6 +48,7 @@ from pytest_dispatch import settings  # noqa: E402
 WORKLOADS = {"pass": (100, "single_pass"), "seq": (20, "per_dispatch"), "passes": (100, "passes_of_10"),
              "write": (50, "write_then_pass"), "bind": (50, "bind_each")}
 INJECTED = ("pass", "seq")
+CALIBRATION_BINDS = 100  # extra set_bind_group calls a call, to price one
 SIZES = (0.01, 0.02, 0.05)
 KINDS = ("api", "python")
 
@@ -55,7 +58,7 @@ import pytest
 import wgpu
 from pytest_dispatch.workloads import AddOne
 
-PLAN = json.loads(os.environ["PROOF_PLAN"])  # test -> [dispatches, encoding, extra bind group every M, loop turns]
+PLAN = json.loads(os.environ["PROOF_PLAN"])  # test -> [dispatches, encoding, extra set_bind_group calls, loop turns]
 ROUNDS = json.loads(os.environ.get("PROOF_ROUNDS", "null"))  # None: measure's default
 SMALL = bytes(256)
 
@@ -65,16 +68,15 @@ def kernel(gpu_device):
     return AddOne(gpu_device)
 
 
-def run(kernel, dispatches, encoding, every, turns):
+def run(kernel, dispatches, encoding, extra, turns):
     device = kernel.device
     if encoding == "single_pass":
         encoder = device.create_command_encoder()
         compute = encoder.begin_compute_pass()
         compute.set_pipeline(kernel.pipeline)
-        compute.set_bind_group(0, kernel.bind_group)
+        for _ in range(1 + extra):  # before the first dispatch: a bind group set again mid-pass would
+            compute.set_bind_group(0, kernel.bind_group)  # make the next dispatch check it again too
         for i in range(dispatches):
-            if every and i % every == every - 1:
-                compute.set_bind_group(0, kernel.bind_group)
             compute.dispatch_workgroups(kernel.workgroups)
         compute.end()
         device.queue.submit([encoder.finish()])
@@ -105,8 +107,7 @@ def run(kernel, dispatches, encoding, every, turns):
             encoder = device.create_command_encoder()
             compute = encoder.begin_compute_pass()
             compute.set_pipeline(kernel.pipeline)
-            compute.set_bind_group(0, kernel.bind_group)
-            if every and i % every == every - 1:
+            for _ in range(1 + extra // dispatches + (i < extra % dispatches)):
                 compute.set_bind_group(0, kernel.bind_group)
             compute.dispatch_workgroups(kernel.workgroups)
             compute.end()
@@ -117,8 +118,8 @@ def run(kernel, dispatches, encoding, every, turns):
 
 @pytest.mark.parametrize("test", list(PLAN))
 def test_workload(dispatch_meter, kernel, test):
-    dispatches, encoding, every, turns = PLAN[test]
-    dispatch_meter.measure(run, kernel, dispatches, encoding, every, turns, name=test,
+    dispatches, encoding, extra, turns = PLAN[test]
+    dispatch_meter.measure(run, kernel, dispatches, encoding, extra, turns, name=test,
                            **({"rounds": ROUNDS} if ROUNDS else {}))
 '''
 
@@ -143,16 +144,15 @@ def unchanged_plan() -> dict[str, list]:
 
 def injections(calibrated: dict[str, float]) -> dict[str, dict[str, list]]:
     """variant ("pass-api+1%") -> the plan entry that adds that much to its test, sized from a
-    calibration session (one extra set_bind_group per dispatch; 10,000 loop turns)."""
+    calibration session (CALIBRATION_BINDS extra set_bind_group calls; 10,000 loop turns)."""
     variants = {}
     for test in INJECTED:
         dispatches, encoding = WORKLOADS[test]
         base = calibrated[f"{test}-base"]
-        per_bind = (calibrated[f"{test}-api"] - base) / dispatches
+        per_bind = (calibrated[f"{test}-api"] - base) / CALIBRATION_BINDS
         per_turn = (calibrated[f"{test}-python"] - base) / 10_000
         for size in SIZES:
-            every = max(1, round(per_bind / (size * base / dispatches)))
-            variants[f"{test}-api+{size:.0%}"] = [dispatches, encoding, every, 0]
+            variants[f"{test}-api+{size:.0%}"] = [dispatches, encoding, max(1, round(size * base / per_bind)), 0]
             variants[f"{test}-python+{size:.0%}"] = [dispatches, encoding, 0, max(1, round(size * base / per_turn))]
     return variants
 
@@ -205,8 +205,9 @@ def main() -> int:
             for folder in (near, far):
                 folder.mkdir(parents=True)
                 (folder / "test_proof.py").write_text(TEST_FILE)
-            calibration = {f"{test}-{kind}": [*WORKLOADS[test], every, turns] for test in INJECTED
-                           for kind, every, turns in (("base", 0, 0), ("api", 1, 0), ("python", 0, 10_000))}
+            calibration = {f"{test}-{kind}": [*WORKLOADS[test], extra, turns] for test in INJECTED
+                           for kind, extra, turns in (("base", 0, 0), ("api", CALIBRATION_BINDS, 0),
+                                                      ("python", 0, 10_000))}
             variants = injections(session(near, calibration, args.impl, impl_env, Path(scratch) / "calibration.json",
                                           args.rounds))
             jobs = [{"kind": "base", "moved": index % 3 == 2, "plan": unchanged_plan(), "injected": {}}
@@ -255,10 +256,12 @@ def judge(runs: list[dict], tolerance: float) -> dict:
     neighbours = [(test, c["counts"][test] / a["counts"][test]) for c in changed for a in bases
                   for test in WORKLOADS if test not in c["injected"]]
     caught: dict[str, list[bool]] = {}
+    measured: dict[str, list[float]] = {}  # what each change added, against every base: its real size
     for c in changed:
         for test, variant in c["injected"].items():
-            caught.setdefault(variant, []).extend(c["counts"][test] / a["counts"][test] > 1 + tolerance
-                                                  for a in bases)
+            ratios = [c["counts"][test] / a["counts"][test] for a in bases]
+            caught.setdefault(variant, []).extend(ratio > 1 + tolerance for ratio in ratios)
+            measured.setdefault(variant, []).extend(ratios)
 
     def alarm(ratio: float) -> bool:
         return not 1 / (1 + tolerance) <= ratio <= 1 + tolerance
@@ -279,7 +282,9 @@ def judge(runs: list[dict], tolerance: float) -> dict:
         if ratios:
             lines.append(f"  {test}: A/A largest {100 * max(abs(r - 1) for r in ratios):.3f}%")
     for variant, hits in sorted(caught.items()):
-        lines.append(f"{variant}: caught {sum(hits)} of {len(hits)} ({100 * sum(hits) / len(hits):.0f}%)")
+        size = statistics.median(measured[variant]) - 1
+        lines.append(f"{variant} (measured {100 * size:+.2f}%): caught {sum(hits)} of {len(hits)} "
+                     f"({100 * sum(hits) / len(hits):.0f}%)")
     for kind in KINDS:  # the same change in either test: the trials of one size of one kind of change
         for size in SIZES:
             hits = [hit for test in INJECTED for hit in caught.get(f"{test}-{kind}+{size:.0%}", [])]
@@ -289,7 +294,8 @@ def judge(runs: list[dict], tolerance: float) -> dict:
     return {"lines": lines, "aa_comparisons": len(aa), "aa_largest": max((abs(r - 1) for _, r, _ in aa), default=0),
             "aa_false_alarms": sum(alarm(r) for _, r, _ in aa), "neighbour_comparisons": len(neighbours),
             "neighbour_false_alarms": sum(alarm(r) for _, r in neighbours),
-            "caught": {k: [sum(v), len(v)] for k, v in caught.items()}}
+            "caught": {k: [sum(v), len(v)] for k, v in caught.items()},
+            "measured_size": {k: statistics.median(v) - 1 for k, v in measured.items()}}
 
 
 if __name__ == "__main__":
