@@ -286,8 +286,7 @@ class Job:
             collected = self._start_both()
             self._check_adapters(collected)
             guessed, placed = self._cpus_per_session, len(self._session_cpus)
-            self._cpus_per_session = cpus_per_session(collected[HEAD]["adapter"].get("is_cpu", False))
-            wanted = self._cpus_per_session
+            self._cpus_per_session = wanted = cpus_per_session(collected[HEAD]["adapter"].get("is_cpu", False))
             if not self._cpus_chosen and wanted != guessed and (
                     placed > wanted or placed < min(wanted, len(self._cpus))):
                 _stop(self.sides)

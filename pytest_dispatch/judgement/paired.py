@@ -424,7 +424,7 @@ def judge_sessions(sessions: Sequence[PairedVerdict], question: ChangeQuestion,
         return PairedVerdict(Status.INCONCLUSIVE, math.nan if not usable else usable[0].ratio, 0.0, math.inf, confidence,
                              pairs, seconds, a_median_us_per_call, b_median_us_per_call, 1.0, reason, sessions=len(sessions))
     n = e.size
-    mean, se = _weighted_mean_and_se(e, w)
+    mean, se = map(float, _weighted_mean_and_se(e, w))
     quantile = float(stats.t.isf(design.alpha_per_look, n - 1))
     low, high = mean - quantile * se, mean + quantile * se
     status = question.classify(low, high)
@@ -469,10 +469,12 @@ def _session_variance(verdict: PairedVerdict) -> float:
     return (half / float(stats.norm.isf((1 - verdict.confidence) / 2))) ** 2
 
 
-def _weighted_mean_and_se(e: np.ndarray, w: np.ndarray) -> tuple[float, float]:
-    """The weighted mean of ``e`` and its standard error from their weighted spread (n - 1 df)."""
-    mean = float(np.sum(w * e) / np.sum(w))
-    return mean, math.sqrt(float(np.sum(w * (e - mean) ** 2)) / ((e.size - 1) * float(np.sum(w))))
+def _weighted_mean_and_se(e: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The weighted mean of ``e`` along its last axis and its standard error from their
+    weighted spread (n - 1 df): floats for one series, arrays for a stack of them."""
+    mean = e @ w / w.sum()
+    spread = (e - np.expand_dims(mean, -1)) ** 2 @ w / ((e.shape[-1] - 1) * w.sum())
+    return mean, np.sqrt(spread)
 
 
 def _resolution_text(log_change: float) -> str:
@@ -497,7 +499,7 @@ def futility(sessions: Sequence[PairedVerdict], question: ChangeQuestion, design
     probability = decision_probability(sessions, question, design)
     if probability >= FUTILITY_PROBABILITY:
         return None
-    sd = _weighted_mean_and_se(e, w)[1] * math.sqrt(e.size)
+    sd = float(_weighted_mean_and_se(e, w)[1]) * math.sqrt(e.size)
     half = float(stats.t.isf(design.alpha_per_look, cap - 1)) * sd / math.sqrt(cap)
     return (f"stopped after {len(sessions)} sessions: with their ratios (sd {sd:.1%}) a decision at {cap} sessions "
             f"has probability {probability:.0%} (below {FUTILITY_PROBABILITY:.0%}); {cap} sessions resolve "
@@ -530,16 +532,15 @@ def decision_probability(sessions: Sequence[PairedVerdict], question: ChangeQues
         return 1.0  # one session says nothing about the spread: nothing rules a decision out
     left = design.max_sessions - len(sessions)
     n, total = e.size, e.size + max(left, 0)
-    mean, se = _weighted_mean_and_se(e, w)
+    mean, se = map(float, _weighted_mean_and_se(e, w))
     rng = np.random.default_rng(_FUTILITY_SEED)
     sigma = se * math.sqrt(n) * np.sqrt((n - 1) / rng.chisquare(n - 1, _FUTILITY_DRAWS))
     mu = rng.normal(mean, sigma / math.sqrt(n))
     future = rng.normal(mu[:, None], sigma[:, None], (_FUTILITY_DRAWS, max(left, 0)))
     completed = np.concatenate([np.broadcast_to(e, (_FUTILITY_DRAWS, n)), future], axis=1)
     weights = np.concatenate([w, np.ones(max(left, 0))])  # a session to come: a typical one
-    means = completed @ weights / weights.sum()
-    spread = ((completed - means[:, None]) ** 2) @ weights / ((total - 1) * weights.sum())
-    half = float(stats.t.isf(design.alpha_per_look, total - 1)) * np.sqrt(spread)
+    means, ses = _weighted_mean_and_se(completed, weights)
+    half = float(stats.t.isf(design.alpha_per_look, total - 1)) * ses
     decided = sum(question.classify(low, high) is not None
                   for low, high in zip((means - half).tolist(), (means + half).tolist()))
     return decided / _FUTILITY_DRAWS
