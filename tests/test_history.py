@@ -373,7 +373,7 @@ def test_counted_runs_make_a_history_of_host_instructions_with_each_change_named
     assert cli.main(["history", "--storage", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     assert f"{stepped}: host instructions/call 2,000,000 -> 2,016,000 (x1.0080, regressed) at 03cccccccc" in text
-    assert f"{steady}: unchanged over 6 counted run(s) (within 0.5% from run to run; a run counted with other" in text
+    assert f"{steady}: unchanged over 6 counted run(s) (each within 0.5% of the first; a run counted with other" in text
     assert "counted with other software from 05cccccccc on (python CPython 3.11.7 -> CPython 3.12.1)" in text
     assert text.count("regressed") == 1
     assert f"{stepped}: dispatches 10 -> 11 per call at 04cccccccc" in text  # counts stay exact in counted runs
@@ -403,6 +403,24 @@ def test_counted_runs_make_a_history_of_host_instructions_with_each_change_named
     import xml.etree.ElementTree as ET
 
     ET.fromstring(html.split("<!DOCTYPE html>\n", 1)[1])  # well-formed
+
+
+def test_small_counted_steps_that_add_up_are_named_where_their_sum_crosses_the_tolerance(tmp_path, capsys):
+    # +0.2% a commit: no step alone is beyond 0.5%, the third one takes the level to +0.6%
+    for index in range(6):
+        save_counted_run(tmp_path, index, {"creeping": 1_000_000 * 1.002 ** min(index, 3)})
+    creeping = f"{NODE}::creeping"
+
+    assert cli.main(["history", "--storage", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert (f"{creeping}: host instructions/call 1,000,000 -> 1,006,012 (x1.0060, regressed, crept since "
+            f"00cccccccc) at 03cccccccc") in text
+    assert text.count("regressed") == 1  # the level is set again at the change: commits 4 and 5 match it
+
+    assert cli.main(["history", "--storage", str(tmp_path), "--json"]) == 0
+    (gpu,) = json.loads(capsys.readouterr().out)["gpus"]
+    (change,) = gpu["counted"][0]["changes"]
+    assert change["since_commit"] == "00" + "c" * 38 and change["commit"] == "03" + "c" * 38
 
 
 def test_compare_judges_two_counted_runs_exactly_and_shows_their_instructions(tmp_path, capsys):

@@ -473,14 +473,17 @@ def series_of(runs: list[StoredRun], key: str, settings: Settings = Settings(),
 
 @dataclasses.dataclass(frozen=True)
 class InstructionChange:
-    """Host instructions per call beyond the tolerance between two consecutive counted runs of
-    the same software: exact counts, so no statistics (as the gate compares them)."""
+    """Host instructions per call beyond the tolerance between two counted runs of the same
+    software: exact counts, so no statistics (as the gate compares them).  Mostly a run and the
+    one before it; steps each within the tolerance that add up are named where their sum
+    crosses it, from the run that set the level (``since``: the series' first, or its last change)."""
 
     key: str
     run: StoredRun  # the first run with the new count
     before: float
     after: float
     tolerance: float
+    since: StoredRun | None = None  # the run that set the level, where it is not the run just before
 
     @property
     def ratio(self) -> float:
@@ -491,8 +494,9 @@ class InstructionChange:
         return exact_ratio_status(self.ratio, self.tolerance)
 
     def summary(self) -> str:
+        crept = f", crept since {self.since.short_commit}" if self.since is not None else ""
         return (f"{self.key}: host instructions/call {self.before:,.0f} -> {self.after:,.0f} (x{self.ratio:.4f}, "
-                f"{self.status}) at {self.run.short_commit} ({_commit_label(self.run)})")
+                f"{self.status}{crept}) at {self.run.short_commit} ({_commit_label(self.run)})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -516,23 +520,29 @@ class CountedSeries:
         """The line for a series without a change: exact counts inside the tolerance are evidence."""
         other = "; a run counted with other software is not compared" if self.software_changes else ""
         return (f"{self.key}: {Status.UNCHANGED} over {len(self.runs)} counted run(s) "
-                f"(within {100 * self.tolerance:g}% from run to run{other})")
+                f"(each within {100 * self.tolerance:g}% of the first{other})")
 
 
 def counted_series_of(runs: list[StoredRun], key: str, tolerance: float = INSTRUCTION_TOLERANCE) -> CountedSeries:
-    """The counted runs of ``key`` (in their order), each compared with the one before it."""
+    """The counted runs of ``key`` (in their order), each compared with the run that set the
+    level before it: the first, or the last change (or change of software)."""
     counted = [run for run in runs if key in run.counted]
     changes, software_changes = [], []
+    level = counted[0] if counted else None
     for before, after in zip(counted, counted[1:]):
         differences = (() if before.counted_with is None or after.counted_with is None
                        else tuple(after.counted_with.differences(before.counted_with)))
         if differences:
             software_changes.append((after, differences))
+            level = after
             continue
         change = InstructionChange(key, after, before.counted[key].instructions_per_call,
                                    after.counted[key].instructions_per_call, tolerance)
+        if change.status == Status.UNCHANGED and level is not before:  # small steps that add up
+            change = dataclasses.replace(change, before=level.counted[key].instructions_per_call, since=level)
         if change.status != Status.UNCHANGED:
             changes.append(change)
+            level = after
     count_changes = _count_changes(key, counted, [run.counted[key].counts for run in counted])
     return CountedSeries(key, tuple(counted), tuple(changes), tuple(software_changes), tolerance, tuple(count_changes))
 
@@ -691,7 +701,8 @@ def as_json(histories: list[GpuHistory], settings: Settings, note: str | None,
                     "points": [{"run": index_of[run.path], "instructions_per_call": run.counted[c.key].instructions_per_call}
                                for run in c.runs],
                     "changes": [{"run": index_of[ch.run.path], "commit": ch.run.commit, "before": ch.before,
-                                 "after": ch.after, "ratio": ch.ratio, "status": ch.status} for ch in c.changes],
+                                 "after": ch.after, "ratio": ch.ratio, "status": ch.status,
+                                 "since_commit": ch.since.commit if ch.since else None} for ch in c.changes],
                     "software_changes": [{"run": index_of[run.path], "differences": list(differences)}
                                          for run, differences in c.software_changes],
                     "tolerance": c.tolerance} for c in history.counted]
