@@ -163,6 +163,7 @@ def test_history_names_the_commit_of_the_step_and_nothing_for_the_steady_one(tmp
     changes = out.split("count changes")[0]
     assert f"{KEY}: " in changes and "at 05cccccccc" in changes and "slower" in changes
     assert f"{STEADY}: no change resolvable (runs spread x" in changes
+    assert "use an A/B job, or save counted runs (--dispatch-instructions) for the host's share)" in changes
     assert f"{KEY}: no change resolvable" not in changes
     assert f"{KEY}: dispatches 10 -> 12 per call at 07cccccccc" in out
 

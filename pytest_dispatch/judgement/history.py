@@ -281,7 +281,8 @@ class Series:
     def unresolved_summary(self) -> str:
         """The line for a series with no change point: what its runs could have shown."""
         return (f"{self.key}: no change resolvable (runs spread x{self.spread:.2f}; this history resolves changes "
-                f"of x{self.resolution:.2f} or more; for smaller ones use an A/B job)")
+                f"of x{self.resolution:.2f} or more; for smaller ones use an A/B job, or save counted runs "
+                f"(--dispatch-instructions) for the host's share)")
 
     @property
     def medians(self) -> np.ndarray:
