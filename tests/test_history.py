@@ -143,6 +143,38 @@ def test_a_change_falls_between_commits_never_inside_one():
     assert index in (4, 6) and p < 0.01
 
 
+def test_a_step_the_runs_cannot_place_exactly_is_named_with_the_commits_it_may_follow():
+    # one run a commit; the step is at run 9, but run 8 reads as high as the runs after it
+    medians = np.array([95, 82, 95, 99, 86, 83, 91, 127, 109, 111, 104, 136, 108, 122, 154, 106, 115, 100, 126, 122.])
+    ((index, step),) = history.steps_of(medians, commits=range(20))
+    first, last = history.placement_of(medians, range(20), 0, 20, index, step.confidence)
+    assert index == 7 and first <= 8 <= last and last - first >= 2  # run 7 named; the truth, run 8, is in the set
+    # a step far beyond the spread is placed at its run alone
+    clean = np.r_[40 * np.exp(np.linspace(-0.01, 0.01, 10)), 60 * np.exp(np.linspace(-0.01, 0.01, 10))]
+    ((index, step),) = history.steps_of(clean, commits=range(20))
+    assert history.placement_of(clean, range(20), 0, 20, index, step.confidence) == (10, 10)
+
+
+def test_history_says_which_commits_a_step_may_follow_in_every_output(tmp_path, capsys):
+    medians = [95, 82, 95, 99, 86, 83, 91, 127, 109, 111, 104, 136, 108, 122, 154, 106, 115, 100, 126, 122.]
+    for i, us in enumerate(medians):
+        save_run(tmp_path, i, [measurement("model", us=us, seed=i, noise=0.001)])
+    assert cli.main(["history", "--storage", str(tmp_path)]) == 0
+    assert f"at 07cccccccc (main, run 2026-11-01 07:05 UTC; p=" in capsys.readouterr().out
+    assert cli.main(["history", "--storage", str(tmp_path), "--json"]) == 0
+    ((point,),) = [s["change_points"] for s in json.loads(capsys.readouterr().out)["gpus"][0]["series"]]
+    first, last = int(point["placed_from_commit"][:2]), int(point["placed_to_commit"][:2])
+    assert point["commit"] == commit_of(7) and first <= 8 <= last and last - first >= 2
+    placed = f"placed within {first:02d}cccccccc..{last:02d}cccccccc at 99.9%: the runs cannot tell these commits apart"
+    assert cli.main(["history", "--storage", str(tmp_path)]) == 0
+    assert placed in capsys.readouterr().out
+    assert cli.main(["history", "--storage", str(tmp_path), "--markdown"]) == 0
+    assert placed in capsys.readouterr().out
+    page = tmp_path / "history.html"
+    assert cli.main(["history", "--storage", str(tmp_path), "--html", str(page)]) == 0
+    assert placed in page.read_text()
+
+
 def test_a_series_with_medians_below_zero_still_has_its_step_found():
     # the sync subtraction can leave a median <= 0 when the work is below the sync's noise
     medians = [-0.1, 0.2, 0.1, -0.05, 0.15, 5.0, 5.2, 4.9, 5.1, 5.3]
