@@ -227,16 +227,15 @@ class ChangePoint:
     runs_before: int
     runs_after: int
     # the first runs of the earliest and latest commits the step may follow, by its runs (both ``run``: placed exactly)
-    earliest: StoredRun | None = None
-    latest: StoredRun | None = None
+    earliest: StoredRun
+    latest: StoredRun
 
     @property
     def placement(self) -> str:
-        """'' when the runs place the step at its commit alone, else the commits it may lie at."""
-        earliest, latest = self.earliest or self.run, self.latest or self.run
-        if earliest is latest:
+        """'' when the runs place the step at its commit alone, else '; ' and the commits it may lie at."""
+        if self.earliest is self.latest:
             return ""
-        return (f"placed within {earliest.short_commit}..{latest.short_commit} at "
+        return (f"; placed within {self.earliest.short_commit}..{self.latest.short_commit} at "
                 f"{format_confidence(self.step.confidence)}: the runs cannot tell these commits apart")
 
     @property
@@ -255,8 +254,7 @@ class ChangePoint:
         return (f"{self.key}: {self.before_us_per_dispatch:.2f} -> {self.after_us_per_dispatch:.2f} µs/dispatch "
                 f"(x{self.ratio:.3f} per dispatch, {self.direction}, {format_confidence(self.step.confidence)} interval "
                 f"x{self.step.low:.3f}-{self.step.high:.3f}) at {self.run.short_commit} ({_commit_label(self.run)}; "
-                f"p={self.p_value:.2g}, {self.runs_before} runs before, {self.runs_after} after"
-                f"{'; ' + self.placement if self.placement else ''})")
+                f"p={self.p_value:.2g}, {self.runs_before} runs before, {self.runs_after} after{self.placement})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -377,6 +375,12 @@ def step_between(before: np.ndarray, after: np.ndarray, alpha: float, boundaries
     return Step(as_ratio(difference), as_ratio(low), as_ratio(high), confidence, p)
 
 
+def _relative_scale(values: np.ndarray) -> np.ndarray:
+    """Run medians where a change is relative: their logs; raw where a median is <= 0 (work
+    below the sync's noise)."""
+    return np.log(values) if np.all(values > 0) else values
+
+
 def placement_of(values: np.ndarray, splits: Sequence[int], start: int, end: int, best: int,
                  confidence: float) -> tuple[int, int]:
     """The first and last of ``splits`` (run indices, start < split < end) where one step
@@ -388,7 +392,7 @@ def placement_of(values: np.ndarray, splits: Sequence[int], start: int, end: int
     spread and 95-100% with two-level spread (benchmarks/placement_sim.py)."""
     from scipy import stats as sps
 
-    x = np.log(values[start:end]) if np.all(values[start:end] > 0) else values[start:end]
+    x = _relative_scale(values[start:end])
 
     def error(split: int) -> float:
         left, right = x[:split - start], x[split - start:]
@@ -403,7 +407,7 @@ def placement_of(values: np.ndarray, splits: Sequence[int], start: int, end: int
 
 def resolvable_step(values: Sequence[float], settings: "Settings", boundaries: int) -> float:
     """The smallest step (a ratio) this series could name, with its spread, at its middle."""
-    x = np.log(np.asarray(values, dtype=float)) if np.all(np.asarray(values) > 0) else np.asarray(values, float)
+    x = _relative_scale(np.asarray(values, dtype=float))
     if x.size < 4:
         return math.inf
     from scipy import stats as sps
@@ -442,8 +446,7 @@ def steps_of(medians: Iterable[float], settings: Settings = Settings(),
         return []
     boundaries = len(starts) - 1
     levels = np.array([np.median(values[a:b]) for a, b in zip(starts, [*starts[1:], values.size])])
-    # relative changes on a log scale; a median <= 0 (work below the sync's noise) keeps the raw scale
-    transformed = np.log(levels) if np.all(levels > 0) else levels
+    transformed = _relative_scale(levels)
     scaled = (transformed / _robust_scale(transformed)).reshape(-1, 1)
     penalty = settings.penalty if settings.penalty is not None else 2 * np.log(levels.size)
     found = require_ruptures().Pelt(model="l2", min_size=1, jump=1).fit(scaled).predict(pen=penalty)[:-1]
@@ -495,7 +498,7 @@ def series_of(runs: list[StoredRun], key: str, settings: Settings = Settings(),
         commits = [run.commit if run.commit and not run.dirty else f"run {i}" for i, run in enumerate(measured)]
         found = steps_of(values, settings, commits)
         bounds = [0, *(i for i, _ in found), len(values)]
-        splits = _group_starts(commits)
+        splits = _group_starts(commits)  # a change can only fall where a commit starts
         placements = [placement_of(np.asarray(values, dtype=float), splits, bounds[i], bounds[i + 2], index,
                                    step.confidence) for i, (index, step) in enumerate(found)]
         change_points = tuple(
@@ -504,7 +507,7 @@ def series_of(runs: list[StoredRun], key: str, settings: Settings = Settings(),
                         measured[placements[i][0]], measured[placements[i][1]])
             for i, (index, step) in enumerate(found)
         )
-        boundaries = max(len(_group_starts(commits)) - 1, 1)
+        boundaries = max(len(splits) - 1, 1)
     else:
         boundaries = 1
     return Series(key, measured[0].fingerprint if measured else "", tuple(measured), change_points,
@@ -732,8 +735,8 @@ def as_json(histories: list[GpuHistory], settings: Settings, note: str | None,
                      "after_us": cp.after_us_per_dispatch, "ratio": cp.ratio, "low": cp.step.low, "high": cp.step.high,
                      "confidence": cp.step.confidence, "p_value": cp.p_value,
                      "runs_before": cp.runs_before, "runs_after": cp.runs_after,
-                     "placed_from_commit": (cp.earliest or cp.run).commit,
-                     "placed_to_commit": (cp.latest or cp.run).commit} for cp in s.change_points],
+                     "placed_from_commit": cp.earliest.commit,
+                     "placed_to_commit": cp.latest.commit} for cp in s.change_points],
                 "resolution": None if math.isinf(s.resolution) else s.resolution,
                 "runs_spread": None if math.isinf(s.spread) else s.spread,
                 "count_changes": [{"run": index_of[c.run.path], "commit": c.run.commit, "kind": c.kind,

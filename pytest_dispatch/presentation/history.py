@@ -84,7 +84,7 @@ def render_markdown(histories: list[GpuHistory], settings: Settings, note: str |
                   f"{len(history.runs)} runs; change points: {note or describe_settings(settings)}", ""]
         rows = [(cp.key, f"{cp.before_us_per_dispatch:.2f} → {cp.after_us_per_dispatch:.2f} µs/dispatch "
                          f"(×{cp.ratio:.3f} per dispatch, {format_confidence(cp.step.confidence)} interval ×{cp.step.low:.3f}–{cp.step.high:.3f}"
-                         f"{'; ' + cp.placement if cp.placement else ''})",
+                         f"{cp.placement})",
                  cp.run) for s in history.series for cp in (s.change_points or ())]
         rows += [(c.key, f"{c.kind} {c.before} → {c.after} per call", c.run)
                  for s in (*history.series, *history.counted) for c in s.count_changes]
@@ -270,7 +270,7 @@ def _overview(gpu_history: GpuHistory, anchors: dict[str, str]) -> list[str]:
             rows.append(f'<tr class="change"><td>{link}</td><td>{cp.before_us_per_dispatch:.3f} → '
                         f'{cp.after_us_per_dispatch:.3f} µs/dispatch (×{cp.ratio:.3f} per dispatch, {cp.direction}, interval ×{cp.step.low:.3f}–'
                         f'{cp.step.high:.3f}; p={cp.p_value:.2g}, {cp.runs_before} runs before, '
-                        f'{cp.runs_after} after{escape("; " + cp.placement) if cp.placement else ""})</td>'
+                        f'{cp.runs_after} after{escape(cp.placement)})</td>'
                         f'<td><code>{escape(cp.run.short_commit)}</code></td>'
                         f'<td>{escape(cp.run.branch or "-")}</td></tr>')
         for change in series.count_changes:
