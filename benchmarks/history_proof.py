@@ -235,16 +235,16 @@ def main() -> int:
         values = " ".join(format(p[value], spec) for p in s["points"])
         print(f"{name} {what}, commit order: {values}")
     right = invented = placed = 0
-    position = {commit: index for index, commit in enumerate(commits)}
+    number = {commit: index + 1 for index, commit in enumerate(commits)}  # 1-based, as the steps are
     for copy, first in enumerate(steps):
-        named = [c["commit"] for c in series[f"test_changed[{copy}]"][found]]
+        changes = series[f"test_changed[{copy}]"][found]
+        named = [c["commit"] for c in changes]
         right += named == [commits[first - 1]]
-        placed += any(position.get(c.get("placed_from_commit", c["commit"]), -1) <= first - 1
-                      <= position.get(c.get("placed_to_commit", c["commit"]), -1)
-                      for c in series[f"test_changed[{copy}]"][found])
+        # a counted change is placed at its commit; a timed one between placed_from and placed_to
+        placed += any(number.get(c.get("placed_from_commit", c["commit"]), 0) <= first
+                      <= number.get(c.get("placed_to_commit", c["commit"]), 0) for c in changes)
         quiet = [c["commit"] for c in series[f"test_steady[{copy}]"][found]]
         invented += bool(quiet)
-        number = {commit: index + 1 for index, commit in enumerate(commits)}
         print(f"series {copy}: step at commit {first} ({commits[first - 1][:10]}): named at "
               f"{[number.get(c, c) for c in named]}; its steady twin named {[number.get(c, c) for c in quiet]}")
     counts = [] if args.counted else [c for s in series.values() for c in s["count_changes"]]
