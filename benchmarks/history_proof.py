@@ -19,6 +19,9 @@ after every dispatch (a spin's instructions would depend on time; ``--step`` pri
 one more counted session, not saved); the check is then on the counted series, which
 ``history`` compares run by run, exactly.  Prints the series and the verdict; exit 0 when the
 check passes.  With ``--out``, writes history.json, history.md and history.html there.
+With ``--work DIR`` the repository and storage are kept there, and a second call with the same
+arguments goes on from the last commit saved; ``--stop-after S`` ends a call (exit 3) before a
+commit that would start after S seconds: together they split a long proof over several commands.
 """
 
 from __future__ import annotations
@@ -164,6 +167,9 @@ def main() -> int:
     parser.add_argument("--counted", action="store_true", help="count host instructions (--dispatch-instructions)")
     parser.add_argument("--extra-turns", type=int, default=0, help="empty Python loop turns added after each dispatch")
     parser.add_argument("--out", help="folder for history.json, history.md and history.html")
+    parser.add_argument("--work", help="keep the repository and storage here; a second call goes on where one stopped")
+    parser.add_argument("--stop-after", type=float, default=None,
+                        help="seconds: start no commit after this; exit 3 (go on with the same command and --work)")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, e.g. --gpu-impl dawn")
     args = parser.parse_args()
     if args.extra_us is None:
@@ -175,21 +181,35 @@ def main() -> int:
     except history.ChangePointsUnavailable as error:
         raise SystemExit(f"history_proof: {error}") from None
 
-    work = Path(tempfile.mkdtemp(prefix="history-proof-"))
-    repo, storage = work / "repo", work / "storage"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "proof@example.invalid")
-    git(repo, "config", "user.name", "history proof")
-    (repo / "test_workload.py").write_text(TEST_FILE)
-    start = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) - datetime.timedelta(hours=1)
+    proof = {name: value for name, value in vars(args).items() if name not in ("work", "stop_after", "out")}
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="history-proof-"))
+    repo, storage, state_file = work / "repo", work / "storage", work / "state.json"
+    if not (repo / ".git").is_dir():
+        repo.mkdir(parents=True, exist_ok=True)
+        git(repo, "init", "-q", "-b", "main")
+        git(repo, "config", "user.email", "proof@example.invalid")
+        git(repo, "config", "user.name", "history proof")
+        (repo / "test_workload.py").write_text(TEST_FILE)
+        start = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) - datetime.timedelta(hours=1)
+        state_file.write_text(json.dumps({"start": start.isoformat(), "proof": proof}))
+    state = json.loads(state_file.read_text())
+    if state["proof"] != proof:
+        raise SystemExit(f"history_proof: {work} holds another proof: {state['proof']}")
+    start = datetime.datetime.fromisoformat(state["start"])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), *sys.path])}
     counted = ["--dispatch-instructions"] if args.counted else []
     steps = step_commits(args.runs, args.series, args.changed_from)
-    extra_us, extra_turns = args.extra_us, args.extra_turns
-    commits = []
+    extra_us, extra_turns = state.get("extra_us", args.extra_us), state.get("extra_turns", args.extra_turns)
+    commits = git(repo, "rev-list", "--reverse", "HEAD").split()[:state["commits"]] if "commits" in state else []
+    if commits:  # a commit made by a call stopped during its session is made again
+        git(repo, "reset", "-q", "--hard", commits[-1])
+        print(f"history_proof: going on in {work} after commit {len(commits)}/{args.runs}", flush=True)
     began = time.perf_counter()
-    for number in range(1, args.runs + 1):
+    for number in range(len(commits) + 1, args.runs + 1):
+        if args.stop_after is not None and time.perf_counter() - began > args.stop_after:
+            print(f"history_proof: stopped after commit {number - 1}/{args.runs}; go on with the same command",
+                  flush=True)
+            return 3
         changed = [copy for copy, first in enumerate(steps) if number >= first]
         write_cost(repo, number, args, {copy: extra_us for copy in changed if extra_us},
                    {copy: extra_turns for copy in changed if extra_turns})
@@ -221,6 +241,8 @@ def main() -> int:
                 extra_us = args.step * base
                 print(f"history_proof: {base:.2f} µs a dispatch: +{args.step:.0%} is {extra_us:.2f} µs spun a "
                       f"dispatch", flush=True)
+        state.update(commits=number, extra_us=extra_us, extra_turns=extra_turns)
+        state_file.write_text(json.dumps(state))
 
     text = history_output(storage)
     document = json.loads(history_output(storage, "--json"))
