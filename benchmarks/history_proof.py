@@ -19,8 +19,8 @@ after every dispatch (a spin's instructions would depend on time; ``--step`` pri
 one more counted session, not saved); the check is then on the counted series, which
 ``history`` compares run by run, exactly.  Prints the series and the verdict; exit 0 when the
 check passes.  With ``--out``, writes history.json, history.md and history.html there.
-With ``--work DIR`` the repository and storage are kept there, and a second call with the same
-arguments goes on from the last commit saved; ``--stop-after S`` ends a call (exit 3) before a
+With ``--work DIR`` the storage and state.json are kept there (the repository is made again from
+them), and a second call with the same arguments goes on from the last commit saved; ``--stop-after S`` ends a call (exit 3) before a
 commit that would start after S seconds: together they split a long proof over several commands.
 """
 
@@ -32,6 +32,7 @@ import datetime
 import io
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -182,28 +183,44 @@ def main() -> int:
         raise SystemExit(f"history_proof: {error}") from None
 
     proof = {name: value for name, value in vars(args).items() if name not in ("work", "stop_after", "out")}
-    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="history-proof-"))
+    work = Path(args.work).resolve() if args.work else Path(tempfile.mkdtemp(prefix="history-proof-"))
     repo, storage, state_file = work / "repo", work / "storage", work / "state.json"
-    if not (repo / ".git").is_dir():
-        repo.mkdir(parents=True, exist_ok=True)
-        git(repo, "init", "-q", "-b", "main")
-        git(repo, "config", "user.email", "proof@example.invalid")
-        git(repo, "config", "user.name", "history proof")
-        (repo / "test_workload.py").write_text(TEST_FILE)
+    if not state_file.exists():
         start = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) - datetime.timedelta(hours=1)
+        work.mkdir(parents=True, exist_ok=True)
         state_file.write_text(json.dumps({"start": start.isoformat(), "proof": proof}))
     state = json.loads(state_file.read_text())
     if state["proof"] != proof:
         raise SystemExit(f"history_proof: {work} holds another proof: {state['proof']}")
     start = datetime.datetime.fromisoformat(state["start"])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), *sys.path])}
-    counted = ["--dispatch-instructions"] if args.counted else []
     steps = step_commits(args.runs, args.series, args.changed_from)
     extra_us, extra_turns = state.get("extra_us", args.extra_us), state.get("extra_turns", args.extra_turns)
-    commits = git(repo, "rev-list", "--reverse", "HEAD").split()[:state["commits"]] if "commits" in state else []
-    if commits:  # a commit made by a call stopped during its session is made again
-        git(repo, "reset", "-q", "--hard", commits[-1])
+
+    def commit(number: int) -> str:
+        """Commit ``number`` (1-based): the same content and dates give the same hash, so the
+        repository can be made again from state.json where only the storage was kept."""
+        changed = [copy for copy, first in enumerate(steps) if number >= first]
+        write_cost(repo, number, args, {copy: extra_us for copy in changed if extra_us},
+                   {copy: extra_turns for copy in changed if extra_turns})
+        git(repo, "add", "-A")
+        stamp = (start + datetime.timedelta(minutes=number)).isoformat()
+        git(repo, "commit", "-q", "-m", f"revision {number}", env={"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp})
+        return git(repo, "rev-parse", "HEAD")
+
+    shutil.rmtree(repo, ignore_errors=True)  # made again: a call stopped during a session left a commit
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "proof@example.invalid")
+    git(repo, "config", "user.name", "history proof")
+    (repo / "test_workload.py").write_text(TEST_FILE)
+    commits = [commit(number) for number in range(1, state.get("commits", 0) + 1)]
+    if commits:
+        saved = {path.name.split("_")[1] for path in storage.glob("*/*.json")}
+        if not set(commits) <= saved:
+            raise SystemExit(f"history_proof: the commits made again from {state_file} are not those of its runs")
         print(f"history_proof: going on in {work} after commit {len(commits)}/{args.runs}", flush=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), *sys.path])}
+    counted = ["--dispatch-instructions"] if args.counted else []
     began = time.perf_counter()
     for number in range(len(commits) + 1, args.runs + 1):
         if args.stop_after is not None and time.perf_counter() - began > args.stop_after:
@@ -211,12 +228,7 @@ def main() -> int:
                   flush=True)
             return 3
         changed = [copy for copy, first in enumerate(steps) if number >= first]
-        write_cost(repo, number, args, {copy: extra_us for copy in changed if extra_us},
-                   {copy: extra_turns for copy in changed if extra_turns})
-        git(repo, "add", "-A")
-        stamp = (start + datetime.timedelta(minutes=number)).isoformat()
-        git(repo, "commit", "-q", "-m", f"revision {number}", env={"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp})
-        commits.append(git(repo, "rev-parse", "HEAD"))
+        commits.append(commit(number))
         measured = work / "first.json"
         for _ in range(args.sessions):
             pytest_session(repo, env, ["--dispatch-save=proof", f"--dispatch-storage={storage}", *counted,
