@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pytest_dispatch.ab import verdicts, worker
+from pytest_dispatch.ab import verdicts, worker, zygote
 from pytest_dispatch.ab.channel import Channel, ChannelClosed
 from pytest_dispatch.ab.trees import source_roots
 from pytest_dispatch import settings as gate_settings
@@ -78,6 +78,9 @@ class Settings:
     # there are PRESTART_SESSIONS_OF_CPUS sessions' worth of them (not on a 2-core machine);
     # off: --no-prestart.
     prestart: bool = True
+    # From the second session on, where the next pair does not start early, fork a session's two
+    # workers from one process that imported pytest, the plugin and WebGPU for both; off: --no-fork.
+    fork: bool = True
 
     def as_dict(self) -> dict:
         """The job's ``settings`` in its JSON (docs/schema.md), where the pairs' times are ``min_seconds``
@@ -120,25 +123,36 @@ class _Side:
         self.tree, self.pytest_args, self.events = tree, pytest_args, events
         self.log_path = logs / f"{log_name or self.name}.log"
         self.log_shown = False  # a message named the log: it is kept after the job
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen | zygote.ForkedWorker | None = None
         self.channel: Channel | None = None
         self.generation = 0  # which process of the job this side's messages come from
         self._quit_sent = 0  # the generation told to quit
         self.placement: dict[str, str] = {}  # environment that places the worker (CPU, hash seed)
 
-    def start(self) -> None:
-        """Start the worker; it and its message pump run on the CPUs the calling thread may use."""
+    def start(self, warm: zygote.Zygote | None = None) -> None:
+        """Start the worker, forked from ``warm`` when given; it and its message pump run on the
+        CPUs the calling thread may use."""
         worker_reads, coordinator_writes = os.pipe()
         coordinator_reads, worker_writes = os.pipe()
-        command = worker.boot_command(sys.executable, self.name, worker_reads, worker_writes,
-                                      source_roots(self.tree), ["-p", "no:cacheprovider", *self.pytest_args])
+        roots, pytest_args = source_roots(self.tree), ["-p", "no:cacheprovider", *self.pytest_args]
         log = open(self.log_path, "a")
-        self.process = subprocess.Popen(command, cwd=self.tree, stdin=subprocess.DEVNULL, stdout=log,
-                                        stderr=subprocess.STDOUT, pass_fds=(worker_reads, worker_writes),
-                                        env=self._environment())
-        log.close()
-        os.close(worker_reads)
-        os.close(worker_writes)
+        try:
+            if warm:
+                self.process = warm.fork(worker.fork_arguments(self.name, roots, pytest_args), self.tree,
+                                         self._environment(), (worker_reads, worker_writes, log.fileno()))
+            else:
+                self.process = subprocess.Popen(
+                    worker.boot_command(sys.executable, self.name, worker_reads, worker_writes, roots, pytest_args),
+                    cwd=self.tree, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    pass_fds=(worker_reads, worker_writes), env=self._environment())
+        except zygote.Unavailable:
+            for descriptor in (coordinator_reads, coordinator_writes):
+                os.close(descriptor)
+            raise
+        finally:
+            log.close()
+            os.close(worker_reads)
+            os.close(worker_writes)
         self.channel = Channel(coordinator_reads, coordinator_writes)
         # Unique in the job: a lost worker is restarted, and the next session's pair may start
         # before this session's ends.
@@ -243,6 +257,10 @@ class Job:
         self._spares: tuple[_Side, _Side] | None = None  # the next session's workers, started early
         self._spare_cpus: tuple[int, ...] = ()
         self._spare_inbox: list[tuple[int, dict | None]] = []  # what they said before their session
+        self._implementation: str | None = None  # the adapter's WebGPU package, once the first pair names it
+        self._warm: zygote.Zygote | None = None  # the process this session's workers were forked from
+        self._ctypes: dict[str, None] = {}  # C types the workers parsed, in order (zygote parses them first)
+        self._fork = settings.fork and zygote.available()
 
     # -- messages
 
@@ -285,6 +303,7 @@ class Job:
         try:
             collected = self._start_both()
             self._check_adapters(collected)
+            self._implementation = collected[HEAD]["adapter"].get("implementation")
             guessed, placed = self._cpus_per_session, len(self._session_cpus)
             self._cpus_per_session = wanted = cpus_per_session(collected[HEAD]["adapter"].get("is_cpu", False))
             if not self._cpus_chosen and wanted != guessed and (
@@ -308,6 +327,7 @@ class Job:
                     self._next_pair()
         finally:
             _stop(self.sides)
+            self._end_warm()
             for side in self._spares or ():
                 side.kill()  # it has run nothing: no need to wait for the end of its start-up
             if own_cpus:
@@ -391,13 +411,17 @@ class Job:
             placement["PYTHONHASHSEED"] = str(self.rng.randrange(2 ** 32))
         return placement
 
+    def _prestarts(self) -> bool:
+        """Whether the next session's pair starts while this session measures: only where the CPUs
+        are many and chosen by idleness; on a small machine the start-up would share this session's CPUs."""
+        return bool(self.settings.prestart and self._cpus and not self._cpus_chosen
+                    and len(self._cpus) >= PRESTART_SESSIONS_OF_CPUS * self._cpus_per_session)
+
     def _prestart(self) -> None:
         """Start the next session's pair now, on idle CPUs other than this session's, so that its
         start-up (Python, pytest's collection, the adapter: most of a session's seconds) overlaps
-        this session's rounds instead of following them.  Only where the CPUs are many and chosen
-        by idleness: on a small machine the start-up would share this session's CPUs."""
-        if not (self.settings.prestart and self._cpus and not self._cpus_chosen
-                and len(self._cpus) >= PRESTART_SESSIONS_OF_CPUS * self._cpus_per_session):
+        this session's rounds instead of following them."""
+        if not self._prestarts():
             return
         others = [cpu for cpu in self._cpus if cpu not in self._session_cpus]
         chosen = tuple(idlest_cpus(others, self._cpu_offset + self.session + 1, self._cpus_per_session))
@@ -420,6 +444,7 @@ class Job:
         """This session's workers stopped; the next session's started, or taken over when they
         were started early."""
         _stop(self.sides)
+        self._end_warm()
         if self._spares is None:
             self._start_both()
             return
@@ -437,9 +462,37 @@ class Job:
 
     def _start_both(self) -> list[dict]:
         self._place()
+        self._start_warm()
         for side in self.sides:
-            side.start()
+            try:
+                side.start(self._warm)
+            except zygote.Unavailable as why:
+                self._no_fork(str(why))
+                side.start()
         return self._collected()
+
+    def _start_warm(self) -> None:
+        """Start the process this session's workers fork from (``zygote``); not for the first
+        session (its adapter's package is not known yet), nor where the next pair is started
+        early instead, or where forking is off or failed."""
+        if not (self._fork and self._implementation) or self._prestarts():
+            return
+        try:
+            self._warm = zygote.Zygote(self._implementation, list(self._ctypes),
+                                       {**os.environ, "PYTHONUNBUFFERED": "1", **self.sides[BASE].placement},
+                                       self._logs / "warm.log")
+        except zygote.Unavailable as why:
+            self._no_fork(str(why))
+
+    def _no_fork(self, why: str) -> None:
+        self._fork = False
+        self._end_warm()
+        self.progress(f"workers start as new processes from now on: {why}")
+
+    def _end_warm(self) -> None:
+        if self._warm:
+            self._warm.close()
+            self._warm = None
 
     def _collected(self) -> list[dict]:
         """Both workers' "collected" messages, once they have started."""
@@ -588,6 +641,7 @@ class Job:
 
     def _record_test(self, index: int, nodeid: str, message: dict) -> None:
         outcome = message.get("outcome")
+        self._ctypes.update(dict.fromkeys(name for name in message.get("ctypes") or () if isinstance(name, str)))
         if message.get("result") and nodeid not in self.results[index]:
             self.results[index][nodeid] = TestResult.from_dict(message["result"])  # counts: the first session's
         if outcome in ("failed", "error"):

@@ -23,12 +23,17 @@ PLUGIN_NAME = "dispatch-ab-worker"
 CPU_ENV = "PYTEST_DISPATCH_AB_CPU"  # the CPUs ("3,4") this worker, and every thread it starts, run on
 HARNESS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BOOT = ("import sys; sys.path.insert(0, {harness!r}); "
-        "from pytest_dispatch.ab.worker import main; sys.exit(main(sys.argv[1:]))")
+        "from pytest_dispatch.ab.worker import main, exit_now; exit_now(main(sys.argv[1:]))")
 
 
 def boot_command(python: str, side: str, read_fd: int, write_fd: int, roots: list[str], pytest_args: list[str]):
     return [python, "-c", BOOT.format(harness=HARNESS), side, str(read_fd), str(write_fd),
             os.pathsep.join(roots), "--", *pytest_args]
+
+
+def fork_arguments(side: str, roots: list[str], pytest_args: list[str]) -> list[str]:
+    """``main``'s arguments less the channel's descriptors, which a forked worker gets on arrival."""
+    return [side, os.pathsep.join(roots), "--", *pytest_args]
 
 
 def _first_line(longrepr: Any) -> str:
@@ -47,6 +52,8 @@ class Worker:
         self.collect_errors: list[str] = []
         self._phases: dict[str, tuple[str, str]] = {}
         self._result: dict | None = None
+        self._implementation: str | None = None
+        self._ctypes_sent: set[str] = set()
 
     def pytest_dispatch_round_server(self, config: pytest.Config) -> "Worker":
         return self
@@ -61,13 +68,15 @@ class Worker:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         gpu_session = session.config.hook.pytest_dispatch_gpu_session(config=session.config)
         reason = gpu_session.unavailable_reason
+        self._implementation = None if reason else gpu_session.info.implementation
         self.channel.send({
             "event": "collected",
             "nodeids": [item.nodeid for item in session.items],
             "errors": self.collect_errors,
             "adapter": None if reason else {"fingerprint": gpu_session.info.fingerprint,
                                             "description": gpu_session.info.describe(),
-                                            "is_cpu": gpu_session.info.is_cpu},
+                                            "is_cpu": gpu_session.info.is_cpu,
+                                            "implementation": gpu_session.info.implementation},
             "no_adapter": reason,
             "pid": os.getpid(),
         })
@@ -85,7 +94,18 @@ class Worker:
             self._phases, self._result = {}, None
             if item is not None:
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=items.get(command.get("next")))
-            self.channel.send({"event": "test_done", "nodeid": command["nodeid"], **self._outcome(item)})
+            self.channel.send({"event": "test_done", "nodeid": command["nodeid"], **self._outcome(item),
+                               "ctypes": self._new_ctypes()})
+
+    def _new_ctypes(self) -> list[str]:
+        """C types parsed since the last test, for the process later workers fork from."""
+        if not self._implementation:
+            return []
+        from pytest_dispatch.measurement.gpu import parsed_ctypes
+
+        new = [name for name in parsed_ctypes(self._implementation) if name not in self._ctypes_sent]
+        self._ctypes_sent.update(new)
+        return new
 
     def _outcome(self, item) -> dict[str, Any]:
         if item is None:
@@ -134,6 +154,21 @@ class Worker:
                 return False
             else:
                 raise RuntimeError(f"A/B worker: unexpected command {command!r}")
+
+
+def exit_now(code: int) -> None:
+    """End the worker once its pytest session has ended: output flushed and atexit handlers run,
+    but not the interpreter's teardown of every module (about 0.3 s a session on lavapipe, with
+    the next pair waiting for it)."""
+    import atexit
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    atexit._run_exitfuncs()
+    os._exit(code)
 
 
 def main(argv: list[str]) -> int:

@@ -287,7 +287,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
                                         sessions=args.sessions, max_sessions=args.max_sessions,
                                         min_time=args.min_time, max_time=args.max_time, order=args.order,
                                         cpu=args.cpu, seed=args.seed,
-                                        test_timeout=args.test_timeout, prestart=not args.no_prestart)
+                                        test_timeout=args.test_timeout, prestart=not args.no_prestart,
+                                        fork=not args.no_fork)
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
