@@ -171,12 +171,17 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
+def import_instrument() -> None:
+    """Import the plugin, the instrument: the coordinator's version, before the tree's source roots."""
+    import pytest_dispatch.plugin  # noqa: F401
+
+
 def main(argv: list[str]) -> int:
     side, read_fd, write_fd, roots = argv[0], int(argv[1]), int(argv[2]), argv[3]
     if os.environ.get(CPU_ENV):  # before any thread starts: threads inherit the main thread's CPUs
         os.sched_setaffinity(0, settings.cpu(CPU_ENV, os.environ.pop(CPU_ENV)))
     pytest_args = argv[argv.index("--") + 1:]
-    import pytest_dispatch.plugin  # noqa: F401  the instrument: the coordinator's version, imported first
+    import_instrument()
 
     tree_roots = [root for root in roots.split(os.pathsep) if root]
     sys.path[:0] = tree_roots

@@ -17,7 +17,6 @@ the job starts its workers the ordinary way.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import queue
@@ -27,6 +26,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from pytest_dispatch.ab import worker
 _BOOT = ("import sys; sys.path.insert(0, {harness!r}); "
          "from pytest_dispatch.ab.zygote import serve; sys.exit(serve(int(sys.argv[1]), sys.argv[2]))")
 READY_TIMEOUT = 60.0  # seconds for the imports and parsing (about 0.9 s on a quiet lavapipe core)
+_GONE_POLL = 0.1  # seconds between looks at /proc for a worker whose warm process has ended
 _MESSAGE_BYTES = 1 << 20  # a request carries the worker's whole environment
 
 
@@ -142,8 +143,14 @@ class Zygote:
             return self._lost_code(pid)
 
     def wait_exit(self, pid: int, timeout: float | None) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._changed:
-            self._changed.wait_for(lambda: self._lost_code(pid) is not None, timeout)
+            while self._lost_code(pid) is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                # woken by an exit message; without the warm process, only /proc tells
+                self._changed.wait(_GONE_POLL if left is None else min(left, _GONE_POLL))
             return self._lost_code(pid)
 
     def _lost_code(self, pid: int) -> int | None:
@@ -176,8 +183,9 @@ def _preload(implementation: str | None, ctypes: list[str]) -> None:
     the job's adapter uses (known from the first session), and parse the C types the workers
     before used (``measurement.gpu.parsed_ctypes``)."""
     import pytest  # noqa: F401
-    import pytest_dispatch.plugin  # noqa: F401
     from pytest_dispatch.measurement import gpu
+
+    worker.import_instrument()
 
     if implementation:
         gpu.import_implementation(implementation)
