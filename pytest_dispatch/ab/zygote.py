@@ -2,9 +2,10 @@
 
 Where the next session's pair cannot start while this one measures (a 2-core machine, ``--cpu``
 naming the CPUs), a session's seconds are mostly its workers starting, one after the other on
-the session's CPU.  Much of that is the same work twice: starting Python and importing pytest,
-this plugin and the WebGPU package.  So the job starts one process per session that does it
-once, and forks the session's base and head workers from it: both get the same hash seed and
+the session's CPU.  Much of that is the same work twice: starting Python, importing pytest,
+this plugin and the WebGPU package, and cffi parsing the C types of the first adapter and
+dispatches (``measurement.gpu.parsed_ctypes``).  So the job starts one process per session that
+does it once, and forks the session's base and head workers from it: both get the same hash seed and
 the same layout of what was imported (as one hash seed for both sides always did), and each
 session gets its own, so sessions stay independent samples of a fresh pair of processes.
 
