@@ -87,7 +87,7 @@ def per_call_us(folder: Path, name: str) -> float:
     out = folder.parent / "calibrate.json"
     cpus = None
     if hasattr(os, "sched_setaffinity"):
-        count = coordinator.cpus_per_session(cpu_adapter=not coordinator._gpu_device_files())
+        count = coordinator.guessed_cpus_per_session()
         cpus = set(coordinator.idlest_cpus(sorted(os.sched_getaffinity(0)), 0, count))
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"test_suite.py::test_{name}",
                     f"--dispatch-json={out}"], cwd=folder, check=True, capture_output=True, text=True,

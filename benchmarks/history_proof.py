@@ -196,10 +196,14 @@ def main() -> int:
     steps = step_commits(args.runs, args.series, args.changed_from)
     extra_us, extra_turns = state.get("extra_us", args.extra_us), state.get("extra_turns", args.extra_turns)
 
+    def carrying(number: int) -> list[int]:
+        """The changed series whose step commit ``number`` (1-based) carries."""
+        return [copy for copy, first in enumerate(steps) if number >= first]
+
     def commit(number: int) -> str:
-        """Commit ``number`` (1-based): the same content and dates give the same hash, so the
+        """Commit ``number``: the same content and dates give the same hash, so the
         repository can be made again from state.json where only the storage was kept."""
-        changed = [copy for copy, first in enumerate(steps) if number >= first]
+        changed = carrying(number)
         write_cost(repo, number, args, {copy: extra_us for copy in changed if extra_us},
                    {copy: extra_turns for copy in changed if extra_turns})
         git(repo, "add", "-A")
@@ -227,14 +231,13 @@ def main() -> int:
             print(f"history_proof: stopped after commit {number - 1}/{args.runs}; go on with the same command",
                   flush=True)
             return 3
-        changed = [copy for copy, first in enumerate(steps) if number >= first]
         commits.append(commit(number))
         measured = work / "first.json"
         for _ in range(args.sessions):
             pytest_session(repo, env, ["--dispatch-save=proof", f"--dispatch-storage={storage}", *counted,
                                        *([f"--dispatch-json={measured}"] if number == 1 else [])],
                            args.pytest_args, f"commit {number}")
-        print(f"history_proof: commit {number}/{args.runs} {commits[-1][:10]} ({len(changed)} of {args.series} "
+        print(f"history_proof: commit {number}/{args.runs} {commits[-1][:10]} ({len(carrying(number))} of {args.series} "
               f"changed series carry their step): {args.sessions} run(s) saved "
               f"({time.perf_counter() - began:.0f} s)", flush=True)
         if number == 1 and args.step:

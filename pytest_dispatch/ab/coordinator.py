@@ -108,6 +108,11 @@ class Settings:
 _PROCESSES = itertools.count(1)
 
 
+def process_environment(placement: dict[str, str]) -> dict[str, str]:
+    """The environment of a process the job starts for a session: this one's, unbuffered, placed."""
+    return {**os.environ, "PYTHONUNBUFFERED": "1", **placement}
+
+
 class _SideLost(Exception):
     def __init__(self, side: int, why: str) -> None:
         super().__init__(why)
@@ -160,7 +165,7 @@ class _Side:
         threading.Thread(target=self._pump, args=(self.channel, self.generation), daemon=True).start()
 
     def _environment(self) -> dict[str, str]:
-        return {**os.environ, "PYTHONUNBUFFERED": "1", SIDE_ENV: self.name, **self.placement}
+        return {**process_environment(self.placement), SIDE_ENV: self.name}
 
     def _pump(self, channel: Channel, generation: int) -> None:
         while True:
@@ -252,7 +257,7 @@ class Job:
         self._cpu_offset = self.rng.randrange(len(self._cpus)) if self._cpus else 0
         self._cpus_chosen = settings.cpu if isinstance(settings.cpu, tuple) else None
         # a guess until the workers name their adapter: a wrong one costs the first pair a restart
-        self._cpus_per_session = cpus_per_session(cpu_adapter=not _gpu_device_files())
+        self._cpus_per_session = guessed_cpus_per_session()
         self._session_cpus: tuple[int, ...] = ()  # where the present session runs (() when not pinned)
         self._spares: tuple[_Side, _Side] | None = None  # the next session's workers, started early
         self._spare_cpus: tuple[int, ...] = ()
@@ -479,7 +484,7 @@ class Job:
             return
         try:
             self._warm = zygote.Zygote(self._implementation, list(self._ctypes),
-                                       {**os.environ, "PYTHONUNBUFFERED": "1", **self.sides[BASE].placement},
+                                       process_environment(self.sides[BASE].placement),
                                        self._logs / "warm.log")
         except zygote.Unavailable as why:
             self._no_fork(str(why))
@@ -708,6 +713,11 @@ def cpus_per_session(cpu_adapter: bool) -> int:
     against 0.03 on two CPUs).  On a CPU adapter (lavapipe), one: its threads are the GPU, and
     on two CPUs each dispatch crossed between them (8x slower per call, sessions sd 0.23)."""
     return 1 if cpu_adapter else 2
+
+
+def guessed_cpus_per_session() -> int:
+    """``cpus_per_session`` before any worker has named its adapter, from the host's device files."""
+    return cpus_per_session(cpu_adapter=not _gpu_device_files())
 
 
 def _gpu_device_files() -> bool:
