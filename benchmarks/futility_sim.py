@@ -64,8 +64,9 @@ def run_measurement(verdicts: list[paired.PairedVerdict], stops: Callable[[int],
 
 
 def simulate_cell(sd: float, change: float, measurements: int, thresholds: Sequence[float], max_sessions: int,
-                  seed: int) -> dict[str, list[tuple[Status, int]]]:
-    design, question = paired.SessionDesign(max_sessions=max_sessions), paired.ChangeQuestion(0.02)
+                  seed: int, look_every: int) -> dict[str, list[tuple[Status, int]]]:
+    design = paired.SessionDesign(max_sessions=max_sessions, step=look_every)
+    question = paired.ChangeQuestion(0.02)
     rng = np.random.default_rng([seed, round(sd * 1000), round(change * 1000)])
     out: dict[str, list[tuple[Status, int]]] = {"none": [], "old": [], **{f"p={t:g}": [] for t in thresholds}}
     for _ in range(measurements):
@@ -108,11 +109,13 @@ def main() -> None:
     parser.add_argument("--thresholds", type=float, nargs="+", default=[0.02, 0.05, 0.10],
                         help="probabilities of a decision at the cap below which a measurement stops")
     parser.add_argument("--max-sessions", type=int, default=paired.SessionDesign().max_sessions)
+    parser.add_argument("--look-every", type=int, default=paired.SessionDesign().step,
+                        help="sessions between two looks after the first")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=1, help="processes")
     args = parser.parse_args()
     cells = [(sd, change) for sd in args.sds for change in args.changes]
-    design = paired.SessionDesign(max_sessions=args.max_sessions)
+    design = paired.SessionDesign(max_sessions=args.max_sessions, step=args.look_every)
     print(f"{args.measurements} measurements per row; tolerance 2%; looks at {design.look_points}, alpha 0.01 "
           f"over them; futility from {FUTILITY_FROM} sessions; no Benjamini-Hochberg")
     print("| sd | change | rule | false alarms | % decided correctly | mean sessions | p90 sessions "
@@ -120,7 +123,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     with concurrent.futures.ProcessPoolExecutor(args.workers) as pool:
         futures = [pool.submit(simulate_cell, sd, change, args.measurements, args.thresholds, args.max_sessions,
-                               args.seed) for sd, change in cells]
+                               args.seed, args.look_every) for sd, change in cells]
         for (sd, change), future in zip(cells, futures):
             for rule, results in future.result().items():
                 print(row(rule, sd, change, results), flush=True)

@@ -105,9 +105,11 @@ AB_OPTIONS = (
            coordinator=True),
     Option("dispatch_ab_pairs", "Pairs of rounds per measurement in each session of an A/B job.",
            settings.AB_DEFAULTS["pairs"], type="pairs", coordinator=True, command_flag="--pairs"),
-    Option("dispatch_ab_sessions", "Sessions (fresh base and head workers) of an A/B job before its first look, "
-           "and between looks.", settings.AB_DEFAULTS["sessions"], type="sessions",
-           coordinator=True, command_flag="--sessions"),
+    Option("dispatch_ab_sessions", "Sessions (fresh base and head workers) of an A/B job before its first look.",
+           settings.AB_DEFAULTS["sessions"], type="sessions", coordinator=True, command_flag="--sessions"),
+    Option("dispatch_ab_look_every", "Sessions of an A/B job between two looks after the first (each look takes "
+           "an equal share of alpha).", settings.AB_DEFAULTS["look_every"], type="look_every",
+           coordinator=True, command_flag="--look-every"),
     Option("dispatch_ab_max_sessions", "Most sessions of an A/B job.", settings.AB_DEFAULTS["max_sessions"],
            type="sessions", coordinator=True, command_flag="--max-sessions"),
     Option("dispatch_ab_min_time", "A measurement's pairs in one session go on past the pairs asked for until they "
@@ -161,6 +163,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "seconds_or_zero": ("seconds", lambda n, v: settings.seconds(n, v, zero=True)),
     "pairs": ("pairs", lambda n, v: settings.count(n, v, 6)),
     "sessions": ("sessions", lambda n, v: settings.count(n, v, 2)),
+    "look_every": ("sessions", lambda n, v: settings.count(n, v, 1)),
     "rounds": ("rounds", lambda n, v: settings.count(n, v, 1)), "cpu": ("cpu", settings.cpu),
 }
 

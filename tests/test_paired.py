@@ -271,7 +271,8 @@ def test_sessions_decide_a_large_change_and_unchanged_code_when_processes_agree(
 
 def test_session_design_looks_and_its_checks():
     assert paired.SessionDesign(first=4, step=4, max_sessions=10).look_points == (4, 8, 10)
-    assert paired.SessionDesign().alpha_per_look == pytest.approx(0.01 / 3)
+    assert paired.SessionDesign().look_points == (4, 6, 8, 10, 12)  # the job's defaults
+    assert paired.SessionDesign().alpha_per_look == pytest.approx(0.01 / 5)
     with pytest.raises(ValueError, match="first >= 2"):
         paired.SessionDesign(first=1)
     lone = paired.judge_sessions(session_verdicts(np.random.default_rng(0), 1, 1.0, 0.1), paired.ChangeQuestion(),

@@ -36,7 +36,7 @@ def test_parse_knows_the_gate_settings_only():
 
 def test_the_ab_command_and_the_pytest_flags_share_the_option_table(capsys):
     from pytest_dispatch import cli, options
-    from pytest_dispatch.ab import command
+    from pytest_dispatch.ab import command, coordinator
 
     args = cli.build_parser().parse_args(["ab", "--base", "main", "--max-time", "2m", "--pairs", "8", "--cpu", "3,4"])
     assert (args.max_time, args.pairs, args.cpu, args.sessions) == (120.0, 8, (3, 4), settings.AB_DEFAULTS["sessions"])
@@ -48,6 +48,12 @@ def test_the_ab_command_and_the_pytest_flags_share_the_option_table(capsys):
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["ab", "--base", "main", "--pairs", "3"])
     assert "pairs='3' must be at least 6" in capsys.readouterr().err
+    assert args.look_every == settings.AB_DEFAULTS["look_every"]
+    every = cli.build_parser().parse_args(["ab", "--base", "main", "--look-every", "3"]).look_every
+    assert coordinator.Settings(look_every=every).design().look_points == (4, 7, 10, 12)
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["ab", "--base", "main", "--look-every", "0"])
+    assert "look-every='0' must be at least 1" in capsys.readouterr().err
     every_ab_setting = [option.flag for option in options.COORDINATOR_OPTIONS if option.command_flag]
     kept = command.worker_args(["tests", *(f"{flag}=1" for flag in every_ab_setting), "--dispatch-ab-cpu", "3"])
     assert kept == ["tests"]

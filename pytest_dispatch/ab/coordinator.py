@@ -62,7 +62,8 @@ class Settings:
     threshold: float = gate_settings.DEFAULTS["threshold"]
     alpha: float = gate_settings.DEFAULTS["alpha"]
     pairs: int = gate_settings.AB_DEFAULTS["pairs"]  # per measurement and session
-    sessions: int = gate_settings.AB_DEFAULTS["sessions"]  # before the first look; then every `sessions` more
+    sessions: int = gate_settings.AB_DEFAULTS["sessions"]  # before the first look
+    look_every: int = gate_settings.AB_DEFAULTS["look_every"]  # sessions between the later looks
     max_sessions: int = gate_settings.AB_DEFAULTS["max_sessions"]
     min_time: float = gate_settings.AB_DEFAULTS["min_time"]  # of pairs, per measurement and session, past `pairs`
     max_time: float = gate_settings.AB_DEFAULTS["max_time"]  # of pairs, per measurement and session
@@ -97,7 +98,7 @@ class Settings:
 
     def design(self, overrides: dict[str, float] | None = None) -> paired.SessionDesign:
         alpha = (overrides or {}).get("alpha", self.alpha)
-        return paired.SessionDesign(pairs=self.pairs, first=self.sessions, step=self.sessions,
+        return paired.SessionDesign(pairs=self.pairs, first=self.sessions, step=self.look_every,
                                     max_sessions=self.max_sessions, min_time=self.min_time, max_time=self.max_time,
                                     alpha=alpha, order=self.order)
 

@@ -31,7 +31,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
                                    values.dispatch_instructions_tolerance)
     job_settings = coordinator.Settings(
         **values.gate_settings, pairs=values.dispatch_ab_pairs,
-        sessions=values.dispatch_ab_sessions,
+        sessions=values.dispatch_ab_sessions, look_every=values.dispatch_ab_look_every,
         max_sessions=values.dispatch_ab_max_sessions,
         min_time=values.dispatch_ab_min_time, max_time=values.dispatch_ab_max_time,
         order=values.dispatch_ab_order,

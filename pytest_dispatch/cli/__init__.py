@@ -284,7 +284,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
     from pytest_dispatch.ab import command, coordinator
 
     job_settings = coordinator.Settings(threshold=args.threshold, alpha=args.alpha, pairs=args.pairs,
-                                        sessions=args.sessions, max_sessions=args.max_sessions,
+                                        sessions=args.sessions, look_every=args.look_every,
+                                        max_sessions=args.max_sessions,
                                         min_time=args.min_time, max_time=args.max_time, order=args.order,
                                         cpu=args.cpu, seed=args.seed,
                                         test_timeout=args.test_timeout, prestart=not args.no_prestart,

@@ -368,9 +368,9 @@ class SessionDesign:
     every ``step`` up to ``max_sessions``, alpha shared over the looks (Bonferroni)."""
 
     pairs: int = 30
-    first: int = 4
-    step: int = 4
-    max_sessions: int = 12
+    first: int = settings.AB_DEFAULTS["sessions"]
+    step: int = settings.AB_DEFAULTS["look_every"]
+    max_sessions: int = settings.AB_DEFAULTS["max_sessions"]
     max_time: float = 20.0  # of pairs, per measurement and session
     alpha: float = 0.01
     order: str = "abba"
