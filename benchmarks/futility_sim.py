@@ -9,7 +9,7 @@ One measurement alone: Benjamini-Hochberg across a job's measurements is left ou
 ``paired.decision_probability``, of which ``paired.futility`` is the same test at
 ``FUTILITY_PROBABILITY``) and ``none`` (no futility stop).
 
-    python benchmarks/futility_sim.py --measurements 2000 --thresholds 0.02 0.05 0.10
+    python benchmarks/futility_sim.py --measurements 2000 --thresholds 0.02 0.05 0.10 [--look-every 2] [--per-job 4]
 """
 
 from __future__ import annotations
@@ -87,16 +87,17 @@ def simulate_cell(sd: float, change: float, measurements: int, thresholds: Seque
     return out
 
 
-def row(rule: str, sd: float, change: float, results: list[tuple[Status, int]]) -> str:
+def row(rule: str, sd: float, change: float, results: list[tuple[Status, int]], per_job: int) -> str:
     statuses = [s for s, _ in results]
     sessions = np.array([n for _, n in results])
+    jobs = sessions[:sessions.size - sessions.size % per_job].reshape(-1, per_job).max(axis=1)  # a job waits for its last
     false_alarms = sum(s in (Status.REGRESSED, Status.IMPROVED) for s in statuses) if change == 0 else None
     right = Status.UNCHANGED if change == 0 else Status.REGRESSED if change > 0 else Status.IMPROVED
     correct = 100 * sum(s == right for s in statuses) / len(statuses)
     alarms = "-" if false_alarms is None else str(false_alarms)
-    return (f"| {sd:.2f} | {'A/A' if change == 0 else f'{change:+.0%}'} | {rule} | {alarms} | {correct:.1f} | "
+    return (f"| {sd:.3g} | {'A/A' if change == 0 else f'{change:+.0%}'} | {rule} | {alarms} | {correct:.1f} | "
             f"{sessions.mean():.1f} | {np.percentile(sessions, 90):.0f} | {100 * np.mean(sessions <= 3):.0f} | "
-            f"{100 * np.mean(sessions <= 4):.0f} |")
+            f"{100 * np.mean(sessions <= 4):.0f} | {np.median(jobs):.0f} | {np.percentile(jobs, 90):.0f} |")
 
 
 def main() -> None:
@@ -111,6 +112,8 @@ def main() -> None:
     parser.add_argument("--max-sessions", type=int, default=paired.SessionDesign().max_sessions)
     parser.add_argument("--look-every", type=int, default=paired.SessionDesign().step,
                         help="sessions between two looks after the first")
+    parser.add_argument("--per-job", type=int, default=4,
+                        help="measurements a job waits for (consecutive ones of a row): the job columns")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=1, help="processes")
     args = parser.parse_args()
@@ -119,14 +122,14 @@ def main() -> None:
     print(f"{args.measurements} measurements per row; tolerance 2%; looks at {design.look_points}, alpha 0.01 "
           f"over them; futility from {FUTILITY_FROM} sessions; no Benjamini-Hochberg")
     print("| sd | change | rule | false alarms | % decided correctly | mean sessions | p90 sessions "
-          "| % done by 3 | % done by 4 |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          f"| % done by 3 | % done by 4 | job sessions, median ({args.per_job} a job) | job sessions, p90 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     with concurrent.futures.ProcessPoolExecutor(args.workers) as pool:
         futures = [pool.submit(simulate_cell, sd, change, args.measurements, args.thresholds, args.max_sessions,
                                args.seed, args.look_every) for sd, change in cells]
         for (sd, change), future in zip(cells, futures):
             for rule, results in future.result().items():
-                print(row(rule, sd, change, results), flush=True)
+                print(row(rule, sd, change, results, args.per_job), flush=True)
 
 
 if __name__ == "__main__":
