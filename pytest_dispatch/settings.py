@@ -25,9 +25,9 @@ MIN_ROUNDS = 5  # rounds a measurement takes at the least under a time cap (--di
 
 # An A/B job: pairs of rounds per measurement in each session (a fresh pair of worker
 # processes), the first look after `sessions` sessions and then every `look_every` more, up
-# to `max_sessions` (alpha shared over the looks: looks every 2 sessions, not 4, took simulated
-# jobs about a fifth less time for about the same power; docs/ab.md); `max_time` caps one
-# measurement's pairs in one session.
+# to `max_sessions`, alpha shared over the looks (every 2 sessions, not 4: simulated 4-test A/A
+# jobs end after a median 7 sessions, not 9, for nearly the same power; docs/ab.md); `max_time`
+# caps one measurement's pairs in one session.
 # `min_time`: past `pairs`, a measurement's pairs in a session go on until they took this long.
 # A session's log-ratio spread mostly comes from its own pairs where pairs are cheap and workers
 # start slowly (the H200: 0.071 with 10 pairs of ~14 ms, 0.034 with 50, a pair of workers taking
@@ -39,8 +39,8 @@ MIN_ROUNDS = 5  # rounds a measurement takes at the least under a time cap (--di
 # ("idle": two on a GPU, one on a CPU adapter; coordinator.cpus_per_session), given ones
 # ("3,4"), or wherever the OS puts them ("any"). On the H200, two workers left to the
 # scheduler differed by 15-20% for their whole life; on two CPUs, by 3% (docs/RESULTS.md, section 4).
-AB_DEFAULTS: dict[str, Any] = {"pairs": 10, "sessions": 4, "look_every": 2, "max_sessions": 12, "min_time": 0.5, "max_time": 20.0,
-                               "order": "abba", "block": 5, "settle": 1, "cpu": "idle"}
+AB_DEFAULTS: dict[str, Any] = {"pairs": 10, "sessions": 4, "look_every": 2, "max_sessions": 12, "min_time": 0.5,
+                               "max_time": 20.0, "order": "abba", "block": 5, "settle": 1, "cpu": "idle"}
 CPU_CHOICES = ("idle", "any")  # or CPU numbers, "3,4"
 
 
