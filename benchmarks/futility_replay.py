@@ -5,10 +5,10 @@
 Reads the ``--json`` outcomes that ``ab_jobs.py --keep DIR`` writes (each measurement's
 sessions: ratio and interval) and replays every measurement's sessions as the coordinator
 judges them (``futility_sim.run_measurement``: looks, and futility between them) with each
-threshold.  A higher threshold only stops earlier, so the sessions a job kept are all a replay
-needs; other looks can need more, and a measurement whose kept sessions run out keeps the kept
-job's verdict and sessions (counted as "ran out").  A job's seconds are estimated from its sessions (the most any of its measurements took)
-by a line fitted to the kept jobs' own seconds.  One measurement at a time: Benjamini-Hochberg
+threshold.  A threshold at least the kept job's only stops earlier, so the sessions the job kept
+are all a replay needs; a lower one or other looks can need more, and a measurement whose kept
+sessions run out keeps the kept job's verdict and sessions (counted as "ran out").  A job's
+seconds are estimated from its sessions (the most any of its measurements took) by a line fitted to the kept jobs' own seconds.  One measurement at a time: Benjamini-Hochberg
 across a job's measurements is left out, as in ``futility_sim.py``.  Prints per threshold the
 median and largest estimated job, the unchanged measurements' verdicts (false alarms,
 ``unchanged``) and how often the measurement named ``--changed`` (``slow`` in ab_jobs.py's mixed
@@ -68,7 +68,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("jobs", nargs="+", type=Path)
     parser.add_argument("--thresholds", type=float, nargs="+", default=[paired.FUTILITY_PROBABILITY, 0.2, 0.3, 0.5])
-    parser.add_argument("--look-every", type=int, help="sessions between two looks after the first (default: the jobs' own)")
+    parser.add_argument("--look-every", type=int,
+                        help="sessions between two looks after the first (default: the jobs' own)")
     parser.add_argument("--changed", default="slow", help="the measurement whose head really changed")
     args = parser.parse_args()
     jobs = [json.loads(path.read_text()) for path in args.jobs]
