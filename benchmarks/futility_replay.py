@@ -8,11 +8,11 @@ judges them (``futility_sim.run_measurement``: looks, and futility between them)
 threshold.  A threshold at least the kept job's only stops earlier, so the sessions the job kept
 are all a replay needs; a lower one or other looks can need more, and a measurement whose kept
 sessions run out keeps the kept job's verdict and sessions (counted as "ran out").  A job's
-seconds are estimated from its sessions (the most any of its measurements took) by a line fitted to the kept jobs' own seconds.  One measurement at a time: Benjamini-Hochberg
-across a job's measurements is left out, as in ``futility_sim.py``.  Prints per threshold the
-median and largest estimated job, the unchanged measurements' verdicts (false alarms,
-``unchanged``) and how often the measurement named ``--changed`` (``slow`` in ab_jobs.py's mixed
-jobs) was caught.
+seconds are estimated from its sessions (the most any of its measurements took) by a line
+fitted to the kept jobs' own seconds.  One measurement at a time: Benjamini-Hochberg across a
+job's measurements is left out, as in ``futility_sim.py``.  Prints per threshold the median and
+largest estimated job, the unchanged measurements' verdicts (false alarms, ``unchanged``) and
+how often the measurement named ``--changed`` (``slow`` in ab_jobs.py's mixed jobs) was caught.
 """
 
 from __future__ import annotations
