@@ -27,13 +27,18 @@ BOOT = ("import sys; sys.path.insert(0, {harness!r}); "
 
 
 def boot_command(python: str, side: str, read_fd: int, write_fd: int, roots: list[str], pytest_args: list[str]):
-    return [python, "-c", BOOT.format(harness=HARNESS), side, str(read_fd), str(write_fd),
-            os.pathsep.join(roots), "--", *pytest_args]
+    return [python, "-c", BOOT.format(harness=HARNESS),
+            *with_channel(fork_arguments(side, roots, pytest_args), read_fd, write_fd)]
 
 
 def fork_arguments(side: str, roots: list[str], pytest_args: list[str]) -> list[str]:
     """``main``'s arguments less the channel's descriptors, which a forked worker gets on arrival."""
     return [side, os.pathsep.join(roots), "--", *pytest_args]
+
+
+def with_channel(arguments: list[str], read_fd: int, write_fd: int) -> list[str]:
+    """``main``'s whole arguments: ``fork_arguments`` with the channel's descriptors put in."""
+    return [arguments[0], str(read_fd), str(write_fd), *arguments[1:]]
 
 
 def _first_line(longrepr: Any) -> str:

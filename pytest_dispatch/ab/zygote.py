@@ -270,8 +270,7 @@ def _become_worker(request: dict[str, Any], fds: list[int], closing: tuple[int, 
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["environment"])
-        argv = request["argv"]
-        code = worker.main([argv[0], str(reads), str(writes), *argv[1:]])
+        code = worker.main(worker.with_channel(request["argv"], reads, writes))
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else 1
     except BaseException:  # noqa: BLE001  shown in the worker's log, which the job names
