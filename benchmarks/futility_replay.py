@@ -51,12 +51,11 @@ def replay(job: dict, threshold: float, look_every: int | None = None) -> dict[s
         sessions = sessions_of(measurement, 1 - 2 * settings["alpha"])
         if len(sessions) < 2:
             continue
-        padded = sessions + sessions[-1:] * (design.max_sessions - len(sessions))  # read only where they ran out
 
         def stops(n: int, sessions=sessions) -> bool:
             return n < design.max_sessions and paired.decision_probability(sessions[:n], question, design) < threshold
 
-        status, n = run_measurement(padded, stops, question, design)
+        status, n = run_measurement(sessions, stops, question, design)
         ran_out = n > len(sessions)  # the kept job stopped sooner (other looks, Benjamini-Hochberg)
         if ran_out:
             status, n = Status(measurement["timing"]["status"]), len(sessions)
