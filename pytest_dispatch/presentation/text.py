@@ -1,8 +1,14 @@
-"""The text helpers every renderer shares: cutting text to a width, Markdown tables."""
+"""The text helpers every renderer shares: cutting text to a width, Markdown from data, Markdown tables."""
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, Sequence
+
+# CommonMark lets a backslash escape any ASCII punctuation; escaping all of it (but "|", which a
+# table escapes) leaves no emphasis, link, image, autolink, entity or raw HTML in text from data.
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{}~])")  # ASCII punctuation but "|"
+_BACKTICKS = re.compile(r"`+")
 
 
 def cut_keeping_end(text: str, width: int) -> str:
@@ -32,9 +38,29 @@ def cut_in_the_middle(text: str, width: int) -> str:
     return text[:head] + "…" + (text[len(text) - tail:] if tail else "")
 
 
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def markdown_text(text: object) -> str:
+    """``text`` (names, branches, messages: data) as Markdown that shows it literally, on one line."""
+    return _PUNCTUATION.sub(r"\\\1", _one_line(text))
+
+
+def markdown_code(text: object) -> str:
+    """``text`` in a code span that it cannot close: the fence is one backtick longer than its longest run."""
+    text = _one_line(text)
+    fence = "`" * (1 + max((len(run) for run in _BACKTICKS.findall(text)), default=0))
+    pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def markdown_table(columns: Sequence[str], rows: Iterable[Sequence[object]], right: Sequence[int] = ()) -> list[str]:
     """A Markdown table: the header, the rule (columns ``right`` aligned right), a line per row.
-    A ``|`` inside a cell is the caller's to escape."""
+    Cells are Markdown already (data passed through ``markdown_text`` or ``markdown_code``); every
+    ``|`` in them is escaped here, code spans included (GitHub splits cells before it reads spans)."""
     rule = "|" + "|".join("---:" if index in right else "---" for index in range(len(columns))) + "|"
-    return ["| " + " | ".join(columns) + " |", rule] + ["| " + " | ".join(str(cell) for cell in row) + " |"
-                                                        for row in rows]
+
+    def row_line(cells: Sequence[object]) -> str:
+        return "| " + " | ".join(_one_line(cell).replace("|", "\\|") for cell in cells) + " |"
+    return [row_line(columns), rule] + [row_line(row) for row in rows]
