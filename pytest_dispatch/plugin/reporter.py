@@ -59,6 +59,20 @@ class DispatchReporter:
                         self.late_regressions.append(final[key].summary)
             result.gate = verdicts.as_dict()
 
+    def _nothing_matched(self) -> str | None:
+        """Why nothing was compared, when no measurement of this run has one in the baseline: a gate
+        that compared nothing must not pass."""
+        if any(verdicts.counts for verdicts in self.verdicts.values()):
+            return None
+        ours = list(sequential_measurements(self.results))
+        theirs = list(sequential_measurements(self.baseline.results))
+
+        def some(keys: list[str]) -> str:
+            return f"{len(keys)}" + (f" ({', '.join(keys[:2])}{', ...' if len(keys) > 2 else ''})" if keys else "")
+        return (f"dispatch gate: no measurement of this run has a baseline in {self.baseline.path}: this run "
+                f"measured {some(ours)}, the baseline holds {some(theirs)}; nothing was compared (run the tests "
+                "the baseline holds, or save one of these with --dispatch-save)")
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.results.sort(key=lambda r: r.nodeid)
@@ -76,6 +90,11 @@ class DispatchReporter:
             if self.late_regressions and session.exitstatus == pytest.ExitCode.OK \
                     and not options.of(self.config).dispatch_accept:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            unmatched = self._nothing_matched()
+            if unmatched:
+                self.notes.append(unmatched)
+                if session.exitstatus == pytest.ExitCode.OK and not options.of(self.config).dispatch_accept:
+                    session.exitstatus = pytest.ExitCode.USAGE_ERROR
         if not self.results:
             return
         software = counted_software(self.config, self._gpu_info()) if self._gpu_info() is not None else None
