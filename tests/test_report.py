@@ -1,12 +1,15 @@
 """The marker, --dispatch-report and --dispatch-json, end to end through pytester."""
 
 import json
+import re
 
 import numpy as np
 
 import pytest
+from helpers import measurement
 
 from pytest_dispatch.judgement import storage
+from pytest_dispatch.judgement.results import TestResult
 
 WORKLOAD = """
 import pytest
@@ -341,3 +344,77 @@ def test_a_wide_timed_cell_drops_its_interval_and_keeps_the_doubt_mark():
     assert _fit("292.7 [41.4-347.7]", 18) == "292.7 [41.4-347.7]"
     assert _fit(DOUBT_MARK + "292.7 [41.4-347.7]", 10) == "~292.7"
     assert _fit("1234567.8 [1-2]", 6).endswith("67.8")  # only what cannot fit at all is cut
+
+
+# Names a test suite can hold (ids come from parameters, branches from anyone): HTML, a javascript:
+# link, an image, backticks and pipes. In Markdown they must show as text, in their own cells.
+HOSTILE_NODE = "tests/t.py::test_x[<img src=x onerror=alert(1)>|``a`b``|![i](http://evil.example/i.png)]"
+HOSTILE_NAME = "[click](javascript:alert(1)) | `tick` <b>x</b>"
+HOSTILE_REF = "feature/<script>x</script>|[a](javascript:x)`"
+
+
+def _outside_code_spans(line):
+    """The line with each code span (CommonMark: a run of n backticks up to the next run of exactly n)
+    replaced by ``CODE``; escaped characters kept with their backslash."""
+    out, i = [], 0
+    while i < len(line):
+        if line[i] == "\\":
+            out.append(line[i:i + 2])
+            i += 2
+            continue
+        if line[i] == "`":
+            fence = re.match(r"`+", line[i:]).group()
+            close = re.compile(r"(?<!`)" + fence + r"(?!`)").search(line, i + len(fence))
+            if close:
+                out.append("CODE")
+                i = close.end()
+                continue
+        out.append(line[i])
+        i += 1
+    return "".join(out)
+
+
+def _assert_inert(line, columns):
+    assert len(re.findall(r"(?<!\\)\|", line)) == columns + 1, line  # a pipe in a name shifts no column
+    assert not re.findall(r"(?<!\\)[<>\[\]!`]", _outside_code_spans(line)), line  # no HTML, link, image, span
+
+
+def test_the_ab_markdown_shows_hostile_names_and_refs_as_text():
+    from pytest_dispatch.ab.verdicts import Comparison, Outcome
+    from pytest_dispatch.measurement.key import MeasurementKey
+    from pytest_dispatch.presentation.ab import job_markdown
+
+    comparison = Comparison(str(MeasurementKey(HOSTILE_NODE, HOSTILE_NAME)), None, measurement(name=HOSTILE_NAME))
+    outcome = Outcome(HOSTILE_REF, HOSTILE_REF + "2", "<i>GPU</i> [x](javascript:y)", {}, [comparison],
+                      problems=[f"{HOSTILE_NODE} crashed: <b>boom</b> ![i](x)"])
+    lines = job_markdown(outcome)
+    (row,) = [line for line in lines if "new" in line and line.startswith("| ")]
+    _assert_inert(row, 7)
+    assert row.count("CODE") == 0 and _outside_code_spans(row).count("CODE") == 2
+    for line in lines:
+        if not line.startswith("|"):
+            assert not re.findall(r"(?<!\\)[<>\[\]!]", _outside_code_spans(line)), line
+
+
+def test_the_show_and_compare_markdown_shows_hostile_names_as_text(tmp_path, capsys):
+    from pytest_dispatch import cli
+    from pytest_dispatch.measurement.gpu import GpuInfo
+
+    gpu = GpuInfo("wgpu-native", "0.32.0", "Vulkan", "<img src=x> GPU", "acme", 1, 2, "driver 1", "DiscreteGPU")
+
+    def write(name, dispatches):
+        path = tmp_path / name
+        result = TestResult(HOSTILE_NODE, [measurement(name=HOSTILE_NAME, dispatches=dispatches)], {"dispatches": 0})
+        storage.write_json_atomically(path, storage.session_json([result], gpu))
+        return str(path)
+
+    base, current = write("a.json", 10), write("b.json", 12)
+    assert cli.main(["show", base, "--markdown"]) == 0
+    assert cli.main(["compare", base, current, "--markdown"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if line.startswith("| ") and "dispatches/call" not in line]
+    assert len(rows) == 2 and "regressed" in rows[1]
+    for row in rows:
+        _assert_inert(row, 5)
+    for title in (line for line in lines if line.startswith("### ")):
+        assert not re.findall(r"(?<!\\)[<>]", title), title
