@@ -418,3 +418,36 @@ def test_the_show_and_compare_markdown_shows_hostile_names_as_text(tmp_path, cap
         _assert_inert(row, 5)
     for title in (line for line in lines if line.startswith("### ")):
         assert not re.findall(r"(?<!\\)[<>]", title), title
+
+
+def _report_of_a_long_name(length):
+    from pytest_dispatch.judgement import gate
+    from pytest_dispatch.presentation import report
+
+    name = "n" * length
+    node = "tests/t.py::test_" + "x" * length
+    base = TestResult(node, [measurement(name=name, dispatches=10)], {"dispatches": 0})
+    current = TestResult(node, [measurement(name=name, dispatches=12)], {"dispatches": 0},
+                         speedups=[f"{name} x1.3 faster than {name}"])
+    verdicts = {node: gate.Gate([base], comparable=True).judge(current)}
+    return report.render([current], None, "adapter: " + name, verbose=True, verdicts=verdicts, width=100)
+
+
+def test_rendering_a_two_megabyte_name_takes_steps_linear_in_it(monkeypatch):
+    """textwrap breaks a word longer than a line by copying its rest once per line: for a name of n
+    characters, n/width copies of up to n characters. Names are cut to a line instead, so no word
+    reaches textwrap's long-word step longer than a line, and the report is as long as for a short name."""
+    import textwrap
+
+    longest = []
+    handle = textwrap.TextWrapper._handle_long_word
+
+    def spy(self, reversed_chunks, cur_line, cur_len, width):
+        longest.append(len(reversed_chunks[-1]))
+        return handle(self, reversed_chunks, cur_line, cur_len, width)
+
+    monkeypatch.setattr(textwrap.TextWrapper, "_handle_long_word", spy)
+    short, long = _report_of_a_long_name(2_000), _report_of_a_long_name(2_000_000)
+    assert max(longest, default=0) <= 100
+    assert len(long) == len(short)
+    assert all(len(line) <= 100 for line in long if not line.lstrip().startswith("1 tests/"))

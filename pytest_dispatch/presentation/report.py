@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import textwrap
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 import numpy as np
@@ -16,7 +15,7 @@ from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.instructions import InstructionCount
 from pytest_dispatch.measurement.meter import SINGLE_OP, Measurement
-from pytest_dispatch.presentation.text import cut_in_the_middle, cut_keeping_end, cut_keeping_start
+from pytest_dispatch.presentation.text import cut_in_the_middle, cut_keeping_end, cut_keeping_start, wrap
 
 DOUBT_MARK = "~"  # before a doubtful timing cell
 UNNAMED_INTERPRETER_NOTE = (
@@ -235,17 +234,17 @@ def counted_breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH
         for kind, value in count.by_kind.items() if round(value))
     windows = ", ".join(f"{calls}: {value:,}" for calls, value in count.windows)
     indent = " " * 6
-    lines = textwrap.wrap(f"instr/call by layer: {layers}", width, initial_indent="    ", subsequent_indent=indent)
-    lines += textwrap.wrap(f"inside wgpu by call kind: {kinds or 'none'}", width, initial_indent="    ",
+    lines = wrap(f"instr/call by layer: {layers}", width, initial_indent="    ", subsequent_indent=indent)
+    lines += wrap(f"inside wgpu by call kind: {kinds or 'none'}", width, initial_indent="    ",
                            subsequent_indent=indent)
-    lines += textwrap.wrap(f"windows (calls: instructions): {windows}; fixed part {count.fixed:,.0f}",
+    lines += wrap(f"windows (calls: instructions): {windows}; fixed part {count.fixed:,.0f}",
                            width, initial_indent="    ", subsequent_indent=indent)
     if count.allocation_price is not None:
-        lines += textwrap.wrap(f"allocator calls/call {count.allocator_calls_per_call:,.0f} (counted at "
+        lines += wrap(f"allocator calls/call {count.allocator_calls_per_call:,.0f} (counted at "
                                f"{count.allocation_price} instructions each)", width, initial_indent="    ",
                                subsequent_indent=indent)
     if count.estimated_cycles_per_call is not None:
-        lines += textwrap.wrap(f"estimated cycles/call {count.estimated_cycles_per_call:,.0f} (cache simulation: "
+        lines += wrap(f"estimated cycles/call {count.estimated_cycles_per_call:,.0f} (cache simulation: "
                                "L1 hits + 5 x last-level hits + 35 x RAM accesses)", width, initial_indent="    ",
                                subsequent_indent=indent)
     if measurement.calls.get("readback"):
@@ -271,8 +270,8 @@ def breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH) -> lis
         if measurement.calls.get(kind)
     )
     indent = " " * 6
-    lines = textwrap.wrap(f"kernels/call: {kernels}", width, initial_indent="    ", subsequent_indent=indent)
-    lines += textwrap.wrap(f"host per call: {calls}", width, initial_indent="    ", subsequent_indent=indent)
+    lines = wrap(f"kernels/call: {kernels}", width, initial_indent="    ", subsequent_indent=indent)
+    lines += wrap(f"host per call: {calls}", width, initial_indent="    ", subsequent_indent=indent)
     if measurement.gpu_us_per_call is not None:
         note = " (CPU adapter: indicative only)" if measurement.gpu_is_indicative else ""
         lines.append(f"    GPU µs/call from timestamps: {np.median(measurement.gpu_us_per_call):.1f}{note}")
@@ -305,21 +304,21 @@ def render(
     counted = next((m.instructions for _, m, _ in rows if m is not None and m.instructions is not None), None)
     table = (_Table((label for _, _, label in rows), width, _COUNTED_COLUMNS, _COUNTED_COMPACT_COLUMNS) if counted
              else _Table((label for _, _, label in rows), width))
-    lines = textwrap.wrap(header if gpu is None else f"adapter: {gpu.describe()}", width, subsequent_indent="  ")
+    lines = wrap(header if gpu is None else f"adapter: {gpu.describe()}", width, subsequent_indent="  ")
     if counted:
-        lines.extend(textwrap.wrap(
+        lines.extend(wrap(
             f"counted ({counted.tool}): host instructions of the calling thread, not wall time; spread: "
             "between the window pairs ('-': one pair, a call that fills a window alone)", width, subsequent_indent="  "))
         if any(m is not None and m.instructions is not None and m.instructions.interpreter_unnamed
                for _, m, _ in rows):
-            lines.extend(textwrap.wrap(UNNAMED_INTERPRETER_NOTE, width, subsequent_indent="  "))
+            lines.extend(wrap(UNNAMED_INTERPRETER_NOTE, width, subsequent_indent="  "))
     elif gpu is not None and gpu.is_cpu:
         lines.append("CPU adapter: timings are CPU-emulated; counts are exact")
     lines.append(table.header())
     lines.append("-" * min(width, len(lines[-1])))
 
     def wrapped(text: str, first: str, rest: str) -> list[str]:
-        return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest)
+        return wrap(text, width, initial_indent=first, subsequent_indent=rest)
 
     for index, (result, measurement, label) in enumerate(rows):
         if measurement is None:
