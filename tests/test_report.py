@@ -143,7 +143,8 @@ def test_not_in_report(kernel):
     assert "test_not_in_report" not in result.stdout.str()
     assert max(len(line) for line in report_section(result)) <= 100
     verbose = pytester.runpytest("--dispatch-report", "-v")
-    verbose.stdout.fnmatch_lines(["*kernels/call: add_one 20*", "*host per call: encoder 20x *", "*submit 20x*"])
+    verbose.stdout.fnmatch_lines(["*kernels/call: add_one 20*", "*host µs per call inside API calls*",
+                                  "*encoder 20x *", "*submit 20x*"])
     assert max(len(line) for line in report_section(verbose)) <= 100
 
 
@@ -292,7 +293,8 @@ ROWS_OF_THE_ISSUE = [  # the rows that were cut on an 80-column terminal (issue 
 def _rows(lines):
     start = next(i for i, line in enumerate(lines) if line.startswith("---")) + 1
     end = next((i for i, line in enumerate(lines) if line == "tests:"), len(lines))
-    return lines[start:end], lines[end + 1:]
+    legend = next((i for i, line in enumerate(lines) if line.startswith("columns: ")), end)
+    return lines[start:legend], lines[end + 1:]
 
 
 def test_at_200_columns_each_row_has_its_full_node_id_and_no_key_list():
@@ -337,13 +339,73 @@ def test_cut_in_the_middle_keeps_both_ends():
     assert len(cut_in_the_middle("abcdefghijklmnop", 7)) == 7
 
 
-def test_a_wide_timed_cell_drops_its_interval_and_keeps_the_doubt_mark():
-    from pytest_dispatch.presentation.report import DOUBT_MARK, _fit
+def _synthetic(wall_us_per_call, dispatches=2, host_breakdown=1.0, name="tiny"):
+    from pytest_dispatch.measurement import recorder
+    from pytest_dispatch.measurement.meter import Measurement
 
-    assert _fit("~-307.8 [-232.6-647.7]", 20) == "~-307.8"
-    assert _fit("292.7 [41.4-347.7]", 18) == "292.7 [41.4-347.7]"
-    assert _fit(DOUBT_MARK + "292.7 [41.4-347.7]", 10) == "~292.7"
-    assert _fit("1234567.8 [1-2]", 6).endswith("67.8")  # only what cannot fit at all is cut
+    rounds = len(wall_us_per_call)
+    calls = dict.fromkeys(recorder.KINDS, 0) | {"dispatch": dispatches, "submit": 1, "pass": 1, "encoder": 1}
+    return Measurement(name, "sequential", 3, rounds, 1, calls, {"k": dispatches}, np.full(rounds, 5.0),
+                       np.asarray(wall_us_per_call, dtype=float), np.full(rounds, 200.0),
+                       dict.fromkeys(recorder.KINDS, host_breakdown))
+
+
+NEGATIVE_FIGURE = re.compile(r"(?<![\w.\]])-\d")
+
+
+def test_no_time_is_shown_negative_whatever_the_sync_subtracted():
+    from pytest_dispatch.presentation import report
+
+    below = _synthetic([-30.0, -10.0, 40.0])  # wall less the sync: a median below zero (seen under -n 2)
+    straddling = _synthetic([-30.0, 40.0, 50.0, 60.0, 45.0], name="straddling")
+    results = [TestResult("t.py::test_tiny", [below], {}), TestResult("t.py::test_wide", [straddling], {})]
+    for doubt in (None, "~ timings doubtful"):
+        lines = report.render(results, None, "adapter: test", width=100, timing_doubt=doubt)
+        rows, _ = _rows(lines)
+        assert not [line for line in lines if NEGATIVE_FIGURE.search(line)], lines
+        (tiny,) = [row for row in rows if "test_tiny" in row]
+        (wide,) = [row for row in rows if "test_wide" in row]
+        assert "< sync noise" in tiny
+        assert re.search(r" \[0\.0-\d", wide), wide  # the interval reaches below zero: it starts at 0
+    assert report.median_text(below) == "< sync noise"
+
+
+def test_figures_are_never_cut_names_are():
+    from pytest_dispatch.presentation import report
+
+    wide = _synthetic([1_234_567.8] * 5, dispatches=1_234_567)
+    nodeid = "tests/test_a_rather_long_module_name.py::test_a_long_test_name[with_a_parameter]"
+    for width in (60, 80, 100):
+        lines = report.render([TestResult(nodeid, [wide], {})], None, "adapter: test", width=width)
+        (row,) = _rows(lines)[0]
+        assert " 1234567 " in row and re.search(r" 1\.0 \[1\.0-1\.0\] ", row), row  # whole, interval too
+        assert nodeid not in row  # the name gave way
+        if width >= 80:  # at 60 columns figures this wide take more than the line: they still are whole
+            assert max(len(line) for line in lines if not line.startswith("  1 tests/")) <= width
+
+
+def test_every_heading_has_its_meaning_and_unit_under_the_table():
+    from pytest_dispatch.presentation import report
+
+    for width, columns in ((80, report._COMPACT_COLUMNS), (200, report._NUMBER_COLUMNS)):
+        lines = report.render([_result("t.py::test_a", ["x"])], None, "adapter: test", width=width)
+        header = next(line for line in lines if line.startswith("test "))
+        legend_start = next(i for i, line in enumerate(lines) if line.startswith("columns: "))
+        legend = " ".join(line.strip() for line in lines[legend_start:] if not line.startswith("tests:"))
+        for heading, _ in columns:
+            assert heading in header and f"{heading}: {report.LEGEND[heading]}" in legend
+        assert "median of the row's timed rounds [95% interval of that median" in legend
+
+
+def test_the_verbose_host_breakdown_says_it_is_not_the_host_columns_rounds():
+    from pytest_dispatch.presentation import report
+
+    measured = _synthetic([100.0] * 5, host_breakdown=50.0)  # inside API calls: 50 µs per kind; timed: 5 µs a call
+    lines = report.render([TestResult("t.py::test_a", [measured], {})], None, "adapter: test", verbose=True, width=200)
+    (line,) = [line for line in lines if "host µs per call inside API calls" in line]
+    total = sum(measured.host_breakdown_us_per_call.values())
+    assert f"{total:.1f} in all (from the counted rounds, the recorder's wrappers on; the host column's timed " \
+           f"rounds: {np.median(measured.host_us_per_call):.1f} per call)" in line
 
 
 # Names a test suite can hold (ids come from parameters, branches from anyone): HTML, a javascript:
