@@ -513,3 +513,18 @@ def test_rendering_a_two_megabyte_name_takes_steps_linear_in_it(monkeypatch):
     assert max(longest, default=0) <= 100
     assert len(long) == len(short)
     assert all(len(line) <= 100 for line in long if not line.lstrip().startswith("1 tests/"))
+
+
+def test_the_svg_charts_draw_hostile_names_as_written(tmp_path):
+    import dataclasses
+    import xml.etree.ElementTree as ElementTree
+
+    pytest.importorskip("matplotlib")
+    from pytest_dispatch.presentation import plot
+
+    # a "$" pair in a test id or a kernel label is TeX to matplotlib; "\frac" alone does not parse
+    kernel = "$\\frac$ <script>alert(1)</script>"
+    current = dataclasses.replace(measurement(), by_kernel={kernel: 10})
+    path = plot.plot_measurement(tmp_path, HOSTILE_NODE + "[$\\alpha$]", current, current)
+    tree = ElementTree.parse(path)
+    assert not [element for element in tree.iter() if element.tag.rsplit("}", 1)[-1] in ("script", "img", "a")]
