@@ -404,8 +404,8 @@ def test_the_verbose_host_breakdown_says_it_is_not_the_host_columns_rounds():
     lines = report.render([TestResult("t.py::test_a", [measured], {})], None, "adapter: test", verbose=True, width=200)
     (line,) = [line for line in lines if "host µs per call inside API calls" in line]
     total = sum(measured.host_breakdown_us_per_call.values())
-    assert f"{total:.1f} in all (from the counted rounds, the recorder's wrappers on; the host column's timed " \
-           f"rounds: {np.median(measured.host_us_per_call):.1f} per call)" in line
+    assert f"{total:.1f} in all (mean of the counted rounds, the recorder's wrappers on; the host column is per " \
+           f"dispatch, its timed rounds' median {np.median(measured.host_us_per_call):.1f} per call)" in line
 
 
 # Names a test suite can hold (ids come from parameters, branches from anyone): HTML, a javascript:

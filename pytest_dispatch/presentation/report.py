@@ -292,11 +292,13 @@ def breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH) -> lis
     )
     indent = " " * 6
     lines = wrap(f"kernels/call: {kernels}", width, initial_indent="    ", subsequent_indent=indent)
-    # The breakdown comes from the counted rounds, with the recorder's wrappers timing each call; the
-    # host column from the timed rounds, wrappers off. They are different rounds: said so, side by side.
-    timed = (f"; the host column's timed rounds: {np.median(measurement.host_us_per_call):.1f} per call"
+    # The breakdown is the mean of the few counted rounds, the recorder's wrappers timing each call;
+    # the host column is per dispatch, the median of the timed rounds, wrappers off. Different rounds
+    # and statistics, and another unit: said so, with the timed rounds' figure per call beside it.
+    timed = (f"; the host column is per dispatch, its timed rounds' median "
+             f"{np.median(measurement.host_us_per_call):.1f} per call"
              if measurement.timed and len(measurement.host_us_per_call) else "")
-    lines += wrap(f"host µs per call inside API calls, {host_sum:.1f} in all (from the counted rounds, the "
+    lines += wrap(f"host µs per call inside API calls, {host_sum:.1f} in all (mean of the counted rounds, the "
                   f"recorder's wrappers on{timed}): {calls}", width, initial_indent="    ", subsequent_indent=indent)
     if measurement.gpu_us_per_call is not None:
         note = " (CPU adapter: indicative only)" if measurement.gpu_is_indicative else ""
