@@ -281,7 +281,7 @@ def _result(nodeid, names, dispatches=10):
     return TestResult(nodeid, measurements, {})
 
 
-ROWS_OF_THE_ISSUE = [  # the rows that were cut on an 80-column terminal (issue 28)
+ROWS_CUT_AT_80 = [  # rows whose names were once cut to sameness on an 80-column terminal
     ("examples/test_reference_model.py::test_fused_is_faster_than_eager", ["Ops.fused", "Ops.eager"]),
     ("examples/test_reference_model.py::test_fused_plus_is_faster_than_eager", ["Ops.fused_plus", "Ops.eager"]),
     ("examples/test_kernels.py::test_sum_is_faster_than_halving[sum_chunks]", ["Sum.run"]),
@@ -300,20 +300,20 @@ def _rows(lines):
 def test_at_200_columns_each_row_has_its_full_node_id_and_no_key_list():
     from pytest_dispatch.presentation import report
 
-    results = [_result(nodeid, names) for nodeid, names in ROWS_OF_THE_ISSUE]
+    results = [_result(nodeid, names) for nodeid, names in ROWS_CUT_AT_80]
     lines = report.render(results, None, "adapter: test", width=200)
     rows, keys = _rows(lines)
     assert not keys and max(len(line) for line in lines) <= 200
     assert rows[0].startswith("examples/test_reference_model.py::test_fused_is_faster_than_eager [fused]  ")
     assert rows[4].startswith("examples/test_kernels.py::test_sum_is_faster_than_halving[sum_chunks]  ")
-    for nodeid, _ in ROWS_OF_THE_ISSUE:
+    for nodeid, _ in ROWS_CUT_AT_80:
         assert any(row.startswith(nodeid) for row in rows)
 
 
 def test_at_80_columns_rows_are_unique_numbered_abbreviations_and_the_full_ids_follow_once():
     from pytest_dispatch.presentation import report
 
-    results = [_result(nodeid, names) for nodeid, names in ROWS_OF_THE_ISSUE]
+    results = [_result(nodeid, names) for nodeid, names in ROWS_CUT_AT_80]
     lines = report.render(results, None, "adapter: test", width=80)
     assert max(len(line) for line in lines) <= 80
     rows, keys = _rows(lines)
@@ -321,8 +321,8 @@ def test_at_80_columns_rows_are_unique_numbered_abbreviations_and_the_full_ids_f
     names = [row[:row.index("  ")] for row in rows]  # the test column: the numbers follow two spaces on
     assert len(set(names)) == len(names), names
     listed = dict(line.split(None, 1) for line in keys)
-    assert sorted(listed.values()) == sorted(nodeid for nodeid, _ in ROWS_OF_THE_ISSUE)  # each once
-    for (nodeid, measurement_names), number in zip(ROWS_OF_THE_ISSUE, ("1", "2", "3", "4", "5")):
+    assert sorted(listed.values()) == sorted(nodeid for nodeid, _ in ROWS_CUT_AT_80)  # each once
+    for (nodeid, measurement_names), number in zip(ROWS_CUT_AT_80, ("1", "2", "3", "4", "5")):
         assert listed[number] == nodeid
     assert names[0].startswith("1 ") and names[0].endswith(" [fused]") and names[1].endswith(" [eager]")
     assert names[2].startswith("2 ") and names[3].startswith("2 ")
