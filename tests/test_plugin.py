@@ -150,17 +150,37 @@ def test_a_baseline_that_holds_none_of_this_runs_measurements_does_not_pass(pyte
     from pytest_dispatch.judgement import storage
     from pytest_dispatch.judgement.results import TestResult
 
-    gone = TestResult("test_gone.py::test_old", [measurement("old")], call={})
+    gone = TestResult("test_new.py::test_gone", [measurement("old")], call={})
     storage.BaselineStore(pytester.path / "store").save(storage.session_json([gone], gpu_info), "main")
     pytester.makepyfile(test_new="""
 from pytest_dispatch.workloads import AddOne
 
+def test_gone():
+    pass
+
 def test_fresh(dispatch_meter, gpu_device):
     dispatch_meter.measure(AddOne(gpu_device).single_pass, 4, rounds=2, name="fresh")
 """)
-    result = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store")
-    result.assert_outcomes(passed=1)
+    # test_gone is collected, so the gate can only tell at the end that -k left nothing it knows
+    result = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store", "-k", "fresh")
+    result.assert_outcomes(passed=1, deselected=1)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines(["dispatch gate: no measurement of this run has a baseline in *: this run measured "
                                  "1 (test_new.py::test_fresh::fresh), the baseline holds 1 "
-                                 "(test_gone.py::test_old::old); nothing was compared*"])
+                                 "(test_new.py::test_gone::old); nothing was compared*"])
+
+
+def test_a_baseline_that_holds_none_of_the_collected_tests_stops_before_they_run(pytester, gpu_info):
+    from helpers import measurement
+    from pytest_dispatch.judgement import storage
+    from pytest_dispatch.judgement.results import TestResult
+
+    gone = TestResult("test_old.py::test_gone", [measurement("old")], call={})
+    storage.BaselineStore(pytester.path / "store").save(storage.session_json([gone], gpu_info), "main")
+    pytester.makepyfile(test_new="def test_fresh(gpu_device):\n    open('ran', 'w').close()\n")
+    result = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --dispatch-compare: no collected test is in the baseline *: 1 "
+                                 "(test_new.py::test_fresh) collected, the baseline holds 1 "
+                                 "(test_old.py::test_gone::old); nothing would be compared*"])
+    assert not (pytester.path / "ran").exists()

@@ -14,6 +14,7 @@ from pytest_dispatch import options
 from pytest_dispatch.judgement.results import USER_PROPERTY, TestResult, sequential_measurements
 from pytest_dispatch.plugin import contention
 from pytest_dispatch.presentation import report
+from pytest_dispatch.presentation.text import count_and_first
 from pytest_dispatch.plugin.gating import counted_software, gate_for
 from pytest_dispatch.plugin.session import GpuSession
 
@@ -66,12 +67,9 @@ class DispatchReporter:
             return None
         ours = list(sequential_measurements(self.results))
         theirs = list(sequential_measurements(self.baseline.results))
-
-        def some(keys: list[str]) -> str:
-            return f"{len(keys)}" + (f" ({', '.join(keys[:2])}{', ...' if len(keys) > 2 else ''})" if keys else "")
         return (f"dispatch gate: no measurement of this run has a baseline in {self.baseline.path}: this run "
-                f"measured {some(ours)}, the baseline holds {some(theirs)}; nothing was compared (run the tests "
-                "the baseline holds, or save one of these with --dispatch-save)")
+                f"measured {count_and_first(ours)}, the baseline holds {count_and_first(theirs)}; nothing was "
+                "compared (run the tests the baseline holds, or save one of these with --dispatch-save)")
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

@@ -39,6 +39,13 @@ def cut_in_the_middle(text: str, width: int) -> str:
     return text[:head] + "…" + (text[len(text) - tail:] if tail else "")
 
 
+def count_and_first(names: Sequence[str], shown: int = 2) -> str:
+    """``3 (a, b, ...)``: how many names, and the first few."""
+    if not names:
+        return "0"
+    return f"{len(names)} ({', '.join(names[:shown])}{', ...' if len(names) > shown else ''})"
+
+
 def wrap(text: str, width: int, initial_indent: str = "", subsequent_indent: str = "") -> list[str]:
     """``textwrap.wrap``, in time linear in ``text``: a word longer than a line (a name: figures are
     short) is cut in its middle to fit instead of broken over lines; textwrap copies the rest of a
