@@ -261,13 +261,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         collected = {item.nodeid for item in items}
         family = sum(1 for key in sequential_measurements(baseline.results)
                      if MeasurementKey.parse(key).nodeid in collected)
-        if not family and items and not options.of(config).dispatch_accept:
+        # Before -k and -m deselect: none of these can match, so none of those that run can. Not in
+        # a pytest-xdist worker (an error there is no one-line message); the reporter says it at the end.
+        if not family and items and not options.of(config).dispatch_accept and not hasattr(config, "workerinput"):
             from pytest_dispatch.presentation.text import count_and_first
 
-            # (before -k and -m deselect: none of these can match, so none of those run can)
+            tests = list(dict.fromkeys(item.nodeid for item in items))
             raise pytest.UsageError(
                 f"--dispatch-compare: no collected test is in the baseline {baseline.path}: "
-                f"{count_and_first(list(dict.fromkeys(item.nodeid for item in items)))} collected, the baseline holds "
+                f"{count_and_first(tests)} collected, the baseline holds "
                 f"{count_and_first(list(sequential_measurements(baseline.results)))}; nothing would be compared "
                 "(run the tests the baseline holds, or save one of these with --dispatch-save)")
         config.stash[GATE_KEY] = gate_for(baseline, config, family_size=family)

@@ -31,6 +31,7 @@ class DispatchReporter:
         self.late_regressions: list[str] = []  # regressed only once the whole BH family was known
         self.saved: list[str] = []
         self.notes: list[str] = []
+        self.stopped = False  # a usage error stopped the session before any test: its one line says it all
         self.idle_cpus = contention.IdleCpus(config)  # now, before pytest-xdist starts its workers
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -73,6 +74,9 @@ class DispatchReporter:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if session.exitstatus == pytest.ExitCode.USAGE_ERROR and not self.results:
+            self.stopped = True
+            return
         self.results.sort(key=lambda r: r.nodeid)
         compare_name = options.of(self.config).dispatch_compare
         if compare_name and self.baseline is None and not self.gpu_session.unavailable_reason:
@@ -126,6 +130,8 @@ class DispatchReporter:
         return contention.timing_doubt(self.idle_cpus.workers, self.idle_cpus.idle, gpu.is_cpu, gpu.adapter_name)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.stopped:
+            return
         write = terminalreporter.write_line
         doubt = self.timing_doubt()
         if options.of(self.config).dispatch_report:
