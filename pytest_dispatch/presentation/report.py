@@ -134,10 +134,11 @@ class _Table:
                  compact_columns=_COMPACT_COLUMNS, cells: Iterable[Sequence[str]] = ()) -> None:
         labels = list(dict.fromkeys(labels))  # in row order, so the numbers go up down the table
         cells = list(cells)
-        # A figure is never cut: a column is as wide as its widest cell; the name column gives way.
-        columns, compact_columns = (tuple((name, max([width, *(len(row[i]) for row in cells if i < len(row))]))
-                                          for i, (name, width) in enumerate(group))
-                                    for group in (columns, compact_columns))
+
+        def widened(group):  # a figure is never cut: a column is as wide as its widest cell
+            return tuple((name, max([width, *(len(row[i]) for row in cells if i < len(row))]))
+                         for i, (name, width) in enumerate(group))
+        columns, compact_columns = widened(columns), widened(compact_columns)  # the name column gives way
         longest = max((len(label.full) for label in labels), default=len("test"))
         self.columns = columns
         if width - _numbers_width(columns) >= longest:
@@ -256,17 +257,17 @@ def counted_breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH
     indent = " " * 6
     lines = wrap(f"instr/call by layer: {layers}", width, initial_indent="    ", subsequent_indent=indent)
     lines += wrap(f"inside wgpu by call kind: {kinds or 'none'}", width, initial_indent="    ",
-                           subsequent_indent=indent)
+                  subsequent_indent=indent)
     lines += wrap(f"windows (calls: instructions): {windows}; fixed part {count.fixed:,.0f}",
-                           width, initial_indent="    ", subsequent_indent=indent)
+                  width, initial_indent="    ", subsequent_indent=indent)
     if count.allocation_price is not None:
         lines += wrap(f"allocator calls/call {count.allocator_calls_per_call:,.0f} (counted at "
-                               f"{count.allocation_price} instructions each)", width, initial_indent="    ",
-                               subsequent_indent=indent)
+                      f"{count.allocation_price} instructions each)", width, initial_indent="    ",
+                      subsequent_indent=indent)
     if count.estimated_cycles_per_call is not None:
         lines += wrap(f"estimated cycles/call {count.estimated_cycles_per_call:,.0f} (cache simulation: "
-                               "L1 hits + 5 x last-level hits + 35 x RAM accesses)", width, initial_indent="    ",
-                               subsequent_indent=indent)
+                      "L1 hits + 5 x last-level hits + 35 x RAM accesses)", width, initial_indent="    ",
+                      subsequent_indent=indent)
     if measurement.calls.get("readback"):
         lines.append("    the measured function reads back: its wait for the GPU is counted too")
     return lines
@@ -279,8 +280,9 @@ def counts_cells(result: TestResult) -> tuple[str, ...]:
             result.budget_verdict)
 
 
-def breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH) -> list[str]:
-    """Per-kernel dispatches and per-API-call host µs of one measurement (for -v)."""
+def breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH, host_column: bool = True) -> list[str]:
+    """Per-kernel dispatches and per-API-call host µs of one measurement (for -v); ``host_column``:
+    the table beside it has the host µs per dispatch column (the timed one)."""
     kernels = ", ".join(f"{name} {n}" for name, n in measurement.by_kernel.items()) or "none"
     host_sum = sum(measurement.host_breakdown_us_per_call.values())
     host_total = host_sum or 1.0
@@ -295,9 +297,10 @@ def breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH) -> lis
     # The breakdown is the mean of the few counted rounds, the recorder's wrappers timing each call;
     # the host column is per dispatch, the median of the timed rounds, wrappers off. Different rounds
     # and statistics, and another unit: said so, with the timed rounds' figure per call beside it.
-    timed = (f"; the host column is per dispatch, its timed rounds' median "
-             f"{np.median(measurement.host_us_per_call):.1f} per call"
-             if measurement.timed and len(measurement.host_us_per_call) else "")
+    timed = ""
+    if measurement.timed and len(measurement.host_us_per_call):
+        timed = (f"; the host column is per dispatch, its timed rounds' median " if host_column
+                 else "; the timed rounds' median ") + f"{np.median(measurement.host_us_per_call):.1f} per call"
     lines += wrap(f"host µs per call inside API calls, {host_sum:.1f} in all (mean of the counted rounds, the "
                   f"recorder's wrappers on{timed}): {calls}", width, initial_indent="    ", subsequent_indent=indent)
     if measurement.gpu_us_per_call is not None:
@@ -368,7 +371,7 @@ def render(
             if measurement.instructions is not None and measurement.instructions.call_budget_asked:
                 lines.extend(wrapped(budget_cut_text(measurement.instructions), "    ", " " * 6))
             if verbose:
-                lines.extend(breakdown_lines(measurement, width))
+                lines.extend(breakdown_lines(measurement, width, host_column=False))
                 lines.extend(counted_breakdown_lines(measurement, width))
         else:
             if measurement.timed and measurement.dispatches and np.median(measurement.wall_us_per_call) <= 0:
