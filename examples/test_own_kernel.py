@@ -162,7 +162,7 @@ def test_row_sums_match_numpy(request, version, x):
 @pytest.mark.dispatch_budget(dispatches=exact(3), submits=exact(1), passes=1)
 def test_three_steps_budget(dispatch_meter, three_steps):
     measurement = dispatch_meter.measure(three_steps, rounds=20)
-    assert measurement.by_kernel == {"row_sum": 1, "scale": 1, "square": 1}  # by pipeline label
+    assert measurement.by_kernel.keys() == {"row_sum", "scale", "square"}  # how many: the budget's
 
 
 def test_fused_is_faster_than_three_steps(dispatch_meter, fused, three_steps):

@@ -60,8 +60,8 @@ def test_compare_other_gpu_is_incomparable_for_timing(tmp_path, capsys):
 def test_show_markdown(tmp_path, capsys):
     assert cli.main(["show", write(tmp_path, "a.json"), "--markdown"]) == 0
     out = capsys.readouterr().out
-    assert "### Test GPU (DiscreteGPU) via Vulkan" in out
-    assert "| `tests/test_model.py::test_forward` [model] | 10 | 1 |" in out
+    assert "### Test GPU \\(DiscreteGPU\\) via Vulkan" in out
+    assert "| `tests/test_model.py::test_forward` `model` | 10 | 1 |" in out
 
 
 def test_merge_groups_runs_by_gpu(tmp_path, capsys):
@@ -138,7 +138,7 @@ def test_markdown_has_one_row_per_measurement_with_its_own_verdicts(tmp_path, ca
     assert cli.main(["compare", base, new, "--markdown"]) == 1
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `tests/")]
     assert len(rows) == 2
-    assert "model dispatches regressed: 10 -> 12" in rows[0] and "other" not in rows[0].split("|", 2)[2]
+    assert "model dispatches regressed\\: 10 \\-\\> 12" in rows[0] and "other" not in rows[0].split("|", 2)[2]
     assert "other counts unchanged" in rows[1] and "regressed" not in rows[1]
 
 

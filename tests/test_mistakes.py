@@ -109,3 +109,37 @@ def test_an_unversioned_run_is_listed_as_unversioned_and_long_names_whole(tmp_pa
     rows = capsys.readouterr().out.splitlines()[2:]
     assert rows[0].split()[2:5] == ["unversioned", "feature/a-long-branch-name", "nightly-with-a-long-name"]
     assert rows[1].split()[2] == "0123456789"
+
+
+def _first_python_block(path):
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / path).read_text()
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+def test_the_readmes_first_test_shows_the_budgets_one_line_when_its_kernel_dispatches_more(pytester, gpu_info):
+    (example,) = _first_python_block("README.md")[:1]
+    regressed = example.replace("dispatch_meter.measure(add_one, 40, 1)", "dispatch_meter.measure(add_one, 48, 1)")
+    assert regressed != example
+    pytester.makepyfile(test_readme_example=regressed)
+    result = pytester.runpytest("-k", "test_one_submit and not faster")
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(["dispatch budget exceeded: 48 dispatches per call > exactly 40 allowed (+8; by "
+                                 "kernel: add_one 48)", "FAILED *test_one_submit - dispatch budget exceeded*"])
+
+
+def test_the_own_kernel_budget_test_shows_the_budgets_one_line_when_a_kernel_runs_twice(pytester, gpu_info):
+    from pathlib import Path
+
+    example = (Path(__file__).resolve().parent.parent / "examples" / "test_own_kernel.py").read_text()
+    budget_test = example[example.index("@pytest.mark.dispatch_budget"):].split("\n\n\n")[0]
+    assert budget_test.strip() in "".join(_first_python_block("docs/own_kernel.md"))  # the guide shows this test
+    call = "    def __call__(self) -> None:\n        self.run(self.steps)\n\n\nclass Fused"
+    assert example.count(call) == 1
+    pytester.makepyfile(test_own_kernel=example.replace(call, call.replace("self.steps)", "self.steps + self.steps[1:2])")))
+    result = pytester.runpytest("-k", "budget", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1, deselected=3)
+    result.stdout.fnmatch_lines(["dispatch budget exceeded: 4 dispatches per call > exactly 3 allowed (+1; by kernel: "
+                                 "square 2, *)", "FAILED *test_three_steps_budget - dispatch budget exceeded*"])

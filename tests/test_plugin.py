@@ -119,3 +119,68 @@ def test_call_phase_counts_are_stashed_for_every_test(pytester, gpu_info):
     )
     result = pytester.runpytest("-s")
     result.stdout.fnmatch_lines(["*COUNTS test_three 3*", "*COUNTS test_none 0*"])
+
+
+@pytest.mark.parametrize("flag", ["--dispatch-compare=", "--dispatch-save=", "--dispatch-compare= "])
+def test_an_empty_baseline_name_is_a_usage_error_before_any_test(pytester, flag):
+    pytester.makepyfile("def test_x(tmp_path_factory):\n    open('ran', 'w').close()\n")
+    result = pytester.runpytest(flag)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {flag.strip()} was given an empty name (an unset variable?): give a name*"])
+    assert not (pytester.path / "ran").exists()
+
+
+def test_an_unknown_baseline_name_is_refused_before_any_test_naming_the_saved_ones(pytester):
+    folder = pytester.path / "store" / "some-gpu"
+    folder.mkdir(parents=True)
+    for name in ("main", "nightly"):
+        (folder / f"20260101T000000Z_abc_{name}.json").write_text("{}")
+    pytester.makepyfile("def test_x():\n    open('ran', 'w').close()\n")
+    result = pytester.runpytest("--dispatch-compare=mian", "--dispatch-storage=store")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --dispatch-compare=mian: no saved run is named 'mian' in store/; "
+                                 "the saved names are main, nightly (or save one with --dispatch-save=mian)"])
+    assert not (pytester.path / "ran").exists()
+    pytester.runpytest("--dispatch-compare=mian", "--dispatch-storage=store",
+                       "--dispatch-accept").assert_outcomes(passed=1)  # accepting names a new baseline
+
+
+def test_a_baseline_that_holds_none_of_this_runs_measurements_does_not_pass(pytester, gpu_info):
+    from helpers import measurement
+    from pytest_dispatch.judgement import storage
+    from pytest_dispatch.judgement.results import TestResult
+
+    gone = TestResult("test_new.py::test_gone", [measurement("old")], call={})
+    storage.BaselineStore(pytester.path / "store").save(storage.session_json([gone], gpu_info), "main")
+    pytester.makepyfile(test_new="""
+from pytest_dispatch.workloads import AddOne
+
+def test_gone():
+    pass
+
+def test_fresh(dispatch_meter, gpu_device):
+    dispatch_meter.measure(AddOne(gpu_device).single_pass, 4, rounds=2, name="fresh")
+""")
+    # test_gone is collected, so the gate can only tell at the end that -k left nothing it knows
+    result = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store", "-k", "fresh")
+    result.assert_outcomes(passed=1, deselected=1)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["dispatch gate: no measurement of this run has a baseline in *: this run measured "
+                                 "1 (test_new.py::test_fresh::fresh), the baseline holds 1 "
+                                 "(test_new.py::test_gone::old); nothing was compared*"])
+
+
+def test_a_baseline_that_holds_none_of_the_collected_tests_stops_before_they_run(pytester, gpu_info):
+    from helpers import measurement
+    from pytest_dispatch.judgement import storage
+    from pytest_dispatch.judgement.results import TestResult
+
+    gone = TestResult("test_old.py::test_gone", [measurement("old")], call={})
+    storage.BaselineStore(pytester.path / "store").save(storage.session_json([gone], gpu_info), "main")
+    pytester.makepyfile(test_new="def test_fresh(gpu_device):\n    open('ran', 'w').close()\n")
+    result = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --dispatch-compare: no collected test is in the baseline *: 1 "
+                                 "(test_new.py::test_fresh) collected, the baseline holds 1 "
+                                 "(test_old.py::test_gone::old); nothing would be compared*"])
+    assert not (pytester.path / "ran").exists() and "dispatch gate" not in result.stdout.str()  # the one line only

@@ -1,12 +1,15 @@
 """The marker, --dispatch-report and --dispatch-json, end to end through pytester."""
 
 import json
+import re
 
 import numpy as np
 
 import pytest
+from helpers import measurement
 
 from pytest_dispatch.judgement import storage
+from pytest_dispatch.judgement.results import TestResult
 
 WORKLOAD = """
 import pytest
@@ -140,7 +143,8 @@ def test_not_in_report(kernel):
     assert "test_not_in_report" not in result.stdout.str()
     assert max(len(line) for line in report_section(result)) <= 100
     verbose = pytester.runpytest("--dispatch-report", "-v")
-    verbose.stdout.fnmatch_lines(["*kernels/call: add_one 20*", "*host per call: encoder 20x *", "*submit 20x*"])
+    verbose.stdout.fnmatch_lines(["*kernels/call: add_one 20*", "*host µs per call inside API calls*",
+                                  "*encoder 20x *", "*submit 20x*"])
     assert max(len(line) for line in report_section(verbose)) <= 100
 
 
@@ -277,7 +281,7 @@ def _result(nodeid, names, dispatches=10):
     return TestResult(nodeid, measurements, {})
 
 
-ROWS_OF_THE_ISSUE = [  # the rows that were cut on an 80-column terminal (issue 28)
+ROWS_CUT_AT_80 = [  # rows whose names were once cut to sameness on an 80-column terminal
     ("examples/test_reference_model.py::test_fused_is_faster_than_eager", ["Ops.fused", "Ops.eager"]),
     ("examples/test_reference_model.py::test_fused_plus_is_faster_than_eager", ["Ops.fused_plus", "Ops.eager"]),
     ("examples/test_kernels.py::test_sum_is_faster_than_halving[sum_chunks]", ["Sum.run"]),
@@ -289,26 +293,27 @@ ROWS_OF_THE_ISSUE = [  # the rows that were cut on an 80-column terminal (issue 
 def _rows(lines):
     start = next(i for i, line in enumerate(lines) if line.startswith("---")) + 1
     end = next((i for i, line in enumerate(lines) if line == "tests:"), len(lines))
-    return lines[start:end], lines[end + 1:]
+    legend = next((i for i, line in enumerate(lines) if line.startswith("columns: ")), end)
+    return lines[start:legend], lines[end + 1:]
 
 
 def test_at_200_columns_each_row_has_its_full_node_id_and_no_key_list():
     from pytest_dispatch.presentation import report
 
-    results = [_result(nodeid, names) for nodeid, names in ROWS_OF_THE_ISSUE]
+    results = [_result(nodeid, names) for nodeid, names in ROWS_CUT_AT_80]
     lines = report.render(results, None, "adapter: test", width=200)
     rows, keys = _rows(lines)
     assert not keys and max(len(line) for line in lines) <= 200
     assert rows[0].startswith("examples/test_reference_model.py::test_fused_is_faster_than_eager [fused]  ")
     assert rows[4].startswith("examples/test_kernels.py::test_sum_is_faster_than_halving[sum_chunks]  ")
-    for nodeid, _ in ROWS_OF_THE_ISSUE:
+    for nodeid, _ in ROWS_CUT_AT_80:
         assert any(row.startswith(nodeid) for row in rows)
 
 
 def test_at_80_columns_rows_are_unique_numbered_abbreviations_and_the_full_ids_follow_once():
     from pytest_dispatch.presentation import report
 
-    results = [_result(nodeid, names) for nodeid, names in ROWS_OF_THE_ISSUE]
+    results = [_result(nodeid, names) for nodeid, names in ROWS_CUT_AT_80]
     lines = report.render(results, None, "adapter: test", width=80)
     assert max(len(line) for line in lines) <= 80
     rows, keys = _rows(lines)
@@ -316,8 +321,8 @@ def test_at_80_columns_rows_are_unique_numbered_abbreviations_and_the_full_ids_f
     names = [row[:row.index("  ")] for row in rows]  # the test column: the numbers follow two spaces on
     assert len(set(names)) == len(names), names
     listed = dict(line.split(None, 1) for line in keys)
-    assert sorted(listed.values()) == sorted(nodeid for nodeid, _ in ROWS_OF_THE_ISSUE)  # each once
-    for (nodeid, measurement_names), number in zip(ROWS_OF_THE_ISSUE, ("1", "2", "3", "4", "5")):
+    assert sorted(listed.values()) == sorted(nodeid for nodeid, _ in ROWS_CUT_AT_80)  # each once
+    for (nodeid, measurement_names), number in zip(ROWS_CUT_AT_80, ("1", "2", "3", "4", "5")):
         assert listed[number] == nodeid
     assert names[0].startswith("1 ") and names[0].endswith(" [fused]") and names[1].endswith(" [eager]")
     assert names[2].startswith("2 ") and names[3].startswith("2 ")
@@ -334,10 +339,194 @@ def test_cut_in_the_middle_keeps_both_ends():
     assert len(cut_in_the_middle("abcdefghijklmnop", 7)) == 7
 
 
-def test_a_wide_timed_cell_drops_its_interval_and_keeps_the_doubt_mark():
-    from pytest_dispatch.presentation.report import DOUBT_MARK, _fit
+def _synthetic(wall_us_per_call, dispatches=2, host_breakdown=1.0, name="tiny"):
+    from pytest_dispatch.measurement import recorder
+    from pytest_dispatch.measurement.meter import Measurement
 
-    assert _fit("~-307.8 [-232.6-647.7]", 20) == "~-307.8"
-    assert _fit("292.7 [41.4-347.7]", 18) == "292.7 [41.4-347.7]"
-    assert _fit(DOUBT_MARK + "292.7 [41.4-347.7]", 10) == "~292.7"
-    assert _fit("1234567.8 [1-2]", 6).endswith("67.8")  # only what cannot fit at all is cut
+    rounds = len(wall_us_per_call)
+    calls = dict.fromkeys(recorder.KINDS, 0) | {"dispatch": dispatches, "submit": 1, "pass": 1, "encoder": 1}
+    return Measurement(name, "sequential", 3, rounds, 1, calls, {"k": dispatches}, np.full(rounds, 5.0),
+                       np.asarray(wall_us_per_call, dtype=float), np.full(rounds, 200.0),
+                       dict.fromkeys(recorder.KINDS, host_breakdown))
+
+
+NEGATIVE_FIGURE = re.compile(r"(?<![\w.\]])-\d")
+
+
+def test_no_time_is_shown_negative_whatever_the_sync_subtracted():
+    from pytest_dispatch.presentation import report
+
+    below = _synthetic([-30.0, -10.0, 40.0])  # wall less the sync: a median below zero (seen under -n 2)
+    straddling = _synthetic([-30.0, 40.0, 50.0, 60.0, 45.0], name="straddling")
+    results = [TestResult("t.py::test_tiny", [below], {}), TestResult("t.py::test_wide", [straddling], {})]
+    for doubt in (None, "~ timings doubtful"):
+        lines = report.render(results, None, "adapter: test", width=100, timing_doubt=doubt)
+        rows, _ = _rows(lines)
+        assert not [line for line in lines if NEGATIVE_FIGURE.search(line)], lines
+        (tiny,) = [row for row in rows if "test_tiny" in row]
+        (wide,) = [row for row in rows if "test_wide" in row]
+        assert "< sync noise" in tiny
+        assert re.search(r" \[0\.0-\d", wide), wide  # the interval reaches below zero: it starts at 0
+    assert report.median_text(below) == "< sync noise"
+
+
+def test_figures_are_never_cut_names_are():
+    from pytest_dispatch.presentation import report
+
+    wide = _synthetic([1_234_567.8] * 5, dispatches=1_234_567)
+    nodeid = "tests/test_a_rather_long_module_name.py::test_a_long_test_name[with_a_parameter]"
+    for width in (60, 80, 100):
+        lines = report.render([TestResult(nodeid, [wide], {})], None, "adapter: test", width=width)
+        (row,) = _rows(lines)[0]
+        assert " 1234567 " in row and re.search(r" 1\.0 \[1\.0-1\.0\] ", row), row  # whole, interval too
+        assert nodeid not in row  # the name gave way
+        if width >= 80:  # at 60 columns figures this wide take more than the line: they still are whole
+            assert max(len(line) for line in lines if not line.startswith("  1 tests/")) <= width
+
+
+def test_every_heading_has_its_meaning_and_unit_under_the_table():
+    from pytest_dispatch.presentation import report
+
+    for width, columns in ((80, report._COMPACT_COLUMNS), (200, report._NUMBER_COLUMNS)):
+        lines = report.render([_result("t.py::test_a", ["x"])], None, "adapter: test", width=width)
+        header = next(line for line in lines if line.startswith("test "))
+        legend_start = next(i for i, line in enumerate(lines) if line.startswith("columns: "))
+        legend = " ".join(line.strip() for line in lines[legend_start:] if not line.startswith("tests:"))
+        for heading, _ in columns:
+            assert heading in header and f"{heading}: {report.LEGEND[heading]}" in legend
+        assert "median of the row's timed rounds [95% interval of that median" in legend
+
+
+def test_the_verbose_host_breakdown_says_it_is_not_the_host_columns_rounds():
+    from pytest_dispatch.presentation import report
+
+    measured = _synthetic([100.0] * 5, host_breakdown=50.0)  # inside API calls: 50 µs per kind; timed: 5 µs a call
+    lines = report.render([TestResult("t.py::test_a", [measured], {})], None, "adapter: test", verbose=True, width=200)
+    (line,) = [line for line in lines if "host µs per call inside API calls" in line]
+    total = sum(measured.host_breakdown_us_per_call.values())
+    assert f"{total:.1f} in all (mean of the counted rounds, the recorder's wrappers on; the host column is per " \
+           f"dispatch, its timed rounds' median {np.median(measured.host_us_per_call):.1f} per call)" in line
+
+
+# Names a test suite can hold (ids come from parameters, branches from anyone): HTML, a javascript:
+# link, an image, backticks and pipes. In Markdown they must show as text, in their own cells.
+HOSTILE_NODE = "tests/t.py::test_x[<img src=x onerror=alert(1)>|``a`b``|![i](http://evil.example/i.png)]"
+HOSTILE_NAME = "[click](javascript:alert(1)) | `tick` <b>x</b>"
+HOSTILE_REF = "feature/<script>x</script>|[a](javascript:x)`"
+
+
+def _outside_code_spans(line):
+    """The line with each code span (CommonMark: a run of n backticks up to the next run of exactly n)
+    replaced by ``CODE``; escaped characters kept with their backslash."""
+    out, i = [], 0
+    while i < len(line):
+        if line[i] == "\\":
+            out.append(line[i:i + 2])
+            i += 2
+            continue
+        if line[i] == "`":
+            fence = re.match(r"`+", line[i:]).group()
+            close = re.compile(r"(?<!`)" + fence + r"(?!`)").search(line, i + len(fence))
+            if close:
+                out.append("CODE")
+                i = close.end()
+                continue
+        out.append(line[i])
+        i += 1
+    return "".join(out)
+
+
+def _assert_inert(line, columns):
+    assert len(re.findall(r"(?<!\\)\|", line)) == columns + 1, line  # a pipe in a name shifts no column
+    assert not re.findall(r"(?<!\\)[<>\[\]!`]", _outside_code_spans(line)), line  # no HTML, link, image, span
+
+
+def test_the_ab_markdown_shows_hostile_names_and_refs_as_text():
+    from pytest_dispatch.ab.verdicts import Comparison, Outcome
+    from pytest_dispatch.measurement.key import MeasurementKey
+    from pytest_dispatch.presentation.ab import job_markdown
+
+    comparison = Comparison(str(MeasurementKey(HOSTILE_NODE, HOSTILE_NAME)), None, measurement(name=HOSTILE_NAME))
+    outcome = Outcome(HOSTILE_REF, HOSTILE_REF + "2", "<i>GPU</i> [x](javascript:y)", {}, [comparison],
+                      problems=[f"{HOSTILE_NODE} crashed: <b>boom</b> ![i](x)"])
+    lines = job_markdown(outcome)
+    (row,) = [line for line in lines if "new" in line and line.startswith("| ")]
+    _assert_inert(row, 7)
+    assert row.count("CODE") == 0 and _outside_code_spans(row).count("CODE") == 2
+    for line in lines:
+        if not line.startswith("|"):
+            assert not re.findall(r"(?<!\\)[<>\[\]!]", _outside_code_spans(line)), line
+
+
+def test_the_show_and_compare_markdown_shows_hostile_names_as_text(tmp_path, capsys):
+    from pytest_dispatch import cli
+    from pytest_dispatch.measurement.gpu import GpuInfo
+
+    gpu = GpuInfo("wgpu-native", "0.32.0", "Vulkan", "<img src=x> GPU", "acme", 1, 2, "driver 1", "DiscreteGPU")
+
+    def write(name, dispatches):
+        path = tmp_path / name
+        result = TestResult(HOSTILE_NODE, [measurement(name=HOSTILE_NAME, dispatches=dispatches)], {"dispatches": 0})
+        storage.write_json_atomically(path, storage.session_json([result], gpu))
+        return str(path)
+
+    base, current = write("a.json", 10), write("b.json", 12)
+    assert cli.main(["show", base, "--markdown"]) == 0
+    assert cli.main(["compare", base, current, "--markdown"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if line.startswith("| ") and "dispatches/call" not in line]
+    assert len(rows) == 2 and "regressed" in rows[1]
+    for row in rows:
+        _assert_inert(row, 5)
+    for title in (line for line in lines if line.startswith("### ")):
+        assert not re.findall(r"(?<!\\)[<>]", title), title
+
+
+def _report_of_a_long_name(length):
+    from pytest_dispatch.judgement import gate
+    from pytest_dispatch.presentation import report
+
+    name = "n" * length
+    node = "tests/t.py::test_" + "x" * length
+    base = TestResult(node, [measurement(name=name, dispatches=10)], {"dispatches": 0})
+    current = TestResult(node, [measurement(name=name, dispatches=12)], {"dispatches": 0},
+                         speedups=[f"{name} x1.3 faster than {name}"])
+    unsaved = TestResult(node + "_unsaved", [measurement(name=name)], {"dispatches": 0})  # "no baseline for <key>"
+    judge = gate.Gate([base], comparable=True).judge
+    verdicts = {node: judge(current), unsaved.nodeid: judge(unsaved)}
+    return report.render([current, unsaved], None, "adapter: " + name, verbose=True, verdicts=verdicts, width=100)
+
+
+def test_rendering_a_two_megabyte_name_takes_steps_linear_in_it(monkeypatch):
+    """textwrap breaks a word longer than a line by copying its rest once per line: for a name of n
+    characters, n/width copies of up to n characters. Names are cut to a line instead, so no word
+    reaches textwrap's long-word step longer than a line, and the report is as long as for a short name."""
+    import textwrap
+
+    longest = []
+    handle = textwrap.TextWrapper._handle_long_word
+
+    def spy(self, reversed_chunks, cur_line, cur_len, width):
+        longest.append(len(reversed_chunks[-1]))
+        return handle(self, reversed_chunks, cur_line, cur_len, width)
+
+    monkeypatch.setattr(textwrap.TextWrapper, "_handle_long_word", spy)
+    short, long = _report_of_a_long_name(2_000), _report_of_a_long_name(2_000_000)
+    assert max(longest, default=0) <= 100
+    assert len(long) == len(short)
+    assert all(len(line) <= 100 for line in long if not re.match(r"  \d tests/", line))  # the key lists ids whole
+
+
+def test_the_svg_charts_draw_hostile_names_as_written(tmp_path):
+    import dataclasses
+    import xml.etree.ElementTree as ElementTree
+
+    pytest.importorskip("matplotlib")
+    from pytest_dispatch.presentation import plot
+
+    # a "$" pair in a test id or a kernel label is TeX to matplotlib; "\frac" alone does not parse
+    kernel = "$\\frac$ <script>alert(1)</script>"
+    current = dataclasses.replace(measurement(), by_kernel={kernel: 10})
+    path = plot.plot_measurement(tmp_path, HOSTILE_NODE + "[$\\alpha$]", current, current)
+    tree = ElementTree.parse(path)
+    assert not [element for element in tree.iter() if element.tag.rsplit("}", 1)[-1] in ("script", "img", "a")]

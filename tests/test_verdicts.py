@@ -86,7 +86,7 @@ def test_the_ab_markdown_is_one_table_row_per_measurement():
     header = lines.index("| test | measurement | dispatches per call base → head | µs per call base → head "
                          "| ratio per call [interval] | pairs | verdict |")
     assert lines[header + 1] == "|---|---|---:|---:|---:|---:|---|"
-    assert lines[header + 2] == f"| `{NODE}` | attn::f16 | – → 10 | – | – | – | **new** |"
+    assert lines[header + 2] == f"| `{NODE}` | `attn::f16` | – → 10 | – | – | – | **new** |"
 
 
 def test_the_ab_report_shows_the_paired_medians_of_the_comparison():

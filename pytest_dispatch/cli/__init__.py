@@ -30,7 +30,7 @@ from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.presentation import history as history_view, report
-from pytest_dispatch.presentation.text import markdown_table
+from pytest_dispatch.presentation.text import markdown_code, markdown_table, markdown_text
 
 EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -64,8 +64,8 @@ def _markdown_table(results: list[TestResult], verdicts: dict[str, gate.TestVerd
             else:
                 cost = report.median_text(measurement)
             method = " (single-op)" if measurement.method == "single-op" else ""
-            rows.append((f"`{result.nodeid}` [{measurement.name}]{method}", measurement.dispatches,
-                         measurement.submits, cost, text.replace("|", "/")))
+            rows.append((f"{markdown_code(result.nodeid)} {markdown_code(measurement.name)}{method}",
+                         measurement.dispatches, measurement.submits, cost, markdown_text(text)))
     cost_column = "host instructions/call (counted)" if counted else "wall µs/dispatch (median)"
     return markdown_table(("test", "dispatches/call", "submits/call", cost_column, "verdict"), rows,
                           right=(1, 2, 3))
@@ -76,7 +76,7 @@ def _render_run(run: dict[str, Any], markdown: bool, verdicts=None) -> list[str]
     gpu = storage.gpu_of(run)
     if markdown:
         title = gpu.describe() if gpu else "unknown GPU"
-        return [f"### {title}", ""] + _markdown_table(results, verdicts) + [""]
+        return [f"### {markdown_text(title)}", ""] + _markdown_table(results, verdicts) + [""]
     return report.render(results, gpu, "adapter: unknown", verbose=False, verdicts=verdicts) + [""]
 
 

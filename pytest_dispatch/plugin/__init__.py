@@ -110,6 +110,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", settings.TIMING_MARKER_HELP)
     gpu.ensure_runtime_dir()  # before any wgpu instance, ours or the tests'; xdist workers inherit it
     values = options.of(config)  # a bad ini value stops the session here
+    _refuse_empty_names(config)
     if (values.dispatch_ab or values.dispatch_aa) and not any(
             config.pluginmanager.has_plugin(name) for name in ("dispatch_ab", "pytest_dispatch.ab.plugin")):
         raise pytest.UsageError("--dispatch-ab/--dispatch-aa: the A/B plugin (pytest_dispatch.ab.plugin) is not "
@@ -141,13 +142,45 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+NAMED_OPTIONS = ("dispatch_save", "dispatch_compare")  # alone they mean a default name; "=" and nothing is a slip
+
+
+def _refuse_empty_names(config: pytest.Config) -> None:
+    """``--dispatch-compare=$UNSET`` would turn the gate off without a word: a usage error instead."""
+    for name in NAMED_OPTIONS:
+        value = config.getoption(name)
+        if isinstance(value, str) and not value.strip():
+            flag = "--" + name.replace("_", "-")
+            raise pytest.UsageError(f"{flag}= was given an empty name (an unset variable?): give a name "
+                                    f"({flag}=main) or the flag alone")
+
+
+SHOWN_NAMES = 8  # saved names a message lists before "..."
+
+
+def _refuse_unknown_baseline_name(store, name: str) -> None:
+    """A name no saved run has, while others are saved (a typo, another branch's name): say so
+    with the names there are, before any test runs. An empty storage is a first run: the
+    session runs, budgets are checked and the reporter says that nothing was compared."""
+    if name == "latest":
+        return
+    saved = sorted({store.name_of(path) for path in store.files(None)})
+    if saved and store.safe_name(name) not in saved:
+        shown = ", ".join(saved[:SHOWN_NAMES]) + (", ..." if len(saved) > SHOWN_NAMES else "")
+        raise pytest.UsageError(f"--dispatch-compare={name}: no saved run is named {store.safe_name(name)!r} in "
+                                f"{store.root}/; the saved names are {shown} (or save one with "
+                                f"--dispatch-save={name})")
+
+
 def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
     from pytest_dispatch.judgement import gate, storage
 
+    store = storage.BaselineStore(options.of(config).dispatch_storage)
+    if not options.of(config).dispatch_accept:  # accepting makes the baseline: a new name is the point
+        _refuse_unknown_baseline_name(store, options.of(config).dispatch_compare)
     gpu_session = config.stash[GPU_SESSION_KEY]
     if gpu_session.unavailable_reason:
         return None  # GPU tests skip; nothing to compare
-    store = storage.BaselineStore(options.of(config).dispatch_storage)
     try:
         return gate.find_baseline(store, gpu_session.info.fingerprint, options.of(config).dispatch_compare,
                                   software=counted_software(config, gpu_session.info))
@@ -228,6 +261,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         collected = {item.nodeid for item in items}
         family = sum(1 for key in sequential_measurements(baseline.results)
                      if MeasurementKey.parse(key).nodeid in collected)
+        # Before -k and -m deselect: none of these can match, so none of those that run can. Not in
+        # a pytest-xdist worker (an error there is no one-line message); the reporter says it at the end.
+        if not family and items and not options.of(config).dispatch_accept and not hasattr(config, "workerinput"):
+            from pytest_dispatch.presentation.text import count_and_first
+
+            tests = list(dict.fromkeys(item.nodeid for item in items))
+            raise pytest.UsageError(
+                f"--dispatch-compare: no collected test is in the baseline {baseline.path}: "
+                f"{count_and_first(tests)} collected, the baseline holds "
+                f"{count_and_first(list(sequential_measurements(baseline.results)))}; nothing would be compared "
+                "(run the tests the baseline holds, or save one of these with --dispatch-save)")
         config.stash[GATE_KEY] = gate_for(baseline, config, family_size=family)
 
 

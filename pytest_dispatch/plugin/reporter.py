@@ -14,6 +14,7 @@ from pytest_dispatch import options
 from pytest_dispatch.judgement.results import USER_PROPERTY, TestResult, sequential_measurements
 from pytest_dispatch.plugin import contention
 from pytest_dispatch.presentation import report
+from pytest_dispatch.presentation.text import count_and_first
 from pytest_dispatch.plugin.gating import counted_software, gate_for
 from pytest_dispatch.plugin.session import GpuSession
 
@@ -30,6 +31,7 @@ class DispatchReporter:
         self.late_regressions: list[str] = []  # regressed only once the whole BH family was known
         self.saved: list[str] = []
         self.notes: list[str] = []
+        self.stopped = False  # a usage error stopped the session before any test: its one line says it all
         self.idle_cpus = contention.IdleCpus(config)  # now, before pytest-xdist starts its workers
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -59,8 +61,22 @@ class DispatchReporter:
                         self.late_regressions.append(final[key].summary)
             result.gate = verdicts.as_dict()
 
+    def _nothing_matched(self) -> str | None:
+        """Why nothing was compared, when no measurement of this run has one in the baseline: a gate
+        that compared nothing must not pass."""
+        if any(verdicts.counts for verdicts in self.verdicts.values()):
+            return None
+        ours = list(sequential_measurements(self.results))
+        theirs = list(sequential_measurements(self.baseline.results))
+        return (f"dispatch gate: no measurement of this run has a baseline in {self.baseline.path}: this run "
+                f"measured {count_and_first(ours)}, the baseline holds {count_and_first(theirs)}; nothing was "
+                "compared (run the tests the baseline holds, or save one of these with --dispatch-save)")
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if session.exitstatus == pytest.ExitCode.USAGE_ERROR and not self.results:
+            self.stopped = True
+            return
         self.results.sort(key=lambda r: r.nodeid)
         compare_name = options.of(self.config).dispatch_compare
         if compare_name and self.baseline is None and not self.gpu_session.unavailable_reason:
@@ -76,6 +92,11 @@ class DispatchReporter:
             if self.late_regressions and session.exitstatus == pytest.ExitCode.OK \
                     and not options.of(self.config).dispatch_accept:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            unmatched = self._nothing_matched()
+            if unmatched:
+                self.notes.append(unmatched)
+                if session.exitstatus == pytest.ExitCode.OK and not options.of(self.config).dispatch_accept:
+                    session.exitstatus = pytest.ExitCode.USAGE_ERROR
         if not self.results:
             return
         software = counted_software(self.config, self._gpu_info()) if self._gpu_info() is not None else None
@@ -109,6 +130,8 @@ class DispatchReporter:
         return contention.timing_doubt(self.idle_cpus.workers, self.idle_cpus.idle, gpu.is_cpu, gpu.adapter_name)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.stopped:
+            return
         write = terminalreporter.write_line
         doubt = self.timing_doubt()
         if options.of(self.config).dispatch_report:

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from pytest_dispatch.judgement.stats import format_us
-from pytest_dispatch.presentation.text import markdown_table
+from pytest_dispatch.presentation.text import markdown_code, markdown_table, markdown_text
 
 NO_VALUE = "–"
 
@@ -30,7 +30,8 @@ def job_lines(outcome: Any) -> list[str]:
 
 
 def job_markdown(outcome: Any) -> list[str]:
-    """The Markdown table (a CI job summary): one row per comparison."""
+    """The Markdown table (a CI job summary): one row per comparison. Names, refs and the adapter are
+    data (a branch may be named anything): code spans for names, escaped text for the rest."""
     rows = []
     for c in outcome.comparisons:
         dispatches = " → ".join(str((m.dispatches if m is not None else None) or NO_VALUE) for m in (c.base, c.head))
@@ -40,11 +41,12 @@ def job_markdown(outcome: Any) -> list[str]:
         if c.timing is not None and not math.isnan(c.timing.ratio):
             high = "inf" if math.isinf(c.timing.high) else f"{c.timing.high:.3f}"
             ratio, pairs = f"x{c.timing.ratio:.3f} [{c.timing.low:.3f}–{high}]", str(c.timing.pairs)
-        rows.append((f"`{c.nodeid}`", c.name, dispatches, us, ratio, pairs, f"**{c.status}**"))
-    lines = [f"### A/B: {outcome.head} against {outcome.base}", "", f"Adapter: {outcome.adapter}", ""]
+        rows.append((markdown_code(c.nodeid), markdown_code(c.name), dispatches, us, ratio, pairs, f"**{c.status}**"))
+    lines = [f"### A/B: {markdown_code(outcome.head)} against {markdown_code(outcome.base)}", "",
+             f"Adapter: {markdown_text(outcome.adapter)}", ""]
     lines += markdown_table(("test", "measurement", "dispatches per call base → head",
                              "µs per call base → head", "ratio per call [interval]", "pairs", "verdict"),
                             rows, right=(2, 3, 4, 5))
-    lines += [""] + [f"- {problem}" for problem in outcome.problems]
+    lines += [""] + [f"- {markdown_text(problem)}" for problem in outcome.problems]
     lines.append(f"**A/B {'failed' if outcome.exit_code else 'passed'}**: {outcome.tally()}")
     return lines

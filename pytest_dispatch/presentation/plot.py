@@ -1,7 +1,8 @@
 """SVG charts (``--dispatch-plot DIR``, needs the ``plot`` extra: matplotlib).
 
 Per measured test: the wall time per call of each round against the baseline's (what
-the gate judges), and dispatches per call by kernel, the baseline's beside them.  File names are derived from the test id, made safe.
+the gate judges), and dispatches per call by kernel, the baseline's beside them. File names are
+derived from the test id, made safe; names are drawn as written (no TeX).
 """
 
 from __future__ import annotations
@@ -51,10 +52,10 @@ def plot_measurement(folder: Path, nodeid: str, current: Measurement, baseline: 
         right.barh([r - height / 2 for r in rows], [baseline.by_kernel.get(n, 0) for n in names], height=height,
                    label="baseline")
         right.legend(fontsize=7)
-    right.set_yticks(list(rows), names)
+    right.set_yticks(list(rows), names, parse_math=False)  # names are data: a "$" is a dollar, not TeX
     right.set_xlabel("dispatches per call, by kernel")
     right.tick_params(axis="y", labelsize=7)
-    figure.suptitle(nodeid, fontsize=8)
+    figure.suptitle(nodeid, fontsize=8, parse_math=False)
     figure.tight_layout()
     path = folder / f"{safe_stem(nodeid + '::' + current.name)}.svg"
     figure.savefig(path)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import textwrap
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -16,9 +15,10 @@ from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.instructions import InstructionCount
 from pytest_dispatch.measurement.meter import SINGLE_OP, Measurement
-from pytest_dispatch.presentation.text import cut_in_the_middle, cut_keeping_end, cut_keeping_start
+from pytest_dispatch.presentation.text import cut_in_the_middle, wrap
 
 DOUBT_MARK = "~"  # before a doubtful timing cell
+BELOW_SYNC_NOISE = "< sync noise"  # a median at or below zero: the work was lost in the empty sync's noise
 UNNAMED_INTERPRETER_NOTE = (
     "this Python has no names for its internal functions (stripped), so CPython's look-ups keyed by "
     "addresses were counted as they ran: counts of the same code can differ by up to about 1% between "
@@ -50,6 +50,21 @@ _COMPACT_COLUMNS = (
     ("budget", 6),
 )
 _COMPACT_BELOW = 28  # a name column narrower than this with the full headings takes the compact ones
+_WALL = ("wall µs per dispatch until the GPU was done, less one empty sync: the median of the row's timed rounds "
+         "[95% interval of that median; from 0: not resolved from the sync's noise]")
+# What each heading means, with its unit: the legend under the table.
+LEGEND = {
+    "disp/call": "dispatches per call", "disp": "dispatches per call",
+    "sub/call": "submits per call", "sub": "submits per call",
+    "wall µs/disp [95% CI]": _WALL, "wall µs/d [95% CI]": _WALL,
+    "host µs/d": "host µs per dispatch until the last call returned (median of the same rounds)",
+    "host": "host µs per dispatch until the last call returned (median of the same rounds)",
+    "sync µs": "µs of one empty sync (median)", "sync": "µs of one empty sync (median)",
+    "infl.": "single-op / sequential wall per dispatch (medians)",
+    "budget": "the dispatch_budget verdict (ok, fail; -: no budget)",
+    "instr/call": "host instructions per call", "instr/disp": "host instructions per dispatch",
+    "instr/d": "host instructions per dispatch", "spread": "between the window pairs",
+}
 
 
 def _numbers_width(columns) -> int:
@@ -116,8 +131,14 @@ class _Table:
     each number's full node id once, below the table."""
 
     def __init__(self, labels: Iterable[Label], width: int, columns=_NUMBER_COLUMNS,
-                 compact_columns=_COMPACT_COLUMNS) -> None:
+                 compact_columns=_COMPACT_COLUMNS, cells: Iterable[Sequence[str]] = ()) -> None:
         labels = list(dict.fromkeys(labels))  # in row order, so the numbers go up down the table
+        cells = list(cells)
+
+        def widened(group):  # a figure is never cut: a column is as wide as its widest cell
+            return tuple((name, max([width, *(len(row[i]) for row in cells if i < len(row))]))
+                         for i, (name, width) in enumerate(group))
+        columns, compact_columns = widened(columns), widened(compact_columns)  # the name column gives way
         longest = max((len(label.full) for label in labels), default=len("test"))
         self.columns = columns
         if width - _numbers_width(columns) >= longest:
@@ -146,23 +167,15 @@ class _Table:
     def row(self, label: Label | str, cells: Iterable[str]) -> str:
         text = self._texts[label] if isinstance(label, Label) else label
         parts = [f"{text:<{self.name_width}}"]
-        parts += [f"{_fit(cell, width):>{width}}" for (_, width), cell in zip(self.columns, cells)]
+        parts += [f"{cell:>{width}}" for (_, width), cell in zip(self.columns, cells)]
         return " ".join(parts).rstrip()
 
     def header(self) -> str:
         return self.row("test", (name for name, _ in self.columns))
 
-
-def _fit(cell: str, width: int) -> str:
-    """A cell cut to its column: an interval (`` [lo-hi]``) goes first; only a value that does not
-    fit alone is cut (keeping its end); the doubt mark stays."""
-    if len(cell) <= width:
-        return cell
-    mark = DOUBT_MARK if cell.startswith(DOUBT_MARK) else ""
-    value = cell[len(mark):].split(" [", 1)[0]
-    if len(mark) + len(value) <= width:
-        return mark + value
-    return mark + cut_keeping_end(value, width - len(mark))
+    def legend(self) -> str:
+        """What each heading means, with its unit."""
+        return "columns: " + "; ".join(f"{name}: {LEGEND[name]}" for name, _ in self.columns if name in LEGEND)
 
 
 def budget_cut_text(count: InstructionCount) -> str:
@@ -183,15 +196,22 @@ def row_label(result: TestResult, measurement: Measurement | None, several: bool
 
 
 def _interval_text(samples: np.ndarray) -> str:
+    """The median and its interval; wall less the sync can fall below zero, a time cannot: a median
+    at or below zero is below the sync's noise, an interval reaching below zero starts at 0."""
     interval = stats.median_ci(samples)
-    return f"{interval.estimate:.1f} [{interval.low:.1f}-{interval.high:.1f}]"
+    if interval.estimate <= 0:
+        return BELOW_SYNC_NOISE
+    return f"{interval.estimate:.1f} [{max(interval.low, 0.0):.1f}-{interval.high:.1f}]"
 
 
 def median_text(measurement: Measurement) -> str:
     """Median wall µs per dispatch, for one-figure listings."""
     if not measurement.timed:
         return Status.OFF
-    return f"{np.median(measurement.wall_us_per_dispatch):.1f}" if measurement.dispatches else "-"
+    if not measurement.dispatches:
+        return "-"
+    median = float(np.median(measurement.wall_us_per_dispatch))
+    return f"{median:.1f}" if median > 0 else BELOW_SYNC_NOISE
 
 
 def measurement_cells(result: TestResult, measurement: Measurement) -> tuple[str, ...]:
@@ -235,19 +255,19 @@ def counted_breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH
         for kind, value in count.by_kind.items() if round(value))
     windows = ", ".join(f"{calls}: {value:,}" for calls, value in count.windows)
     indent = " " * 6
-    lines = textwrap.wrap(f"instr/call by layer: {layers}", width, initial_indent="    ", subsequent_indent=indent)
-    lines += textwrap.wrap(f"inside wgpu by call kind: {kinds or 'none'}", width, initial_indent="    ",
-                           subsequent_indent=indent)
-    lines += textwrap.wrap(f"windows (calls: instructions): {windows}; fixed part {count.fixed:,.0f}",
-                           width, initial_indent="    ", subsequent_indent=indent)
+    lines = wrap(f"instr/call by layer: {layers}", width, initial_indent="    ", subsequent_indent=indent)
+    lines += wrap(f"inside wgpu by call kind: {kinds or 'none'}", width, initial_indent="    ",
+                  subsequent_indent=indent)
+    lines += wrap(f"windows (calls: instructions): {windows}; fixed part {count.fixed:,.0f}",
+                  width, initial_indent="    ", subsequent_indent=indent)
     if count.allocation_price is not None:
-        lines += textwrap.wrap(f"allocator calls/call {count.allocator_calls_per_call:,.0f} (counted at "
-                               f"{count.allocation_price} instructions each)", width, initial_indent="    ",
-                               subsequent_indent=indent)
+        lines += wrap(f"allocator calls/call {count.allocator_calls_per_call:,.0f} (counted at "
+                      f"{count.allocation_price} instructions each)", width, initial_indent="    ",
+                      subsequent_indent=indent)
     if count.estimated_cycles_per_call is not None:
-        lines += textwrap.wrap(f"estimated cycles/call {count.estimated_cycles_per_call:,.0f} (cache simulation: "
-                               "L1 hits + 5 x last-level hits + 35 x RAM accesses)", width, initial_indent="    ",
-                               subsequent_indent=indent)
+        lines += wrap(f"estimated cycles/call {count.estimated_cycles_per_call:,.0f} (cache simulation: "
+                      "L1 hits + 5 x last-level hits + 35 x RAM accesses)", width, initial_indent="    ",
+                      subsequent_indent=indent)
     if measurement.calls.get("readback"):
         lines.append("    the measured function reads back: its wait for the GPU is counted too")
     return lines
@@ -260,10 +280,12 @@ def counts_cells(result: TestResult) -> tuple[str, ...]:
             result.budget_verdict)
 
 
-def breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH) -> list[str]:
-    """Per-kernel dispatches and per-API-call host µs of one measurement (for -v)."""
+def breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH, host_column: bool = True) -> list[str]:
+    """Per-kernel dispatches and per-API-call host µs of one measurement (for -v); ``host_column``:
+    the table beside it has the host µs per dispatch column (the timed one)."""
     kernels = ", ".join(f"{name} {n}" for name, n in measurement.by_kernel.items()) or "none"
-    host_total = sum(measurement.host_breakdown_us_per_call.values()) or 1.0
+    host_sum = sum(measurement.host_breakdown_us_per_call.values())
+    host_total = host_sum or 1.0
     calls = ", ".join(
         f"{kind} {measurement.calls[kind]}x {measurement.host_breakdown_us_per_call[kind]:.1f} µs "
         f"({100 * measurement.host_breakdown_us_per_call[kind] / host_total:.0f}%)"
@@ -271,14 +293,23 @@ def breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH) -> lis
         if measurement.calls.get(kind)
     )
     indent = " " * 6
-    lines = textwrap.wrap(f"kernels/call: {kernels}", width, initial_indent="    ", subsequent_indent=indent)
-    lines += textwrap.wrap(f"host per call: {calls}", width, initial_indent="    ", subsequent_indent=indent)
+    lines = wrap(f"kernels/call: {kernels}", width, initial_indent="    ", subsequent_indent=indent)
+    # The breakdown is the mean of the few counted rounds, the recorder's wrappers timing each call;
+    # the host column is per dispatch, the median of the timed rounds, wrappers off. Different rounds
+    # and statistics, and another unit: said so, with the timed rounds' figure per call beside it.
+    timed = ""
+    if measurement.timed and len(measurement.host_us_per_call):
+        timed = (f"; the host column is per dispatch, its timed rounds' median " if host_column
+                 else "; the timed rounds' median ") + f"{np.median(measurement.host_us_per_call):.1f} per call"
+    lines += wrap(f"host µs per call inside API calls, {host_sum:.1f} in all (mean of the counted rounds, the "
+                  f"recorder's wrappers on{timed}): {calls}", width, initial_indent="    ", subsequent_indent=indent)
     if measurement.gpu_us_per_call is not None:
         note = " (CPU adapter: indicative only)" if measurement.gpu_is_indicative else ""
         lines.append(f"    GPU µs/call from timestamps: {np.median(measurement.gpu_us_per_call):.1f}{note}")
     rounds = f"{measurement.rounds} timed rounds" if measurement.timed else "timing off"
-    lines.append(f"    method: {measurement.method}, {rounds} x {measurement.per_round} calls, "
-                 f"{measurement.warmup} warm-up; sync: {measurement.sync_method}")
+    lines += wrap(f"method: {measurement.method}, {rounds} x {measurement.per_round} calls, "
+                  f"{measurement.warmup} warm-up; sync: {measurement.sync_method}", width, initial_indent="    ",
+                  subsequent_indent=indent)
     return lines
 
 
@@ -303,39 +334,46 @@ def render(
         if not result.measurements:
             rows.append((result, None, row_label(result, None, False)))
     counted = next((m.instructions for _, m, _ in rows if m is not None and m.instructions is not None), None)
-    table = (_Table((label for _, _, label in rows), width, _COUNTED_COLUMNS, _COUNTED_COMPACT_COLUMNS) if counted
-             else _Table((label for _, _, label in rows), width))
-    lines = textwrap.wrap(header if gpu is None else f"adapter: {gpu.describe()}", width, subsequent_indent="  ")
+
+    def cells_of(result: TestResult, measurement: Measurement | None) -> list[str]:
+        if measurement is None:
+            return list(counts_cells(result))
+        if counted:
+            return list(counted_cells(result, measurement))
+        cells = list(measurement_cells(result, measurement))
+        if timing_doubt and measurement.timed and measurement.dispatches:
+            cells[2] = DOUBT_MARK + cells[2]
+        return cells
+    row_cells = [cells_of(result, measurement) for result, measurement, _ in rows]
+    table = (_Table((label for _, _, label in rows), width, _COUNTED_COLUMNS, _COUNTED_COMPACT_COLUMNS, row_cells)
+             if counted else _Table((label for _, _, label in rows), width, cells=row_cells))
+    lines = wrap(header if gpu is None else f"adapter: {gpu.describe()}", width, subsequent_indent="  ")
     if counted:
-        lines.extend(textwrap.wrap(
+        lines.extend(wrap(
             f"counted ({counted.tool}): host instructions of the calling thread, not wall time; spread: "
             "between the window pairs ('-': one pair, a call that fills a window alone)", width, subsequent_indent="  "))
         if any(m is not None and m.instructions is not None and m.instructions.interpreter_unnamed
                for _, m, _ in rows):
-            lines.extend(textwrap.wrap(UNNAMED_INTERPRETER_NOTE, width, subsequent_indent="  "))
+            lines.extend(wrap(UNNAMED_INTERPRETER_NOTE, width, subsequent_indent="  "))
     elif gpu is not None and gpu.is_cpu:
         lines.append("CPU adapter: timings are CPU-emulated; counts are exact")
     lines.append(table.header())
     lines.append("-" * min(width, len(lines[-1])))
 
     def wrapped(text: str, first: str, rest: str) -> list[str]:
-        return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest)
+        return wrap(text, width, initial_indent=first, subsequent_indent=rest)
 
     for index, (result, measurement, label) in enumerate(rows):
+        lines.append(table.row(label, row_cells[index]))
         if measurement is None:
-            lines.append(table.row(label, counts_cells(result)))
+            pass
         elif counted:
-            lines.append(table.row(label, counted_cells(result, measurement)))
             if measurement.instructions is not None and measurement.instructions.call_budget_asked:
                 lines.extend(wrapped(budget_cut_text(measurement.instructions), "    ", " " * 6))
             if verbose:
-                lines.extend(breakdown_lines(measurement, width))
+                lines.extend(breakdown_lines(measurement, width, host_column=False))
                 lines.extend(counted_breakdown_lines(measurement, width))
         else:
-            cells = list(measurement_cells(result, measurement))
-            if timing_doubt and measurement.timed and measurement.dispatches:
-                cells[2] = DOUBT_MARK + cells[2]
-            lines.append(table.row(label, cells))
             if measurement.timed and measurement.dispatches and np.median(measurement.wall_us_per_call) <= 0:
                 lines.append("    the work is below the sync's noise: measure more calls per round (per_round)")
             if verbose:
@@ -349,6 +387,8 @@ def render(
         if verdicts and result.nodeid in verdicts:
             for line in verdicts[result.nodeid].lines():
                 lines.extend(wrapped(line, "    gate: ", " " * 10))
+    if rows:
+        lines.extend(wrap(table.legend(), width, subsequent_indent="  "))
     lines.extend(table.key_lines())
     if timing_doubt:
         lines.append(timing_doubt)  # one line, whatever the width: it is the summary's reason

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import Iterable, Sequence
 
 # CommonMark lets a backslash escape any ASCII punctuation; escaping all of it (but "|", which a
@@ -36,6 +37,22 @@ def cut_in_the_middle(text: str, width: int) -> str:
     head = width // 2
     tail = width - 1 - head
     return text[:head] + "…" + (text[len(text) - tail:] if tail else "")
+
+
+def count_and_first(names: Sequence[str], shown: int = 2) -> str:
+    """``3 (a, b, ...)``: how many names, and the first few."""
+    if not names:
+        return "0"
+    return f"{len(names)} ({', '.join(names[:shown])}{', ...' if len(names) > shown else ''})"
+
+
+def wrap(text: str, width: int, initial_indent: str = "", subsequent_indent: str = "") -> list[str]:
+    """``textwrap.wrap``, in time linear in ``text``: a word longer than a line (a name: figures are
+    short) is cut in its middle to fit instead of broken over lines; textwrap copies the rest of a
+    long word once per line it fills, which is quadratic in the word's length."""
+    room = max(1, width - max(len(initial_indent), len(subsequent_indent)))
+    text = re.sub(r"\S{%d,}" % (room + 1), lambda word: cut_in_the_middle(word.group(), room), text)
+    return textwrap.wrap(text, width, initial_indent=initial_indent, subsequent_indent=subsequent_indent)
 
 
 def _one_line(text: object) -> str:
