@@ -222,13 +222,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                         f"{error}") from None
     baseline = config.stash.get(BASELINE_KEY, None)
     if baseline is not None:
-        from pytest_dispatch.judgement.results import sequential_measurements
-        from pytest_dispatch.measurement.key import MeasurementKey
-
-        collected = {item.nodeid for item in items}
-        family = sum(1 for key in sequential_measurements(baseline.results)
-                     if MeasurementKey.parse(key).nodeid in collected)
-        config.stash[GATE_KEY] = gate_for(baseline, config, family_size=family)
+        config.stash[GATE_KEY] = gate_for(baseline, config)
 
 
 MARKERS = (budget.MARKER, settings.TIMING_MARKER)
@@ -329,7 +323,7 @@ def _judge_against_baseline(item: pytest.Item, result: "TestResult", report: pyt
 
     test_gate = item.config.stash.get(GATE_KEY, None)
     if test_gate is not None and result.measurements:
-        verdicts = test_gate.judge(result, result.gate_overrides)
+        verdicts = test_gate.judge(result)
         failures = verdicts.failure_lines
         if failures and report.passed and not options.of(item.config).dispatch_accept:
             report.outcome = "failed"
