@@ -1,7 +1,7 @@
 """The ``pytest-dispatch`` command: saved runs, their history, compare, show and merge results files.
 
     pytest-dispatch list                                             every saved run, per GPU
-    pytest-dispatch history [-k EXPR] [--json|--markdown|--html FILE] change points per measurement
+    pytest-dispatch history [-k EXPR] [--json|--markdown|--html FILE] count changes per measurement
     pytest-dispatch prune --keep N                                   keep the newest N runs per GPU
     pytest-dispatch compare BASELINE CURRENT [--markdown]            exit 1 on a regression, 4 when
                                                                      no measurement is in both
@@ -245,31 +245,30 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    change_settings = history.Settings(alpha=args.alpha, threshold=args.threshold,
-                                       instruction_tolerance=args.instructions_tolerance)
+    change_settings = history.Settings(instruction_tolerance=args.instructions_tolerance)
     progress = Progress("pytest-dispatch history", every_s=1.0)
     try:
-        histories, note = history.analyse(args.storage, args.fingerprint, args.k, change_settings, args.branch,
-                                          lambda text: progress.step(text))
+        histories = history.analyse(args.storage, args.fingerprint, args.k, change_settings, args.branch,
+                                    lambda text: progress.step(text))
     except ValueError as error:
         raise InputError(str(error)) from None
     if not any(h.runs for h in histories):
         print(history.EMPTY_HINT.format(root=args.storage))
         return EXIT_OK
-    if args.k and not any(h.series for h in histories):
+    if args.k and not any(h.series or h.counted for h in histories):
         raise InputError(f"-k {args.k!r} selects no measurement of the saved runs")
     if args.html:
-        storage.write_text_atomically(args.html, history_view.page(histories, change_settings, note,
+        storage.write_text_atomically(args.html, history_view.page(histories, change_settings,
                                                                    lambda text: progress.step(text)))
         print(f"history page written to {args.html}")
     if args.json:
         import json
 
-        print(json.dumps(history.as_json(histories, change_settings, note, lambda text: progress.step(text)), indent=2))
+        print(json.dumps(history.as_json(histories, change_settings, lambda text: progress.step(text)), indent=2))
     elif args.markdown:
-        print("\n".join(history_view.render_markdown(histories, change_settings, note)))
+        print("\n".join(history_view.render_markdown(histories, change_settings)))
     elif not args.html:
-        print("\n".join(history_view.render_text(histories, change_settings, note)))
+        print("\n".join(history_view.render_text(histories, change_settings)))
     return EXIT_OK
 
 
@@ -368,8 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_storage_arguments(prune)
     prune.set_defaults(run=cmd_prune)
 
-    trend = commands.add_parser("history", help="each measurement over the saved runs of each GPU, its "
-                                                "change points and count changes, by commit")
+    trend = commands.add_parser("history", help="each measurement over the saved runs of each GPU: its count "
+                                                "changes and counted-instruction changes, by commit; time "
+                                                "described, not judged")
     trend.add_argument("-k", metavar="EXPR", help="only measurements matching this pytest -k expression")
     trend.add_argument("--branch", help="only runs saved on this branch")
     output = trend.add_mutually_exclusive_group()
@@ -377,10 +377,6 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
     trend.add_argument("--html", metavar="FILE", help="also write a self-contained page with one chart per "
                                                       "measurement")
-    trend.add_argument("--alpha", type=settings.flag_type(settings.alpha, "alpha"), default=history.Settings.alpha,
-                       help="significance level of a change point (its step's interval over the runs' spread)")
-    trend.add_argument("--threshold", type=settings.flag_type(settings.fraction, "threshold"),
-                       default=history.Settings.threshold, help="smallest relative change called a change point")
     options.add_command_argument(trend, "dispatch_instructions_tolerance")
     _add_storage_arguments(trend)
     trend.set_defaults(run=cmd_history)
