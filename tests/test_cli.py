@@ -222,6 +222,9 @@ def test_settings_take_the_same_syntax_as_the_pytest_flags(tmp_path, capsys):
     assert "must be between 0 and 1" in capsys.readouterr().err
 
 
-def test_compare_has_no_timing_verdict_settings():
+@pytest.mark.parametrize("command", [["compare", "a.json", "b.json"], ["history"]])
+@pytest.mark.parametrize("flag", ["--alpha", "--threshold"])
+def test_compare_and_history_have_no_timing_verdict_settings(command, flag):
+    # saved runs judge no time: the settings of that judgement are gone
     with pytest.raises(SystemExit):
-        cli.build_parser().parse_args(["compare", "a.json", "b.json", "--alpha", "0.01"])
+        cli.build_parser().parse_args([*command, flag, "0.01"])
