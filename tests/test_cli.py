@@ -228,3 +228,13 @@ def test_compare_and_history_have_no_timing_verdict_settings(command, flag):
     # saved runs judge no time: the settings of that judgement are gone
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args([*command, flag, "0.01"])
+
+
+def test_a_name_resolves_on_the_gpu_of_a_merged_file_of_one_run(tmp_path, capsys):
+    store = storage.BaselineStore(tmp_path / "store")
+    for gpu in (GPU, OTHER_GPU):
+        store.save(storage.session_json([TestResult("tests/test_model.py::test_forward", [measurement()], {})], gpu),
+                   "main")
+    merged = _merge(tmp_path, "m.json", write(tmp_path, "a.json", dispatches=12))
+    assert cli.main(["compare", "main", merged, "--storage", str(tmp_path / "store")]) == 1
+    assert "model dispatches regressed: 10 -> 12 per call" in capsys.readouterr().out

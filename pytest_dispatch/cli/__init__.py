@@ -136,7 +136,11 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _fingerprint_if_file(target: str) -> str | None:
-    return storage.fingerprint_of(_load(target)) if Path(target).is_file() else None
+    """The GPU of a results file of one run (a merged file of one run included), else None."""
+    if not Path(target).is_file():
+        return None
+    runs = _runs(_load(target))
+    return storage.fingerprint_of(runs[0]) if len(runs) == 1 else None
 
 
 def _single_run(document: dict[str, Any], path: str) -> dict[str, Any]:
