@@ -176,8 +176,9 @@ class PairedVerdict:
         """One line, with ``label`` naming the comparison; the interval says what it bounds."""
         if math.isnan(self.ratio):
             return f"{label} {self.status}: {self.reason}"
-        return (f"{label} {self.status}: x{self.ratio:.3f} per call ({self.interval_text} of the ratio of "
-                f"paired rounds, over these {self.pairs} pairs)" + (f"; {self.reason}" if self.reason else ""))
+        sessions = f" in {self.sessions} sessions" if self.sessions > 1 else ""
+        return (f"{label} {self.status}: x{self.ratio:.3f} per call ({self.interval_text} of the ratio per call, "
+                f"over these {self.pairs} pairs of rounds{sessions})" + (f"; {self.reason}" if self.reason else ""))
 
     def as_dict(self) -> dict:
         """JSON-ready: an unbounded or undefined figure is None."""
