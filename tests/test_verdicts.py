@@ -73,9 +73,10 @@ def test_every_verdict_class_keeps_the_protocol():
         assert json.loads(json.dumps(verdict.as_dict()))["status"] == verdict.status, type(verdict)
 
 
-def test_the_speedups_interval_says_what_it_bounds():
-    (*_, shown) = _verdicts()
+def test_paired_intervals_say_what_they_bound():
+    (*_, pairs, _, shown) = _verdicts()
     assert "95% interval 1.800-2.200 of the speedup per call over these 40 pairs of rounds" in shown.summary
+    assert "95% interval 1.800-2.200 of the ratio per call, over these 40 pairs of rounds" in pairs.line("t")
 
 
 def test_fewer_dispatches_is_improved_through_the_status():
