@@ -84,14 +84,14 @@ GATE_OPTIONS = (
            "('latest': any name); regressions fail their tests.", None, const="latest", coordinator=True),
     Option("dispatch_accept", "Make this run the baseline on purpose: saved under the --dispatch-compare "
            "name (or 'accepted'), and regressions do not fail.", False, type="bool", coordinator=True),
-    Option("dispatch_alpha", "False-alarm level of one timing comparison (A/B: over all its looks; "
-           "Benjamini-Hochberg across the session).", settings.DEFAULTS["alpha"], type="alpha",
+    Option("dispatch_alpha", "False-alarm level of one A/B timing comparison (over all its looks; "
+           "Benjamini-Hochberg across the job).", settings.DEFAULTS["alpha"], type="alpha",
            coordinator=True, command_flag="--alpha"),
     Option("dispatch_instructions_tolerance", "Counted mode: the largest relative change of host instructions "
            "per call still called unchanged (0.005 or 0.5%%).", settings.INSTRUCTION_TOLERANCE, type="fraction",
            coordinator=True, command_flag="--instructions-tolerance"),
-    Option("dispatch_threshold", "Smallest relative change of time called a change: a ratio (0.02 or 2%%), "
-           "never µs.", settings.DEFAULTS["threshold"], type="fraction",
+    Option("dispatch_threshold", "Smallest relative change of time an A/B job calls a change: a ratio (0.02 "
+           "or 2%%), never µs.", settings.DEFAULTS["threshold"], type="fraction",
            coordinator=True, command_flag="--threshold"),
 )
 
@@ -216,7 +216,7 @@ def add_command_argument(parser: argparse.ArgumentParser, name: str, **overrides
 
 
 def _gate_settings(values) -> dict[str, float]:
-    """The regression gate's statistics settings (alpha, threshold)."""
+    """The A/B job's statistics settings (alpha, threshold)."""
     return {"alpha": values.dispatch_alpha, "threshold": values.dispatch_threshold}
 
 

@@ -39,11 +39,12 @@ def test_compare_unchanged_exits_0(tmp_path, capsys):
     assert "unchanged" in capsys.readouterr().out
 
 
-def test_compare_timing_against_one_run_is_inconclusive_and_points_to_ab(tmp_path, capsys):
-    # one stored run cannot tell a slower run from a regression: separate runs differ by far more
-    assert cli.main(["compare", write(tmp_path, "a.json"), write(tmp_path, "b.json", us=48.0, seed=1)]) == 0
+def test_compare_shows_time_without_a_verdict_and_points_to_ab(tmp_path, capsys):
+    # a saved run cannot tell a slower run from a regression: separate runs differ by far more
+    assert cli.main(["compare", write(tmp_path, "a.json"), write(tmp_path, "b.json", us=400.0, seed=1)]) == 0
     out = " ".join(capsys.readouterr().out.split())  # the report wraps long lines
-    assert "model us_per_call inconclusive:" in out and "use an A/B job" in out
+    assert "model us_per_call" in out and "not judged: time: use an A/B job (pytest-dispatch ab)" in out
+    assert "us_per_call regressed" not in out and "inconclusive" not in out
 
 
 def test_compare_count_increase_exits_1(tmp_path, capsys):
@@ -51,10 +52,53 @@ def test_compare_count_increase_exits_1(tmp_path, capsys):
     assert "model dispatches regressed: 10 -> 12 per call (+2: matvec +2)" in capsys.readouterr().out
 
 
-def test_compare_other_gpu_is_incomparable_for_timing(tmp_path, capsys):
+def test_compare_other_gpu_compares_counts_only(tmp_path, capsys):
     slower_elsewhere = write(tmp_path, "b.json", gpu=OTHER_GPU, us=80.0)
     assert cli.main(["compare", write(tmp_path, "a.json"), slower_elsewhere]) == 0
-    assert "incomparable" in capsys.readouterr().out
+    assert "not compared: baseline from another GPU" in " ".join(capsys.readouterr().out.split())
+
+
+def _merge(tmp_path, name, *files):
+    path = tmp_path / name
+    assert cli.main(["merge", *files, "-o", str(path)]) == 0
+    return str(path)
+
+
+def test_compare_of_merged_files_of_one_run_judges_their_counts(tmp_path, capsys):
+    # a merged file holding one run used to compare as empty: an empty table and exit 0 with 4 -> 8
+    base = _merge(tmp_path, "base.json", write(tmp_path, "a.json", dispatches=4))
+    head = _merge(tmp_path, "head.json", write(tmp_path, "b.json", dispatches=8))
+    capsys.readouterr()
+    assert cli.main(["compare", base, head]) == 1
+    assert "model dispatches regressed: 4 -> 8 per call" in capsys.readouterr().out
+
+
+def test_compare_with_no_measurement_in_common_is_exit_4_naming_both_sides(tmp_path, capsys):
+    base = write(tmp_path, "a.json")
+    other = tmp_path / "b.json"
+    result = TestResult("tests/test_other.py::test_x", [measurement(dispatches=8)], {"dispatches": 0})
+    storage.write_json_atomically(other, storage.session_json([result], GPU))
+    assert cli.main(["compare", base, str(other)]) == 4
+    captured = capsys.readouterr()
+    (line,) = captured.err.splitlines()
+    assert line.startswith("pytest-dispatch compare: nothing compared:")
+    assert "baseline has: tests/test_model.py::test_forward::model" in line
+    assert "current has: tests/test_other.py::test_x::model" in line and not captured.out
+
+
+def test_compare_against_an_empty_run_is_exit_4(tmp_path, capsys):
+    empty = tmp_path / "empty.json"
+    storage.write_json_atomically(empty, storage.session_json([], GPU))
+    assert cli.main(["compare", write(tmp_path, "a.json", dispatches=4), str(empty)]) == 4
+    assert "current has: none" in capsys.readouterr().err
+
+
+def test_compare_of_a_merged_file_of_several_runs_is_one_line_exit_2(tmp_path, capsys):
+    merged = _merge(tmp_path, "m.json", write(tmp_path, "a.json"), write(tmp_path, "b.json", gpu=OTHER_GPU))
+    capsys.readouterr()
+    assert cli.main(["compare", merged, write(tmp_path, "c.json")]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "a merged file of 2 runs; compare takes one run on each side" in line
 
 
 def test_show_markdown(tmp_path, capsys):
@@ -169,10 +213,28 @@ def test_every_cli_option_says_what_it_does():
                 assert action.help, f"pytest-dispatch {name} {action.dest}: no help text"
 
 
-@pytest.mark.slow
 def test_settings_take_the_same_syntax_as_the_pytest_flags(tmp_path, capsys):
-    assert cli.main(["compare", write(tmp_path, "a.json"), write(tmp_path, "b.json"), "--threshold", "5%"]) == 0
+    assert cli.main(["compare", write(tmp_path, "a.json"), write(tmp_path, "b.json"),
+                     "--instructions-tolerance", "1%"]) == 0
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["compare", write(tmp_path, "a.json"), write(tmp_path, "b.json"), "--alpha", "2"])
+        cli.main(["compare", write(tmp_path, "a.json"), write(tmp_path, "b.json"), "--instructions-tolerance", "2"])
     assert exit_info.value.code == 2
-    assert "alpha='2' must be between 0 and 0.5" in capsys.readouterr().err
+    assert "must be between 0 and 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["compare", "a.json", "b.json"], ["history"]])
+@pytest.mark.parametrize("flag", ["--alpha", "--threshold"])
+def test_compare_and_history_have_no_timing_verdict_settings(command, flag):
+    # saved runs judge no time: the settings of that judgement are gone
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args([*command, flag, "0.01"])
+
+
+def test_a_name_resolves_on_the_gpu_of_a_merged_file_of_one_run(tmp_path, capsys):
+    store = storage.BaselineStore(tmp_path / "store")
+    for gpu in (GPU, OTHER_GPU):
+        store.save(storage.session_json([TestResult("tests/test_model.py::test_forward", [measurement()], {})], gpu),
+                   "main")
+    merged = _merge(tmp_path, "m.json", write(tmp_path, "a.json", dispatches=12))
+    assert cli.main(["compare", "main", merged, "--storage", str(tmp_path / "store")]) == 1
+    assert "model dispatches regressed: 10 -> 12 per call" in capsys.readouterr().out

@@ -1,14 +1,9 @@
 """The CI gate end to end: save, compare, verdicts, accept, A/A, assert_speedup."""
 
 import json
-import math
 import shutil
 
-import numpy as np
 import pytest
-import scipy.stats
-
-from pytest_dispatch.judgement.gate import stored_medians
 
 WORKLOAD = """
 import os, time
@@ -60,7 +55,8 @@ def test_unchanged_run_passes(gate_project):
     run(gate_project, "--dispatch-save=main").assert_outcomes(passed=1)
     result = run(gate_project, "--dispatch-compare=main")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["dispatch gate vs *_main.json and 1 stored run(s) of this GPU: *timing inconclusive*"])
+    result.stdout.fnmatch_lines(["dispatch gate vs *_main.json (time shown beside 1 stored run(s) of this GPU, "
+                                 "not judged): 1 counts unchanged"])
 
 
 def test_count_increase_fails_the_test_with_one_line_naming_the_measurement(gate_project, monkeypatch):
@@ -75,45 +71,27 @@ def test_count_increase_fails_the_test_with_one_line_naming_the_measurement(gate
 def test_count_decrease_passes_and_says_to_accept(gate_project, monkeypatch):
     run(gate_project, "--dispatch-save=main").assert_outcomes(passed=1)
     monkeypatch.setenv("DISPATCHES", "48")
+    monkeypatch.setenv("COLUMNS", "250")  # the gate's lines unwrapped, whatever runs this test
     result = run(gate_project, "--dispatch-compare=main", "--dispatch-report")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         ["*gate: work dispatches improved: 50 -> 48 per call (-2: add_one -2)*",
-         "*gate: work us_per_call inconclusive:*",
+         "*gate: work us_per_call * µs per call, x* the saved runs' *; not judged: time: use an A/B job*",
          "dispatch gate: improvements found; run with --dispatch-accept to make this run the baseline"]
     )
 
 
-def test_timing_against_too_few_stored_runs_is_inconclusive_and_says_to_use_ab(gate_project, monkeypatch):
-    run(gate_project, "--dispatch-save=main").assert_outcomes(passed=1)
-    monkeypatch.setenv("BUSY_US", "20000")  # ten times slower: still no verdict from one stored run
-    monkeypatch.setenv("COLUMNS", "200")  # the gate's line unwrapped, whatever runs this test
+def test_time_against_saved_runs_is_shown_never_judged_and_points_to_ab(gate_project, monkeypatch):
+    for _ in range(2):
+        run(gate_project, "--dispatch-save=main").assert_outcomes(passed=1)
+    monkeypatch.setenv("BUSY_US", "20000")  # 20 ms of host work per call: many times slower, and still passes
+    monkeypatch.setenv("COLUMNS", "250")  # the gate's line unwrapped, whatever runs this test
     result = run(gate_project, "--dispatch-compare=main", "--dispatch-report")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*work us_per_call inconclusive: * µs per call (x* per call; 1 stored run(s) of "
-                                 "this GPU, 5*pytest-dispatch ab*"])
-
-
-def injection_outside_spread_us(pytester, fingerprint: str, margin: float = 2.0) -> float:
-    """Host µs per call that puts a run ``margin`` times beyond what the stored runs' own spread
-    can explain (their 99% spread, times the 2% tolerance): sized by their measurement,
-    since a loaded CI machine spreads stored runs far wider than a quiet one."""
-    (medians,) = stored_medians(pytester.path / "store", fingerprint, "main").values()
-    logs = np.log(medians)
-    needed = 1.02 * math.exp(scipy.stats.t.isf(0.005, len(logs) - 1) * np.std(logs, ddof=1)
-                             * math.sqrt(1 + 1 / len(logs)))
-    return max(20000.0, math.exp(np.mean(logs)) * margin * needed)
-
-
-def test_injected_per_call_cost_is_a_regression_against_stored_runs(gate_project, gpu_info, monkeypatch):
-    for _ in range(5):
-        run(gate_project, "--dispatch-save=main").assert_outcomes(passed=1)
-    # at least 20 ms of host work per call: more than ten times the call's device work on lavapipe
-    monkeypatch.setenv("BUSY_US", str(injection_outside_spread_us(gate_project, gpu_info.fingerprint)))
-    result = run(gate_project, "--dispatch-compare=main")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*work us_per_call regressed: * -> * µs per call (x* per call, 99% interval "
-                                 "x*-* from the spread of 5 stored runs, p=* adj.)"])
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*work us_per_call * µs per call, x* the saved runs' * (2 saved runs of this GPU "
+                                 "span x*-x*); not judged: time: use an A/B job (pytest-dispatch ab)*"])
+    assert "regressed" not in result.stdout.str() and "inconclusive" not in result.stdout.str()
 
 
 def test_accept_makes_the_run_the_baseline(gate_project, monkeypatch):
@@ -131,10 +109,11 @@ def test_baseline_from_another_gpu_compares_counts_not_timing(gate_project, monk
     other.mkdir()
     shutil.move(path, other / path.name)
     monkeypatch.setenv("BUSY_US", "3000")
+    monkeypatch.setenv("COLUMNS", "250")
     result = run(gate_project, "--dispatch-compare=main", "--dispatch-report")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*us_per_call incomparable: baseline from another GPU*",
-                                 "dispatch gate vs *(another GPU: timing incomparable, counts compared)*"])
+    result.stdout.fnmatch_lines(["*us_per_call not compared: baseline from another GPU*",
+                                 "dispatch gate vs *(another GPU: counts compared)*"])
     monkeypatch.setenv("DISPATCHES", "51")
     run(gate_project, "--dispatch-compare=main").assert_outcomes(failed=1)
 
@@ -191,31 +170,9 @@ def test_assert_speedup_passes_a_clear_speedup_and_fails_an_impossible_one(pytes
     )
     result = pytester.runpytest()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*.py:*: speedup of * over *: *x (*% interval *-*, * pairs, * s); "
-                                 "NOT shown (upper bound < 1000x required)"])
+    result.stdout.fnmatch_lines(["*.py:*: speedup of * over *: *x (*% interval *-* of the speedup per call over "
+                                 "these * pairs of rounds, * s); NOT shown (upper bound < 1000x required)"])
     assert "def assert_speedup" not in result.stdout.str()  # the plugin's frames are hidden
-
-
-def test_a_marker_override_changes_the_one_verdict_the_report_and_the_exit_status_show():
-    import numpy as np
-
-    from pytest_dispatch.judgement import gate
-    from pytest_dispatch.judgement.results import TestResult
-    from pytest_dispatch.measurement.meter import Measurement
-
-    def result(us: float, overrides=None) -> TestResult:
-        calls = {"dispatch": 10, "dispatch_indirect": 0, "submit": 1, "pass": 1, "encoder": 1}
-        measurement = Measurement("work", "sequential", 3, 5, 1, calls, {"k": 10}, np.full(5, us), np.full(5, us),
-                                  np.full(5, 1.0), {})
-        return TestResult("t.py::test", [measurement], {}, gate_overrides=overrides or {})
-
-    stored = {"t.py::test::work": list(100.0 * np.exp(np.linspace(-0.01, 0.01, 6)))}
-    base = gate.Baseline("base.json", [result(100.0)], True, stored)
-    plain = base.gate({"alpha": 0.01, "threshold": 0.02}).judge(result(130.0))
-    relaxed = base.gate({"alpha": 0.01, "threshold": 0.02}).judge(result(130.0, {"threshold": 0.5}),
-                                                                   {"threshold": 0.5})
-    assert plain.failure_lines and "work us_per_call regressed" in plain.lines()[-1]
-    assert not relaxed.failure_lines and "work us_per_call unchanged" in relaxed.lines()[-1]
 
 
 def test_bad_gate_settings_are_one_line_usage_errors(gate_project):

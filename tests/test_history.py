@@ -14,6 +14,7 @@ from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.meter import Measurement
+from pytest_dispatch.presentation.text import markdown_text
 
 GPU = GpuInfo("wgpu-native", "0.32.0", "Vulkan", "Test GPU", "acme", 1, 2, "driver 1", "DiscreteGPU")
 OTHER_GPU = GpuInfo("wgpu-native", "0.32.0", "Vulkan", "Other GPU", "acme", 1, 3, "driver 1", "DiscreteGPU")
@@ -105,7 +106,7 @@ def test_name_with_underscores_is_read_back(tmp_path):
 
 
 # --------------------------------------------------------------------------
-# change points, and the command
+# count changes, time described, and the command
 
 KEY = f"{NODE}::model"
 STEADY = f"{NODE}::steady"
@@ -124,131 +125,69 @@ def commit_of(index):
     return f"{index:02d}" + "c" * 38
 
 
-def test_change_point_is_attributed_to_the_first_run_after_it():
-    rng = np.random.default_rng(3)
-    medians = 40 * rng.lognormal(0, 0.02, 12)
-    medians[7:] *= 1.25
-    ((index, p),) = history.change_points_of(medians)
-    assert index == 7 and p < 0.01
-    assert history.change_points_of(medians[:7]) == []
-
-
-def test_a_change_falls_between_commits_never_inside_one():
-    # two runs per commit; the 3rd commit's runs disagree (40 and 60): a change may be put before
-    # or after that commit, not between its two runs
-    medians = [40.0, 41.0, 40.5, 39.8, 40.2, 60.3, 60.0, 61.0, 59.0, 60.5, 60.2, 59.8, 60.1, 59.6]
-    commits = [i // 2 for i in range(len(medians))]
-    assert [index for index, _ in history.change_points_of(medians)] == [5]
-    ((index, p),) = history.change_points_of(medians, commits=commits)
-    assert index in (4, 6) and p < 0.01
-
-
-def test_a_step_the_runs_cannot_place_exactly_is_named_with_the_commits_it_may_follow():
-    # one run a commit; the step is at run 9, but run 8 reads as high as the runs after it
-    medians = np.array([95, 82, 95, 99, 86, 83, 91, 127, 109, 111, 104, 136, 108, 122, 154, 106, 115, 100, 126, 122.])
-    ((index, step),) = history.steps_of(medians, commits=range(20))
-    first, last = history.placement_of(medians, range(20), 0, 20, index, step.confidence)
-    assert index == 7 and first <= 8 <= last and last - first >= 2  # run 7 named; the truth, run 8, is in the set
-    # a step far beyond the spread is placed at its run alone
-    clean = np.r_[40 * np.exp(np.linspace(-0.01, 0.01, 10)), 60 * np.exp(np.linspace(-0.01, 0.01, 10))]
-    ((index, step),) = history.steps_of(clean, commits=range(20))
-    assert history.placement_of(clean, range(20), 0, 20, index, step.confidence) == (10, 10)
-
-
-def test_history_says_which_commits_a_step_may_follow_in_every_output(tmp_path, capsys):
-    medians = [95, 82, 95, 99, 86, 83, 91, 127, 109, 111, 104, 136, 108, 122, 154, 106, 115, 100, 126, 122.]
-    for i, us in enumerate(medians):
-        save_run(tmp_path, i, [measurement("model", us=us, seed=i, noise=0.001)])
-    assert cli.main(["history", "--storage", str(tmp_path)]) == 0
-    assert f"at 07cccccccc (main, run 2026-11-01 07:05 UTC; p=" in capsys.readouterr().out
-    assert cli.main(["history", "--storage", str(tmp_path), "--json"]) == 0
-    ((point,),) = [s["change_points"] for s in json.loads(capsys.readouterr().out)["gpus"][0]["series"]]
-    first, last = int(point["placed_from_commit"][:2]), int(point["placed_to_commit"][:2])
-    assert point["commit"] == commit_of(7) and first <= 8 <= last and last - first >= 2
-    placed = f"placed within {first:02d}cccccccc..{last:02d}cccccccc at 99.9%: the runs cannot tell these commits apart"
-    assert cli.main(["history", "--storage", str(tmp_path)]) == 0
-    assert placed in capsys.readouterr().out
-    assert cli.main(["history", "--storage", str(tmp_path), "--markdown"]) == 0
-    assert placed in capsys.readouterr().out
+def outputs(tmp_path, capsys) -> dict[str, str]:
+    """Every form of ``pytest-dispatch history`` of the storage ``tmp_path``."""
+    found = {}
+    for form in ("text", "--json", "--markdown"):
+        assert cli.main(["history", "--storage", str(tmp_path), *([form] if form != "text" else [])]) == 0
+        found[form] = capsys.readouterr().out
     page = tmp_path / "history.html"
     assert cli.main(["history", "--storage", str(tmp_path), "--html", str(page)]) == 0
-    assert placed in page.read_text()
+    capsys.readouterr()
+    found["--html"] = page.read_text(encoding="utf-8")
+    return found
 
 
-def test_a_series_with_medians_below_zero_still_has_its_step_found():
-    # the sync subtraction can leave a median <= 0 when the work is below the sync's noise
-    medians = [-0.1, 0.2, 0.1, -0.05, 0.15, 5.0, 5.2, 4.9, 5.1, 5.3]
-    assert [index for index, _ in history.change_points_of(medians)] == [5]
+def test_history_names_count_changes_at_their_commit_and_describes_time(tmp_path, capsys):
+    step_history(tmp_path, dispatches_from=7, factor=1.5)  # 1.5x slower from run 5: described, not named
+    out = outputs(tmp_path, capsys)
+    assert f"{KEY}: dispatches 10 -> 12 per call at 07cccccccc" in out["text"]
+    assert "time: use an A/B job (pytest-dispatch ab)" in out["text"]
+    for form, text in out.items():
+        assert "at 05cccccccc" not in text and "slower" not in text, form  # no timed step is named
+        assert "change point" not in text.lower() and "change-point" not in text, form
 
 
-def test_a_change_below_the_threshold_is_not_a_change_point():
-    medians = np.r_[[40.0] * 5, [41.0] * 5]  # 2.5%: significant, but below a 5% threshold
-    assert history.change_points_of(medians, history.Settings(threshold=0.05)) == []
-    assert history.change_points_of(medians, history.Settings(threshold=0.02))[0][0] == 5
+def test_no_output_names_a_missing_extra_or_an_infinite_resolution(tmp_path, capsys, monkeypatch):
+    import sys
+
+    save_run(tmp_path, 0, [measurement("model")])  # one run: nothing to resolve
+    step_history(tmp_path, runs=3, first=1)
+    monkeypatch.setitem(sys.modules, "ruptures", None)  # import fails as if not installed
+    for form, text in outputs(tmp_path, capsys).items():
+        assert "xinf" not in text and "ruptures" not in text and "pip install" not in text, form
+        assert "resolves changes" not in text, form
 
 
-@pytest.mark.slow
-def test_history_names_the_commit_of_the_step_and_nothing_for_the_steady_one(tmp_path, capsys):
+def test_history_json_describes_time_and_lists_count_changes(tmp_path, capsys):
     step_history(tmp_path, dispatches_from=7)
-    assert cli.main(["history", "--storage", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    changes = out.split("count changes")[0]
-    assert f"{KEY}: " in changes and "at 05cccccccc" in changes and "slower" in changes
-    assert f"{STEADY}: no change resolvable (runs spread x" in changes
-    assert "use an A/B job, or save counted runs (--dispatch-instructions) for the host's share)" in changes
-    assert f"{KEY}: no change resolvable" not in changes
-    assert f"{KEY}: dispatches 10 -> 12 per call at 07cccccccc" in out
-
-
-def test_a_series_that_spreads_like_lavapipe_names_no_change_it_cannot_resolve():
-    # the issue's lavapipe case: 13 runs over 4 commits of unchanged code, medians 95-183
-    # µs/dispatch; no change is named, and the series could not resolve the x1.38 once named
-    medians = [101.0, 95.0, 120.0, 99.0, 110.0, 183.0, 104.0, 97.0, 170.0, 150.0, 160.0, 175.0, 140.0]
-    commits = [0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3]
-    assert history.change_points_of(medians, commits=commits) == []
-    assert history.resolvable_step(medians, history.Settings(), boundaries=3) > 1.38
-
-
-def test_a_step_beyond_the_spread_is_named_with_its_interval():
-    rng = np.random.default_rng(8)
-    medians = 100 * rng.lognormal(0, 0.05, 80)
-    medians[40:] *= 1.2
-    commits = [i // 4 for i in range(80)]
-    ((index, step),) = history.steps_of(medians, commits=commits)
-    assert index == 40 and step.low > 1.02 and step.low < 1.2 < step.high
-
-
-@pytest.mark.slow
-def test_history_json_and_markdown(tmp_path, capsys):
-    step_history(tmp_path)
     assert cli.main(["history", "--storage", str(tmp_path), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     (gpu,) = document["gpus"]
     by_key = {s["key"]: s for s in gpu["series"]}
-    (change,) = by_key[KEY]["change_points"]
-    assert change["commit"] == commit_of(5) and change["ratio"] > 1.2 and change["runs_before"] == 5
-    assert by_key[STEADY]["change_points"] == []
+    assert "change_points" not in by_key[KEY] and "resolution" not in by_key[KEY]
+    (change,) = by_key[KEY]["count_changes"]
+    assert (change["kind"], change["before"], change["after"], change["commit"]) == ("dispatches", 10, 12, commit_of(7))
     point = by_key[KEY]["points"][0]
     assert point["interval_us"][0] <= point["median_us"] <= point["interval_us"][1]
+    assert point["interval_of"].startswith("95% interval of the rounds' median") and "this run's rounds" in point["interval_of"]
     assert gpu["runs"][point["run"]]["commit"] == commit_of(0)
+    assert by_key[STEADY]["runs_spread"] >= 1 and "use an A/B job" in document["time"]
+
+
+def test_history_markdown_escapes_names_and_branches(tmp_path, capsys):
+    from pytest_dispatch.presentation.text import markdown_code
+
+    name, branch = "a*b*_[c](x)`y`", "feat/<b>*bold*</b>"
+    save_run(tmp_path, 0, [measurement(name, dispatches=4)], branch=branch)
+    save_run(tmp_path, 1, [measurement(name, dispatches=8)], branch=branch)
     assert cli.main(["history", "--storage", str(tmp_path), "--markdown"]) == 0
     markdown = capsys.readouterr().out
-    assert f"| `{KEY}` |" in markdown and "`05cccccccc`" in markdown and f"| `{STEADY}` |" not in markdown
-    assert f"- {STEADY}: no change resolvable" in markdown
-    assert by_key[STEADY]["resolution"] > 1.02 and by_key[STEADY]["runs_spread"] >= 1
+    (row,) = [line for line in markdown.splitlines() if "dispatches 4 → 8" in line]
+    assert markdown_code(f"{NODE}::{name}") in row and markdown_text(branch) in row
+    assert "<b>" not in markdown and "*bold*" not in markdown.replace("\\*", "")
 
 
-@pytest.mark.slow
-def test_history_k_selects_measurements(tmp_path, capsys):
-    step_history(tmp_path)
-    assert cli.main(["history", "--storage", str(tmp_path), "-k", "steady"]) == 0
-    out = capsys.readouterr().out
-    assert STEADY in out and KEY not in out
-    assert cli.main(["history", "--storage", str(tmp_path), "-k", "nothing_like_it"]) == 2
-    assert "selects no measurement" in capsys.readouterr().err
-
-
-@pytest.mark.slow
 def test_history_html_is_one_self_contained_page_with_a_chart_per_measurement(tmp_path, capsys):
     import xml.etree.ElementTree as ET
 
@@ -262,15 +201,23 @@ def test_history_html_is_one_self_contained_page_with_a_chart_per_measurement(tm
     charts = {c.get("data-key"): c for c in root.iter(f"{svg}svg")}
     assert set(charts) == {KEY, STEADY}
     assert len([c for c in charts[KEY].iter(f"{svg}circle") if c.get("class") == "run"]) == 10
-    marks = [line.get("data-commit") for line in charts[KEY].iter(f"{svg}line") if line.get("class") == "change-point"]
-    assert marks == [commit_of(5)]
-    assert not [line for line in charts[STEADY].iter(f"{svg}line") if line.get("class") == "change-point"]
+    assert "run median, 95% interval over that run" in text
     steps = [p for p in charts[KEY].iter(f"{svg}path") if p.get("class") == "dispatch-steps"]
     assert len(steps) == 1 and steps[0].get("d").count("V") == 9
-    overview = [row for row in root.iter("tr") if row.get("class") in ("change", "count-change")]
-    assert len(overview) == 2
+    overview = [row for row in root.iter("tr") if row.get("class") == "count-change"]
+    assert len(overview) == 1
     # the overview is at the top: before the first chart
     assert text.index('class="overview"') < text.index("<svg")
+
+
+@pytest.mark.slow
+def test_history_k_selects_measurements(tmp_path, capsys):
+    step_history(tmp_path)
+    assert cli.main(["history", "--storage", str(tmp_path), "-k", "steady"]) == 0
+    out = capsys.readouterr().out
+    assert STEADY in out and KEY not in out
+    assert cli.main(["history", "--storage", str(tmp_path), "-k", "nothing_like_it"]) == 2
+    assert "selects no measurement" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -280,36 +227,24 @@ def test_runs_of_different_gpus_never_mix(tmp_path, capsys):
     assert cli.main(["history", "--storage", str(tmp_path), "--json"]) == 0
     gpus = json.loads(capsys.readouterr().out)["gpus"]
     assert sorted(g["fingerprint"] for g in gpus) == sorted([GPU.fingerprint, OTHER_GPU.fingerprint])
-    assert all(len(g["runs"]) == 5 and not s["change_points"] for g in gpus for s in g["series"])
+    assert all(len(g["runs"]) == 5 for g in gpus)
 
 
 @pytest.mark.slow
 def test_a_corrupt_file_is_one_warning_and_the_rest_is_reported(tmp_path, capsys):
-    step_history(tmp_path)
+    step_history(tmp_path, dispatches_from=7)
     (tmp_path / GPU.fingerprint / "20260101T000000000000Z_nocommit_bad.json").write_text('{"pytest_dispatch": 1}')
     assert cli.main(["history", "--storage", str(tmp_path)]) == 0
     captured = capsys.readouterr()
     warned = [line for line in captured.err.splitlines() if "warning" in line]
     assert len(warned) == 1 and "bad.json" in warned[0]
-    assert "at 05cccccccc" in captured.out
+    assert "at 07cccccccc" in captured.out
 
 
 def test_empty_storage_says_how_to_create_history(tmp_path, capsys):
     for command in ("history", "list"):
         assert cli.main([command, "--storage", str(tmp_path / "none")]) == 0
         assert "--dispatch-save" in capsys.readouterr().out
-
-
-@pytest.mark.slow
-def test_without_ruptures_history_lists_the_series_and_says_how_to_install(tmp_path, capsys, monkeypatch):
-    import sys
-
-    step_history(tmp_path)
-    monkeypatch.setitem(sys.modules, "ruptures", None)  # import fails as if not installed
-    assert cli.main(["history", "--storage", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert out.count("pip install 'pytest-dispatch[history]'") == 1
-    assert KEY in out and STEADY in out and "at 05cccccccc" not in out
 
 
 @pytest.mark.slow
@@ -427,7 +362,7 @@ def test_counted_runs_make_a_history_of_host_instructions_with_each_change_named
     assert cli.main(["history", "--storage", str(tmp_path), "--markdown"]) == 0
     markdown = capsys.readouterr().out
     assert f"| `{stepped}` | host instructions 2,000,000 → 2,016,000 per call (×1.0080, regressed; counted) |" in markdown
-    assert f"- {steady}: unchanged over 6 counted run(s)" in markdown
+    assert f"- {markdown_text(steady + ': unchanged over 6 counted run(s)')}" in markdown
 
     page = tmp_path / "history.html"
     assert cli.main(["history", "--storage", str(tmp_path), "--html", str(page)]) == 0

@@ -168,7 +168,7 @@ class _MeterInTurns:
         take_pairs(feed(np.full(400, 10.0), np.full(400, 10.0)))
 
 
-def test_assert_speedups_time_cap_is_max_time_and_its_old_name_warns(monkeypatch):
+def test_assert_speedups_time_cap_is_max_time_and_its_old_name_is_gone(monkeypatch):
     from pytest_dispatch.judgement import speedup
 
     designs = []
@@ -176,10 +176,10 @@ def test_assert_speedups_time_cap_is_max_time_and_its_old_name_warns(monkeypatch
     monkeypatch.setattr(paired, "run_sequential",
                         lambda take_round, question, design: designs.append(design) or engine(take_round, question, design))
     speedup.measure_speedup(_MeterInTurns(), min, max, max_time=7.0)
-    with pytest.warns(DeprecationWarning, match="max_time"):
+    with pytest.raises(TypeError, match="max_seconds"):
         speedup.measure_speedup(_MeterInTurns(), min, max, max_seconds=9.0)
     speedup.measure_speedup(_MeterInTurns(), min, max)
-    assert [design.max_time for design in designs] == [7.0, 9.0, speedup.SPEEDUP_DESIGN.max_time]
+    assert [design.max_time for design in designs] == [7.0, speedup.SPEEDUP_DESIGN.max_time]
 
 
 def test_rounds_within_the_sync_noise_are_inconclusive_not_a_crash():

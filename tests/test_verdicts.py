@@ -22,23 +22,61 @@ def test_the_status_values_are_the_json_strings():
     assert f"{Status.OVER_BUDGET:>6}" == "  fail" and Status("passed") is Status.PASSED
 
 
-def test_timing_of_another_gpu_is_a_verdict_object_not_a_string():
+def test_time_of_another_gpu_is_described_not_judged():
     verdicts = judged(measurement(dispatches=10), measurement(dispatches=12), comparable=False)
     (timing,) = verdicts.timing.values()
-    assert timing.status is Status.INCOMPARABLE and not timing.failed
+    assert not timing.failed and not hasattr(timing, "status")
     data = json.loads(json.dumps(verdicts.as_dict()))
     (entry,) = data["timing"].values()
-    assert entry["status"] == "incomparable" and entry["summary"].startswith("incomparable: baseline from another GPU")
+    assert entry["judged"] is False and "baseline from another GPU" in entry["summary"]
     (counts,) = data["counts"].values()
     assert counts["dispatches"]["status"] == "regressed"
-    assert any("us_per_call incomparable" in line for line in verdicts.lines())
+    assert any("us_per_call not compared: baseline from another GPU" in line and "use an A/B job" in line
+               for line in verdicts.lines())
 
 
-def test_timing_off_is_a_verdict_object_with_status_off():
+def test_time_against_saved_runs_is_shown_with_their_spread_and_never_fails():
+    # ten times slower than every saved run: still a description, with the pointer to an A/B job
+    base = TestResult(NODE, [measurement(us=40.0)], {})
+    stored = {f"{NODE}::model": [m.median_us_per_call for m in (measurement(us=v) for v in (38.0, 40.0, 42.0))]}
+    verdicts = gate.Gate([base], comparable=True, stored=stored).judge(TestResult(NODE, [measurement(us=400.0)], {}))
+    (line,) = [line for line in verdicts.lines() if "us_per_call" in line]
+    assert "x10.0" in line and "3 saved runs of this GPU span x0.95-x1.05" in line
+    assert "not judged: time: use an A/B job (pytest-dispatch ab)" in line
+    assert not verdicts.failure_lines and not verdicts.improved
+
+
+def test_timing_off_is_described_as_not_compared():
     verdicts = judged(measurement(), measurement(rounds=0))
     (timing,) = verdicts.timing.values()
-    assert timing.status is Status.OFF and verdicts.as_dict()["timing"][f"{NODE}::model"]["status"] == "off"
-    assert not verdicts.failure_lines and not verdicts.improved
+    assert "--dispatch-disable-timing" in verdicts.as_dict()["timing"][f"{NODE}::model"]["reason"]
+    assert not timing.failed and not verdicts.failure_lines and not verdicts.improved
+
+
+def _verdicts():
+    """One object of every verdict class."""
+    from pytest_dispatch.ab.verdicts import Comparison
+    from pytest_dispatch.judgement import paired, speedup
+
+    pairs = paired.PairedVerdict(Status.PASSED, 2.0, 1.8, 2.2, 0.95, 40, 1.5, 10.0, 20.0, 0.001)
+    key = str(MeasurementKey(NODE, "model"))
+    counted = gate.InstructionVerdict(Status.UNCHANGED, 1000.0, 1001.0, 0.005)
+    return [*gate.compare_counts(measurement(), measurement(dispatches=12)), counted, pairs,
+            Comparison(key, measurement(), measurement(), pairs), speedup.Speedup("fast", "slow", pairs, 1.3)]
+
+
+def test_every_verdict_class_keeps_the_protocol():
+    # docs/architecture.md: status, failed, line(label) and as_dict() on every verdict
+    for verdict in _verdicts():
+        assert isinstance(verdict.status, Status) and isinstance(verdict.failed, bool), type(verdict)
+        assert verdict.line("LABEL").startswith("LABEL"), type(verdict)
+        assert json.loads(json.dumps(verdict.as_dict()))["status"] == verdict.status, type(verdict)
+
+
+def test_paired_intervals_say_what_they_bound():
+    (*_, pairs, _, shown) = _verdicts()
+    assert "95% interval 1.800-2.200 of the speedup per call over these 40 pairs of rounds" in shown.summary
+    assert "95% interval 1.800-2.200 of the ratio per call, over these 40 pairs of rounds" in pairs.line("t")
 
 
 def test_fewer_dispatches_is_improved_through_the_status():

@@ -64,13 +64,15 @@ class Comparison:
     def failed(self) -> bool:
         return self.status == Status.REGRESSED
 
-    def line(self) -> str:
-        """``name status: what was seen`` - the one line shown for this measurement."""
+    def line(self, label: str | None = None) -> str:
+        """``name status: what was seen`` - the one line shown for this measurement (``label``:
+        what names it, the measurement's name by default)."""
+        label = self.name if label is None else label
         if self.status in (Status.NEW, Status.REMOVED):
             side = self.head or self.base
-            return f"{self.name} {self.status}: {side.dispatches} dispatches per call, only in the " \
+            return f"{label} {self.status}: {side.dispatches} dispatches per call, only in the " \
                    f"{'head' if self.base is None else 'base'}"
-        parts = [v.summary for v in self.counts if v.status != Status.UNCHANGED]
+        parts = [v.line("").lstrip() for v in self.counts if v.status != Status.UNCHANGED]
         timing = self.timing
         if timing is not None and not math.isnan(timing.ratio):
             per_call = f"{format_us(timing.a_median_us_per_call)} -> {format_us(timing.b_median_us_per_call)} µs per call"
@@ -84,7 +86,7 @@ class Comparison:
             parts.append(f"time per call inconclusive: {timing.reason}")
         elif self.note:
             parts.append(f"time not compared: {self.note}")
-        return f"{self.name} {self.status}: " + "; ".join(parts or ["counts unchanged"])
+        return f"{label} {self.status}: " + "; ".join(parts or ["counts unchanged"])
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -1,9 +1,10 @@
 """The ``pytest-dispatch`` command: saved runs, their history, compare, show and merge results files.
 
     pytest-dispatch list                                             every saved run, per GPU
-    pytest-dispatch history [-k EXPR] [--json|--markdown|--html FILE] change points per measurement
+    pytest-dispatch history [-k EXPR] [--json|--markdown|--html FILE] count changes per measurement
     pytest-dispatch prune --keep N                                   keep the newest N runs per GPU
-    pytest-dispatch compare BASELINE CURRENT [--markdown]            exit 1 on a regression
+    pytest-dispatch compare BASELINE CURRENT [--markdown]            exit 1 on a regression, 4 when
+                                                                     no measurement is in both
     pytest-dispatch show FILE|FOLDER|NAME [--markdown]
     pytest-dispatch merge FILES... -o OUT                             one file, grouped by GPU
     pytest-dispatch probe [--impl wgpu|dawn|all] [--n 100,1000] [--dtype f32,f16] [--json PATH]
@@ -29,14 +30,19 @@ from pytest_dispatch.judgement import gate, history, storage
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.key import MeasurementKey
+from pytest_dispatch.measurement.meter import SEQUENTIAL
 from pytest_dispatch.presentation import history as history_view, report
 from pytest_dispatch.presentation.text import markdown_code, markdown_table, markdown_text
 
-EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT, EXIT_NOTHING_COMPARED = 0, 1, 2, 4
 
 
 class InputError(Exception):
     """Bad input: printed as one line, exit 2."""
+
+
+class NothingCompared(Exception):
+    """A compare with no measurement in common: printed as one line, exit 4 (never a pass)."""
 
 
 def _runs(document: dict[str, Any]) -> list[dict[str, Any]]:
@@ -130,36 +136,55 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _fingerprint_if_file(target: str) -> str | None:
-    return storage.fingerprint_of(_load(target)) if Path(target).is_file() else None
+    """The GPU of a results file of one run (a merged file of one run included), else None."""
+    if not Path(target).is_file():
+        return None
+    runs = _runs(_load(target))
+    return storage.fingerprint_of(runs[0]) if len(runs) == 1 else None
+
+
+def _single_run(document: dict[str, Any], path: str) -> dict[str, Any]:
+    """The one run of a results file (a merged file of one run included)."""
+    runs = _runs(document)
+    if len(runs) != 1:
+        raise InputError(f"{path}: a merged file of {len(runs)} runs; compare takes one run on each side "
+                         "(a file of one run, or a saved run's name)")
+    return runs[0]
+
+
+def _names(results: list[TestResult]) -> list[str]:
+    return sorted({str(MeasurementKey(r.nodeid, m.name)) for r in results for m in r.measurements
+                   if m.method == SEQUENTIAL})
+
+
+def _listed(names: list[str], most: int = 4) -> str:
+    if not names:
+        return "none"
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     # a name resolves among the runs of the GPU of the other side when that is a file
     args.baseline = _resolve(args.baseline, args, _fingerprint_if_file(args.current))
     args.current = _resolve(args.current, args, _fingerprint_if_file(args.baseline))
-    baseline_doc, current_doc = _load(args.baseline), _load(args.current)
-    if len(_runs(baseline_doc)) > 1 or len(_runs(current_doc)) > 1:
-        raise InputError("compare takes two single-run files, not merged ones")
+    baseline_doc = _single_run(_load(args.baseline), args.baseline)
+    current_doc = _single_run(_load(args.current), args.current)
     comparable = storage.fingerprint_of(baseline_doc) == storage.fingerprint_of(current_doc)
-    gate_settings = {"alpha": args.alpha, "threshold": args.threshold}
     counted = storage.counted_of(current_doc)
     baseline = gate.Baseline(args.baseline, storage.results_of(baseline_doc), comparable,
                              gate.stored_of([baseline_doc]) if comparable else {},
                              gate.counted_differences(baseline_doc, counted and Software.from_dict(counted)))
-    session_gate = baseline.gate(gate_settings, instruction_tolerance=args.instructions_tolerance)
+    session_gate = baseline.gate(instruction_tolerance=args.instructions_tolerance)
     results = storage.results_of(current_doc)
-    try:
-        verdicts = {r.nodeid: session_gate.judge(r, r.gate_overrides) for r in results}
-        final = session_gate.final_timing()
-    except ValueError as error:
-        raise InputError(f"{args.current}: {error}") from None
-    for test in verdicts.values():
-        for key in test.timing:
-            if key in final:
-                test.timing[key] = final[key]
+    verdicts = {r.nodeid: session_gate.judge(r) for r in results}
+    if not any(test.counts for test in verdicts.values()):
+        raise NothingCompared(f"nothing compared: no measurement of {args.current} is in {args.baseline} "
+                              f"(baseline has: {_listed(_names(baseline.results))}; "
+                              f"current has: {_listed(_names(results))})")
     print("\n".join(_render_run(current_doc, args.markdown, verdicts)))
     accept = f"make CURRENT the baseline to accept them: cp {args.current} {args.baseline}"
-    for line in report.gate_summary(baseline, verdicts, [], accept_hint=accept):
+    for line in report.gate_summary(baseline, verdicts, accept_hint=accept):
         print(line)
     regressed = any(test.failure_lines for test in verdicts.values())
     return EXIT_REGRESSED if regressed else EXIT_OK
@@ -224,31 +249,30 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    change_settings = history.Settings(alpha=args.alpha, threshold=args.threshold,
-                                       instruction_tolerance=args.instructions_tolerance)
+    change_settings = history.Settings(instruction_tolerance=args.instructions_tolerance)
     progress = Progress("pytest-dispatch history", every_s=1.0)
     try:
-        histories, note = history.analyse(args.storage, args.fingerprint, args.k, change_settings, args.branch,
-                                          lambda text: progress.step(text))
+        histories = history.analyse(args.storage, args.fingerprint, args.k, change_settings, args.branch,
+                                    lambda text: progress.step(text))
     except ValueError as error:
         raise InputError(str(error)) from None
     if not any(h.runs for h in histories):
         print(history.EMPTY_HINT.format(root=args.storage))
         return EXIT_OK
-    if args.k and not any(h.series for h in histories):
+    if args.k and not any(h.series or h.counted for h in histories):
         raise InputError(f"-k {args.k!r} selects no measurement of the saved runs")
     if args.html:
-        storage.write_text_atomically(args.html, history_view.page(histories, change_settings, note,
+        storage.write_text_atomically(args.html, history_view.page(histories, change_settings,
                                                                    lambda text: progress.step(text)))
         print(f"history page written to {args.html}")
     if args.json:
         import json
 
-        print(json.dumps(history.as_json(histories, change_settings, note, lambda text: progress.step(text)), indent=2))
+        print(json.dumps(history.as_json(histories, change_settings, lambda text: progress.step(text)), indent=2))
     elif args.markdown:
-        print("\n".join(history_view.render_markdown(histories, change_settings, note)))
+        print("\n".join(history_view.render_markdown(histories, change_settings)))
     elif not args.html:
-        print("\n".join(history_view.render_text(histories, change_settings, note)))
+        print("\n".join(history_view.render_text(histories, change_settings)))
     return EXIT_OK
 
 
@@ -310,13 +334,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_storage_arguments(show)
     show.set_defaults(run=cmd_show)
 
-    compare = commands.add_parser("compare", help="judge CURRENT against BASELINE (exit 1 on regression)")
+    compare = commands.add_parser("compare", help="judge CURRENT's counts against BASELINE's (exit 1 on a "
+                                                  "regression, 4 when nothing is compared); time is shown, "
+                                                  "not judged: use an A/B job")
     names = "a results file, or a saved run: 'latest', a --dispatch-save name, a branch or a commit prefix"
     compare.add_argument("baseline", help=names)
     compare.add_argument("current", help=names)
     _add_storage_arguments(compare)
-    options.add_command_argument(compare, "dispatch_alpha")
-    options.add_command_argument(compare, "dispatch_threshold")
     options.add_command_argument(compare, "dispatch_instructions_tolerance")
     compare.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
     compare.set_defaults(run=cmd_compare)
@@ -347,8 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_storage_arguments(prune)
     prune.set_defaults(run=cmd_prune)
 
-    trend = commands.add_parser("history", help="each measurement over the saved runs of each GPU, its "
-                                                "change points and count changes, by commit")
+    trend = commands.add_parser("history", help="each measurement over the saved runs of each GPU: its count "
+                                                "changes and counted-instruction changes, by commit; time "
+                                                "described, not judged")
     trend.add_argument("-k", metavar="EXPR", help="only measurements matching this pytest -k expression")
     trend.add_argument("--branch", help="only runs saved on this branch")
     output = trend.add_mutually_exclusive_group()
@@ -356,10 +381,6 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--markdown", action="store_true", help="Markdown, e.g. for $GITHUB_STEP_SUMMARY")
     trend.add_argument("--html", metavar="FILE", help="also write a self-contained page with one chart per "
                                                       "measurement")
-    trend.add_argument("--alpha", type=settings.flag_type(settings.alpha, "alpha"), default=history.Settings.alpha,
-                       help="significance level of a change point (its step's interval over the runs' spread)")
-    trend.add_argument("--threshold", type=settings.flag_type(settings.fraction, "threshold"),
-                       default=history.Settings.threshold, help="smallest relative change called a change point")
     options.add_command_argument(trend, "dispatch_instructions_tolerance")
     _add_storage_arguments(trend)
     trend.set_defaults(run=cmd_history)
@@ -407,6 +428,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as error:
         print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except NothingCompared as error:
+        print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
+        return EXIT_NOTHING_COMPARED
     except OSError as error:
         print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

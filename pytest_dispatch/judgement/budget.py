@@ -27,7 +27,7 @@ MARKER_HELP = (
     "instructions_per_dispatch=None, alpha=None, threshold=None): fail the test when a count per call is "
     "over its budget (int = maximum, (lo, hi) = range, exact(n) = exactly n), the median µs per dispatch "
     "is over us_per_dispatch, or (--dispatch-instructions) the host instructions per dispatch are over "
-    "instructions_per_dispatch; alpha/threshold override the gate (stored runs and A/B) for this test."
+    "instructions_per_dispatch; alpha/threshold override an A/B job's statistics for this test."
 )
 
 

@@ -1,24 +1,26 @@
-"""The stored-baseline gate: this run's counts and times against saved runs of its GPU.
+"""The stored-baseline gate: this run's counts and counted instructions against saved runs of its GPU.
 
 Counts are deterministic: any increase per call against the newest saved run is
-``regressed``, a decrease ``improved``.  Time is judged at the level of whole
-runs (``stats.judge_against_runs``): this run's median time per call against the
-spread of the stored runs of the same GPU fingerprint; with too few stored runs
-it is ``inconclusive`` and says to use an A/B job, which decides on paired rounds
-(pytest_dispatch.ab).  Across different GPUs timing is ``incomparable``.
-Tests are judged as they finish, with the not-yet-measured part of the BH family
-counted as p = 1, so a test failed early stays failed by the final verdicts.
+``regressed``, a decrease ``improved``.  Counted host instructions (counted mode) are
+exact too: beyond the tolerance they are ``regressed`` or ``improved``.  Time is not
+judged against saved runs (separate runs of unchanged code differ by far more than the
+rounds of one run suggest): this run's median is shown beside the saved runs' medians and
+their spread (``TimeAgainstRuns``), with a pointer to the A/B job, which judges time on
+paired rounds (pytest_dispatch.ab).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import statistics
 from typing import Any, Iterable, Mapping, Sequence
 
 from pytest_dispatch import settings as gate_settings
-from pytest_dispatch.judgement import history, stats, storage
+from pytest_dispatch.judgement import history, storage
 from pytest_dispatch.judgement.budget import COUNT_KINDS
 from pytest_dispatch.judgement.results import TestResult, sequential_measurements
+from pytest_dispatch.judgement.stats import format_us
 from pytest_dispatch.judgement.status import Status, exact_ratio_status
 from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.key import MeasurementKey
@@ -40,13 +42,13 @@ class CountVerdict:
     def failed(self) -> bool:
         return self.status == Status.REGRESSED
 
-    @property
-    def summary(self) -> str:
+    def line(self, label: str) -> str:
+        """One line for the report, with ``label`` naming the measurement."""
         change = self.current - self.baseline
         detail = f"{change:+d}"
         if self.kernel_delta:
             detail += ": " + ", ".join(f"{name} {delta:+d}" for name, delta in self.kernel_delta.items())
-        return f"{self.metric} {self.status}: {self.baseline} -> {self.current} per call ({detail})"
+        return f"{label} {self.metric} {self.status}: {self.baseline} -> {self.current} per call ({detail})"
 
     def as_dict(self) -> dict[str, Any]:
         return {"status": self.status, "baseline": self.baseline, "current": self.current,
@@ -68,30 +70,60 @@ def compare_counts(baseline: Measurement, current: Measurement) -> list[CountVer
     return verdicts
 
 
-@dataclasses.dataclass(frozen=True)
-class UnjudgedTiming:
-    """Time that was not judged, and why: timing off, a baseline of another GPU, times below the sync's noise."""
+TIME_POINTER = "time: use an A/B job (pytest-dispatch ab)"
 
-    status: Status  # off, incomparable or inconclusive
-    reason: str
+
+@dataclasses.dataclass(frozen=True)
+class TimeAgainstRuns:
+    """This run's median time per call beside the saved runs' medians of the same GPU: a
+    description, never a verdict (it never fails and has no status).
+
+    Separate runs of unchanged code differ by far more than one run's rounds suggest, so saved
+    runs cannot decide whether time changed; paired A/B jobs and ``assert_speedup`` judge time.
+    ``reason`` says why nothing is shown (timing off, another GPU, times below the sync's noise)."""
+
+    current_us: float | None  # this run's median µs per call
+    runs_us: tuple[float, ...] = ()  # the saved runs' medians µs per call, positive ones
+    reason: str = ""
+
+    failed = False
 
     @property
-    def failed(self) -> bool:
-        return False
+    def centre_us(self) -> float | None:
+        """The geometric mean of the saved runs' medians (None without them)."""
+        return float(math.exp(statistics.fmean(math.log(v) for v in self.runs_us))) if self.runs_us else None
+
+    @property
+    def ratio(self) -> float | None:
+        """This run's median over ``centre_us`` (None when not shown)."""
+        centre = self.centre_us
+        return None if centre is None or self.current_us is None or self.reason else self.current_us / centre
+
+    @property
+    def spread(self) -> tuple[float, float] | None:
+        """The saved runs' lowest and highest median, as ratios to ``centre_us``."""
+        centre = self.centre_us
+        return None if centre is None else (min(self.runs_us) / centre, max(self.runs_us) / centre)
 
     def line(self, label: str) -> str:
-        return f"{label} {self.status}: {self.reason}"
+        if self.ratio is None:
+            return f"{label} not compared: {self.reason}; {TIME_POINTER}"
+        low, high = self.spread
+        runs = len(self.runs_us)
+        return (f"{label} {format_us(self.current_us)} µs per call, x{self.ratio:.2f} the saved runs' "
+                f"{format_us(self.centre_us)} ({runs} saved run{'s' if runs != 1 else ''} of this GPU span "
+                f"x{low:.2f}-x{high:.2f}); not judged: {TIME_POINTER}")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "summary": f"{self.status}: {self.reason}"}
+        return {"metric": TIMING_METRIC, "judged": False, "current_median_us": self.current_us,
+                "runs_centre_us": self.centre_us, "ratio": self.ratio,
+                "runs_spread": None if self.spread is None else list(self.spread), "stored_runs": len(self.runs_us),
+                "reason": self.reason, "summary": self.line(TIMING_METRIC)}
 
 
-TIMING_OFF = UnjudgedTiming(Status.OFF, "timing disabled (--dispatch-disable-timing) here or in the baseline; "
-                                        "counts compared only")
-INCOMPARABLE = UnjudgedTiming(Status.INCOMPARABLE, "baseline from another GPU (fingerprint differs); "
-                                                   "counts compared only")
-BELOW_SYNC_NOISE = UnjudgedTiming(Status.INCONCLUSIVE, "non-positive times (the sync's noise exceeds the work; "
-                                                       "raise per_round)")
+TIMING_OFF = "timing disabled (--dispatch-disable-timing) here or in the baseline"
+INCOMPARABLE = "baseline from another GPU (fingerprint differs)"
+BELOW_SYNC_NOISE = "non-positive times (the sync's noise exceeds the work; raise per_round)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,48 +185,42 @@ class TestVerdicts:
     __test__ = False
 
     counts: dict[str, list[CountVerdict]] = dataclasses.field(default_factory=dict)  # key -> verdicts
-    timing: dict[str, stats.TimingVerdict | UnjudgedTiming] = dataclasses.field(default_factory=dict)
+    timing: dict[str, TimeAgainstRuns] = dataclasses.field(default_factory=dict)  # described, never judged
     missing: list[str] = dataclasses.field(default_factory=list)  # measurements with no baseline
     instructions: dict[str, InstructionVerdict] = dataclasses.field(default_factory=dict)  # counted mode
 
     @property
     def failure_lines(self) -> list[str]:
-        lines = [f"{_name(key)} {v.summary}" for key, verdicts in self.counts.items() for v in verdicts if v.failed]
-        lines += [self._timing_line(k, v) for k, v in self.timing.items() if v.failed]
+        lines = [v.line(_name(key)) for key, verdicts in self.counts.items() for v in verdicts if v.failed]
         lines += [v.line(f"{_name(k)} {INSTRUCTIONS_METRIC}") for k, v in self.instructions.items() if v.failed]
         return lines
 
     @property
     def improved(self) -> bool:
         return any(v.status == Status.IMPROVED for verdicts in self.counts.values() for v in verdicts) or any(
-            v.status == Status.IMPROVED for v in [*self.timing.values(), *self.instructions.values()])
+            v.status == Status.IMPROVED for v in self.instructions.values())
 
     def lines(self, key: str | None = None) -> list[str]:
-        """Every verdict, one line each naming its measurement, for the report; only
-        those of measurement ``key`` when given."""
+        """Every verdict and time description, one line each naming its measurement, for the
+        report; only those of measurement ``key`` when given."""
         out = []
         for count_key, verdicts in self.counts.items():
             if key in (None, count_key):
-                changed = [f"{_name(count_key)} {v.summary}" for v in verdicts if v.status != Status.UNCHANGED]
+                changed = [v.line(_name(count_key)) for v in verdicts if v.status != Status.UNCHANGED]
                 out.extend(changed or [f"{_name(count_key)} counts unchanged ({verdicts[0].current} dispatches per call)"])
-        for timing_key, verdict in self.timing.items():
+        for timing_key, described in self.timing.items():
             if key in (None, timing_key):
-                out.append(self._timing_line(timing_key, verdict))
+                out.append(described.line(f"{_name(timing_key)} {TIMING_METRIC}"))
         for counted_key, verdict in self.instructions.items():
             if key in (None, counted_key):
                 out.append(verdict.line(f"{_name(counted_key)} {INSTRUCTIONS_METRIC}"))
         out.extend(f"no baseline for {k}: not compared" for k in self.missing if key in (None, k))
         return out
 
-    @staticmethod
-    def _timing_line(key: str, verdict: stats.TimingVerdict | UnjudgedTiming) -> str:
-        return verdict.line(f"{_name(key)} {TIMING_METRIC}")
-
     def as_dict(self) -> dict[str, Any]:
-        timing = {key: {"metric": TIMING_METRIC, **verdict.as_dict()} for key, verdict in self.timing.items()}
         return {
             "counts": {key: {v.metric: v.as_dict() for v in verdicts} for key, verdicts in self.counts.items()},
-            "timing": timing,
+            "timing": {key: described.as_dict() for key, described in self.timing.items()},
             "instructions": {key: verdict.as_dict() for key, verdict in self.instructions.items()},
             "missing": list(self.missing),
         }
@@ -206,16 +232,15 @@ def _name(key: str) -> str:
 
 
 class Gate:
-    """Judges this session's measurements: counts against the newest saved run, time
-    against the stored runs' medians (``stored``: key -> per-call medians)."""
+    """Judges this session's measurements: counts (and counted instructions) against the newest
+    saved run; time is described beside the stored runs' medians (``stored``: key -> per-call
+    medians), never judged."""
 
     def __init__(
         self,
         baseline: Iterable[TestResult],
         *,
         comparable: bool,
-        settings: Mapping[str, float] | None = None,
-        family_size: int | None = None,
         stored: Mapping[str, Sequence[float]] | None = None,
         software_differences: Sequence[str] | None = None,
         instruction_tolerance: float = gate_settings.INSTRUCTION_TOLERANCE,
@@ -224,13 +249,9 @@ class Gate:
         self.software_differences = software_differences  # None: the baseline was not counted
         self.instruction_tolerance = instruction_tolerance
         self.comparable = comparable
-        self.settings = {**gate_settings.DEFAULTS, **(settings or {})}
-        self.family_size = family_size
-        self.stored = {key: list(values) for key, values in (stored or {}).items()}
-        self._current: dict[str, tuple[list[float], float]] = {}
-        self._overrides: dict[str, dict[str, float]] = {}
+        self.stored = {key: tuple(v for v in values if v > 0) for key, values in (stored or {}).items()}
 
-    def judge(self, result: TestResult, overrides: Mapping[str, float] | None = None) -> TestVerdicts:
+    def judge(self, result: TestResult) -> TestVerdicts:
         """Verdicts for one finished test (its sequential measurements)."""
         verdicts = TestVerdicts()
         for measurement in result.measurements:
@@ -246,37 +267,25 @@ class Gate:
                 verdicts.instructions[key] = compare_instructions(base, measurement, self.instruction_tolerance,
                                                                   self.software_differences)
                 continue
-            verdicts.timing[key] = (self._judge_timing(key, measurement, overrides) if measurement.timed and base.timed
-                                    else TIMING_OFF)
+            verdicts.timing[key] = self._describe_time(key, measurement, base)
         return verdicts
 
-    def _judge_timing(self, key: str, current: Measurement, overrides) -> stats.TimingVerdict | UnjudgedTiming:
+    def _describe_time(self, key: str, current: Measurement, base: Measurement) -> TimeAgainstRuns:
+        if not (current.timed and base.timed):
+            return TimeAgainstRuns(None, reason=TIMING_OFF)
         if not self.comparable:
-            return INCOMPARABLE
+            return TimeAgainstRuns(None, reason=INCOMPARABLE)
         now = current.median_us_per_call
-        runs = [value for value in self.stored.get(key, []) if value > 0]
+        runs = self.stored.get(key, ())
         if now <= 0 or not runs:
-            return BELOW_SYNC_NOISE
-        self._current[key] = (runs, now)
-        if overrides:
-            self._overrides[key] = {k: v for k, v in overrides.items() if k in gate_settings.DEFAULTS}
-        partial = stats.judge_against_runs(
-            self._current, **self.settings, overrides=self._overrides,
-            family_size=max(self.family_size or 0, len(self._current)),
-        )
-        return partial[key]
-
-    def final_timing(self) -> dict[str, stats.TimingVerdict]:
-        """The session's verdicts with the whole BH family known."""
-        if not self._current:
-            return {}
-        return stats.judge_against_runs(self._current, **self.settings, overrides=self._overrides)
+            return TimeAgainstRuns(None, runs, reason=BELOW_SYNC_NOISE)
+        return TimeAgainstRuns(now, runs)
 
 
 @dataclasses.dataclass(frozen=True)
 class Baseline:
-    """The runs compared against: the newest (for counts), every stored one's times,
-    and whether they are comparable with this GPU's."""
+    """The runs compared against: the newest (for counts), every stored one's times (shown
+    beside this run's), and whether they are comparable with this GPU's."""
 
     path: str
     results: list[TestResult]
@@ -288,10 +297,8 @@ class Baseline:
     def stored_runs(self) -> int:
         return max((len(values) for values in self.stored.values()), default=0)
 
-    def gate(self, settings: Mapping[str, float], family_size: int | None = None,
-             instruction_tolerance: float = gate_settings.INSTRUCTION_TOLERANCE) -> Gate:
-        return Gate(self.results, comparable=self.comparable, settings=settings, family_size=family_size,
-                    stored=self.stored if self.comparable else None,
+    def gate(self, instruction_tolerance: float = gate_settings.INSTRUCTION_TOLERANCE) -> Gate:
+        return Gate(self.results, comparable=self.comparable, stored=self.stored if self.comparable else None,
                     software_differences=self.software_differences, instruction_tolerance=instruction_tolerance)
 
 

@@ -23,15 +23,17 @@ import numpy as np
 
 from pytest_dispatch.judgement import stats, storage
 from pytest_dispatch.judgement.results import sequential_measurements
-from pytest_dispatch.judgement.stats import format_confidence
 from pytest_dispatch.judgement.status import Status, exact_ratio_status
-from pytest_dispatch.settings import DEFAULTS, INSTRUCTION_TOLERANCE
+from pytest_dispatch.settings import INSTRUCTION_TOLERANCE
 from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.recorder import COUNT_KINDS
 
 
 class SkippedRunWarning(UserWarning):
     """A stored file was skipped (corrupt, hostile, of another GPU, or a merged file)."""
+
+
+INTERVAL_OF = f"95% interval of {stats.MEDIAN_OF_ROUNDS}"  # what a run's interval bounds
 
 
 @functools.lru_cache(maxsize=4096)
@@ -59,7 +61,8 @@ class RunMeasurement:
         return self.counts["dispatches"]
 
     def interval(self) -> tuple[float, float]:
-        """95% bootstrap interval of the median (``stats.median_ci``), computed once per sample set."""
+        """95% bootstrap interval of this run's rounds' median (``stats.median_ci``), computed once per
+        sample set: it bounds this run's median, not the cost in another run."""
         return _median_interval(self.samples_us_per_dispatch)
 
 
@@ -205,56 +208,7 @@ def load_runs(
 
 
 # --------------------------------------------------------------------------
-# series and change points
-
-INSTALL_HINT = "change points need the 'history' extra: pip install 'pytest-dispatch[history]' (ruptures)"
-
-
-class ChangePointsUnavailable(RuntimeError):
-    """ruptures is not installed; the message says how to install it."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ChangePoint:
-    """A step in a measurement's run medians, attributed to the first run after it."""
-
-    key: str
-    index: int  # position in the series of the first run after the change
-    run: StoredRun  # that run: its commit is the one the change is attributed to
-    before_us_per_dispatch: float  # median of the run medians of the segment before
-    after_us_per_dispatch: float  # ... and of the segment after
-    step: Step  # after / before, with its interval over the runs' spread
-    runs_before: int
-    runs_after: int
-    # the first runs of the earliest and latest commits the step may follow, by its runs (both ``run``: placed exactly)
-    earliest: StoredRun
-    latest: StoredRun
-
-    @property
-    def placement(self) -> str:
-        """'' when the runs place the step at its commit alone, else '; ' and the commits it may lie at."""
-        if self.earliest is self.latest:
-            return ""
-        return (f"; placed within {self.earliest.short_commit}..{self.latest.short_commit} at "
-                f"{format_confidence(self.step.confidence)}: the runs cannot tell these commits apart")
-
-    @property
-    def ratio(self) -> float:
-        return self.step.ratio
-
-    @property
-    def p_value(self) -> float:
-        return self.step.p_value
-
-    @property
-    def direction(self) -> str:
-        return "slower" if self.after_us_per_dispatch > self.before_us_per_dispatch else "faster"
-
-    def summary(self) -> str:
-        return (f"{self.key}: {self.before_us_per_dispatch:.2f} -> {self.after_us_per_dispatch:.2f} µs/dispatch "
-                f"(x{self.ratio:.3f} per dispatch, {self.direction}, {format_confidence(self.step.confidence)} interval "
-                f"x{self.step.low:.3f}-{self.step.high:.3f}) at {self.run.short_commit} ({_commit_label(self.run)}; "
-                f"p={self.p_value:.2g}, {self.runs_before} runs before, {self.runs_after} after{self.placement})")
+# series and count changes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,21 +233,15 @@ def _commit_label(run: StoredRun) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Series:
-    """One measurement over the saved runs of one GPU, in commit order."""
+    """One measurement's timed runs of one GPU, in commit order: counts judged exactly (their
+    changes), time described (run medians and their spread), never judged: separate runs of
+    unchanged code differ by far more than a run's rounds suggest, so time is judged by A/B jobs."""
 
     key: str
     fingerprint: str
     runs: tuple[StoredRun, ...]  # the runs that measured ``key``
-    change_points: tuple[ChangePoint, ...] | None  # None: ruptures is not installed
     count_changes: tuple[CountChange, ...]
-    resolution: float = math.inf  # the smallest step (a ratio) its runs' spread lets it name
     spread: float = math.inf  # runs_spread of its medians
-
-    def unresolved_summary(self) -> str:
-        """The line for a series with no change point: what its runs could have shown."""
-        return (f"{self.key}: no change resolvable (runs spread x{self.spread:.2f}; this history resolves changes "
-                f"of x{self.resolution:.2f} or more; for smaller ones use an A/B job, or save counted runs "
-                f"(--dispatch-instructions) for the host's share)")
 
     @property
     def medians(self) -> np.ndarray:
@@ -302,176 +250,15 @@ class Series:
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """What counts as a change point: significant, and at least the threshold (a ratio, as in the gate)."""
+    """What the history calls a change: counts, any change; counted instructions, beyond the tolerance."""
 
-    alpha: float = DEFAULTS["alpha"]
-    threshold: float = DEFAULTS["threshold"]  # relative change of the segments' medians
-    penalty: float | None = None  # ruptures' penalty on the robust-scaled log medians; None: BIC, 2 ln(n)
     instruction_tolerance: float = INSTRUCTION_TOLERANCE  # counted runs: a change beyond it is named
 
 
-def require_ruptures():
-    """The ruptures module; ChangePointsUnavailable (saying how to install it) when it is missing."""
-    try:
-        import ruptures
-    except ImportError:
-        raise ChangePointsUnavailable(INSTALL_HINT) from None
-    return ruptures
-
-
-def _robust_scale(values: np.ndarray) -> float:
-    """Noise of a series with steps: MAD of successive differences / sqrt(2) (steps barely move it)."""
-    differences = np.diff(values)
-    if differences.size == 0:
-        return 1.0
-    mad = float(np.median(np.abs(differences - np.median(differences)))) * 1.4826 / np.sqrt(2)
-    return max(mad, 1e-3)  # 0.1% in log units: identical runs are not infinitely precise
-
-
-@dataclasses.dataclass(frozen=True)
-class Step:
-    """A step between two segments of run medians: after / before with its interval."""
-
-    ratio: float
-    low: float
-    high: float
-    confidence: float  # of the interval, Bonferroni over the series' commit boundaries
-    p_value: float  # two-sided Welch t, times the boundaries
-
-    def beyond(self, threshold: float) -> bool:
-        """True when the whole interval lies beyond the tolerance (either way)."""
-        return self.low > 1 + threshold or self.high < 1 / (1 + threshold)
-
-
-def step_between(before: np.ndarray, after: np.ndarray, alpha: float, boundaries: int) -> Step:
-    """Welch's t interval of the mean log run median after the step minus before it.
-
-    Separate runs of unchanged code differ by far more than the rounds inside a run, so the
-    unit is the run; a change point is chosen among ``boundaries`` places, so each interval
-    is at 1 - alpha / boundaries (Bonferroni), which keeps the chance of naming a change
-    that did not happen within alpha per series.  A segment with a median <= 0 (work below
-    the sync's noise) is compared on the raw scale, relative to the level before."""
-    from scipy import stats as sps
-
-    level = float(np.median(before)) if before.size else 0.0
-    logs = np.all(before > 0) and np.all(after > 0)
-    x, y = (np.log(before), np.log(after)) if logs else (before / (abs(level) or 1.0), after / (abs(level) or 1.0))
-    difference = float(np.mean(y) - np.mean(x))
-    vx = float(np.var(x, ddof=1)) / x.size if x.size > 1 else math.inf
-    vy = float(np.var(y, ddof=1)) / y.size if y.size > 1 else math.inf
-    se = math.sqrt(vx + vy)
-    confidence = 1 - alpha / max(boundaries, 1)
-    if not math.isfinite(se):
-        low, high, p = -math.inf, math.inf, 1.0
-    elif se == 0:
-        low = high = difference
-        p = 0.0 if difference else 1.0
-    else:
-        dof = (vx + vy) ** 2 / ((vx ** 2 / (x.size - 1) if vx else 0) + (vy ** 2 / (y.size - 1) if vy else 0))
-        half = float(sps.t.isf((1 - confidence) / 2, dof)) * se
-        low, high = difference - half, difference + half
-        p = min(1.0, 2 * float(sps.t.sf(abs(difference) / se, dof)) * max(boundaries, 1))
-    as_ratio = (lambda v: math.exp(v)) if logs else (lambda v: 1 + v)
-    return Step(as_ratio(difference), as_ratio(low), as_ratio(high), confidence, p)
-
-
-def _relative_scale(values: np.ndarray) -> np.ndarray:
-    """Run medians where a change is relative: their logs; raw where a median is <= 0 (work
-    below the sync's noise)."""
-    return np.log(values) if np.all(values > 0) else values
-
-
-def placement_of(values: np.ndarray, splits: Sequence[int], start: int, end: int, best: int,
-                 confidence: float) -> tuple[int, int]:
-    """The first and last of ``splits`` (run indices, start < split < end) where one step
-    between runs ``start`` and ``end`` fits their log medians nearly as well as at ``best``:
-    the splits whose two-segment squared error exceeds the best one's by less than the
-    chi-square(1) quantile at ``confidence`` times the runs' residual variance (the
-    likelihood-ratio set for where the step lies).  At the step's own confidence (Bonferroni
-    over the boundaries) it held the true commit in 99% of simulated series with Gaussian
-    spread and 95-100% with two-level spread (benchmarks/placement_sim.py)."""
-    from scipy import stats as sps
-
-    x = _relative_scale(values[start:end])
-
-    def error(split: int) -> float:
-        left, right = x[:split - start], x[split - start:]
-        return float(((left - left.mean()) ** 2).sum() + ((right - right.mean()) ** 2).sum())
-
-    lowest = error(best)
-    variance = lowest / max(x.size - 2, 1)
-    limit = lowest + float(sps.chi2.isf(1 - confidence, 1)) * variance
-    kept = [split for split in splits if start < split < end and error(split) <= limit] or [best]
-    return min(kept), max(kept)
-
-
-def resolvable_step(values: Sequence[float], settings: "Settings", boundaries: int) -> float:
-    """The smallest step (a ratio) this series could name, with its spread, at its middle."""
-    x = _relative_scale(np.asarray(values, dtype=float))
-    if x.size < 4:
-        return math.inf
-    from scipy import stats as sps
-
-    half = float(sps.t.isf(settings.alpha / max(boundaries, 1) / 2, x.size - 2)) * float(np.std(x, ddof=1)) \
-        * math.sqrt(4 / x.size)
-    return (1 + settings.threshold) * math.exp(half)
-
-
 def runs_spread(values: Sequence[float]) -> float:
-    """How far apart this series' runs lie: its 95th percentile over its 5th."""
+    """How far apart this series' runs lie: its 95th percentile over its 5th (a description)."""
     low, high = np.percentile(np.asarray(values, dtype=float), [5, 95])
     return float(high / low) if low > 0 else math.inf
-
-
-def change_points_of(medians: Iterable[float], settings: Settings = Settings(),
-                     commits: Sequence[Any] | None = None) -> list[tuple[int, float]]:
-    """(index of the first run after the change, p-value) of each change point of a series of run medians.
-
-    With ``commits`` (one per run, equal for consecutive runs of one commit), a change can only
-    fall between commits: candidates are found on each commit's median run.  Candidates come from
-    ruptures' PELT (L2 cost on the log medians scaled by their robust noise, BIC penalty); a
-    candidate is kept while the step between its two neighbouring segments survives the runs'
-    spread (``step_between``: its interval lies beyond ``threshold``); the weakest failing
-    candidate is dropped and the rest re-tested until all pass.
-    """
-    return [(index, step.p_value) for index, step in steps_of(medians, settings, commits)]
-
-
-def steps_of(medians: Iterable[float], settings: Settings = Settings(),
-             commits: Sequence[Any] | None = None) -> list[tuple[int, Step]]:
-    """``change_points_of`` with each change's ``Step``."""
-    values = np.asarray(list(medians), dtype=float)
-    starts = _group_starts(commits if commits is not None else range(values.size))
-    if len(starts) < 3:
-        return []
-    boundaries = len(starts) - 1
-    levels = np.array([np.median(values[a:b]) for a, b in zip(starts, [*starts[1:], values.size])])
-    transformed = _relative_scale(levels)
-    scaled = (transformed / _robust_scale(transformed)).reshape(-1, 1)
-    penalty = settings.penalty if settings.penalty is not None else 2 * np.log(levels.size)
-    found = require_ruptures().Pelt(model="l2", min_size=1, jump=1).fit(scaled).predict(pen=penalty)[:-1]
-    candidates = [starts[group] for group in found]
-    while candidates:
-        bounds = [0, *candidates, values.size]
-        tested = []
-        for i, index in enumerate(candidates):
-            step = step_between(values[bounds[i]:index], values[index:bounds[i + 2]], settings.alpha, boundaries)
-            tested.append((step.beyond(settings.threshold), step, index))
-        failing = [(step.p_value, index) for ok, step, index in tested if not ok]
-        if not failing:
-            return [(index, step) for _, step, index in tested]
-        candidates.remove(max(failing)[1])
-    return []
-
-
-def _group_starts(commits: Iterable[Any]) -> list[int]:
-    """Where each run of consecutive equal commits starts."""
-    starts, previous = [], object()
-    for index, commit in enumerate(commits):
-        if index == 0 or commit != previous:
-            starts.append(index)
-        previous = commit
-    return starts
 
 
 def _count_changes(key: str, runs: list[StoredRun], counts: Sequence[Mapping[str, int]]) -> list[CountChange]:
@@ -485,34 +272,12 @@ def _count_changes(key: str, runs: list[StoredRun], counts: Sequence[Mapping[str
     return changes
 
 
-def series_of(runs: list[StoredRun], key: str, settings: Settings = Settings(),
-              find_changes: bool = True) -> Series:
-    """The series of ``key`` over ``runs`` (in their order), its change points and count changes.
-
-    With ``find_changes`` and no ruptures, ``ChangePointsUnavailable`` says how to install it."""
+def series_of(runs: list[StoredRun], key: str) -> Series:
+    """The series of ``key`` over ``runs`` (in their order) and its count changes."""
     measured = [run for run in runs if key in run.measurements]
     values = [run.measurements[key].median_us_per_dispatch for run in measured]
-    change_points = None
-    if find_changes:
-        # runs of one commit measured the same code; a run outside git, or of a dirty tree, stands alone
-        commits = [run.commit if run.commit and not run.dirty else f"run {i}" for i, run in enumerate(measured)]
-        found = steps_of(values, settings, commits)
-        bounds = [0, *(i for i, _ in found), len(values)]
-        splits = _group_starts(commits)  # a change can only fall where a commit starts
-        placements = [placement_of(np.asarray(values, dtype=float), splits, bounds[i], bounds[i + 2], index,
-                                   step.confidence) for i, (index, step) in enumerate(found)]
-        change_points = tuple(
-            ChangePoint(key, index, measured[index], float(np.median(values[bounds[i]:index])),
-                        float(np.median(values[index:bounds[i + 2]])), step, index - bounds[i], bounds[i + 2] - index,
-                        measured[placements[i][0]], measured[placements[i][1]])
-            for i, (index, step) in enumerate(found)
-        )
-        boundaries = max(len(splits) - 1, 1)
-    else:
-        boundaries = 1
-    return Series(key, measured[0].fingerprint if measured else "", tuple(measured), change_points,
+    return Series(key, measured[0].fingerprint if measured else "", tuple(measured),
                   tuple(_count_changes(key, measured, [run.measurements[key].counts for run in measured])),
-                  resolvable_step(values, settings, boundaries) if values else math.inf,
                   runs_spread(values) if values else math.inf)
 
 
@@ -628,6 +393,9 @@ def select_keys(keys: Iterable[str], expression: str | None) -> list[str]:
 # --------------------------------------------------------------------------
 # names, whole histories, and their JSON form (text, Markdown, HTML: pytest_dispatch.presentation.history)
 
+TIME_NOTE = ("time is described (run medians, their 95% intervals over each run's rounds, the runs' spread), "
+             "never judged: separate runs differ by more than their rounds suggest; time: use an A/B job "
+             "(pytest-dispatch ab)")
 EMPTY_HINT = ("no saved runs in {root}/: run `pytest --dispatch-save` on each commit (e.g. in CI on main); "
               "every saved run is kept there, one folder per GPU")
 
@@ -696,10 +464,10 @@ def analyse(
     settings: Settings = Settings(),
     branch: str | None = None,
     progress: Callable[[str], None] | None = None,
-) -> tuple[list[GpuHistory], str | None]:
-    """The history of every stored GPU (or those matching ``fingerprint``), with the note to show
-    when change points could not be looked for (ruptures missing).  ValueError for a bad selection."""
-    histories, note = [], None
+) -> list[GpuHistory]:
+    """The history of every stored GPU (or those matching ``fingerprint``).  ValueError for a bad
+    selection."""
+    histories = []
     for found in match_fingerprint(storage_root, fingerprint):
         runs = load_runs(storage_root, found, (lambda done, total: progress(f"read {found}/ file {done} of {total}"))
                          if progress else None)
@@ -707,18 +475,14 @@ def analyse(
             runs = [run for run in runs if run.branch == branch]
         series = []
         for key in select_keys(keys_of(runs), expression):
-            try:
-                series.append(series_of(runs, key, settings, find_changes=note is None))
-            except ChangePointsUnavailable as error:
-                note = str(error)
-                series.append(series_of(runs, key, settings, find_changes=False))
+            series.append(series_of(runs, key))
             if progress:
                 progress(f"series {key}")
         counted_keys = sorted({key for run in runs for key in run.counted})
         counted = tuple(counted_series_of(runs, key, settings.instruction_tolerance)
                         for key in select_keys(counted_keys, expression))
         histories.append(GpuHistory(found, tuple(runs), tuple(series), counted))
-    return histories, note
+    return histories
 
 
 def _run_json(run: StoredRun) -> dict[str, Any]:
@@ -727,7 +491,7 @@ def _run_json(run: StoredRun) -> dict[str, Any]:
             "commit_time": run.commit_time.isoformat() if run.commit_time else None}
 
 
-def as_json(histories: list[GpuHistory], settings: Settings, note: str | None,
+def as_json(histories: list[GpuHistory], settings: Settings,
             progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The history as one JSON document (run indices refer to each GPU's ``runs``)."""
     gpus = []
@@ -738,20 +502,13 @@ def as_json(histories: list[GpuHistory], settings: Settings, note: str | None,
             points = []
             for run in s.runs:
                 m = run.measurements[s.key]
+                low, high = m.interval()
                 points.append({"run": index_of[run.path], "median_us": m.median_us_per_dispatch,
-                               "interval_us": list(m.interval()),
+                               "interval_us": [low, high], "interval_of": INTERVAL_OF,
                                "rounds": m.rounds, "sync_us": m.sync_us, "counts": dict(m.counts)})
             series.append({
                 "key": s.key,
                 "points": points,
-                "change_points": None if s.change_points is None else [
-                    {"run": index_of[cp.run.path], "commit": cp.run.commit, "before_us": cp.before_us_per_dispatch,
-                     "after_us": cp.after_us_per_dispatch, "ratio": cp.ratio, "low": cp.step.low, "high": cp.step.high,
-                     "confidence": cp.step.confidence, "p_value": cp.p_value,
-                     "runs_before": cp.runs_before, "runs_after": cp.runs_after,
-                     "placed_from_commit": cp.earliest.commit,
-                     "placed_to_commit": cp.latest.commit} for cp in s.change_points],
-                "resolution": None if math.isinf(s.resolution) else s.resolution,
                 "runs_spread": None if math.isinf(s.spread) else s.spread,
                 "count_changes": [{"run": index_of[c.run.path], "commit": c.run.commit, "kind": c.kind,
                                    "before": c.before, "after": c.after} for c in s.count_changes],
@@ -769,4 +526,4 @@ def as_json(histories: list[GpuHistory], settings: Settings, note: str | None,
                     "tolerance": c.tolerance} for c in history.counted]
         gpus.append({"fingerprint": history.fingerprint, "gpu": history.gpu,
                      "runs": [_run_json(run) for run in history.runs], "series": series, "counted": counted})
-    return {"settings": dataclasses.asdict(settings), "change_points_note": note, "gpus": gpus}
+    return {"settings": dataclasses.asdict(settings), "time": TIME_NOTE, "gpus": gpus}

@@ -167,6 +167,19 @@ class PairedVerdict:
         high = "inf" if math.isinf(self.high) else f"{self.high:.3f}"
         return f"{format_confidence(self.confidence)} interval {low}-{high}"
 
+    @property
+    def failed(self) -> bool:
+        """A regression (A/B) or a speedup not shown (assert_speedup)."""
+        return self.status in (Status.REGRESSED, Status.FAILED)
+
+    def line(self, label: str) -> str:
+        """One line, with ``label`` naming the comparison; the interval says what it bounds."""
+        if math.isnan(self.ratio):
+            return f"{label} {self.status}: {self.reason}"
+        sessions = f" in {self.sessions} sessions" if self.sessions > 1 else ""
+        return (f"{label} {self.status}: x{self.ratio:.3f} per call ({self.interval_text} of the ratio per call, "
+                f"over these {self.pairs} pairs of rounds{sessions})" + (f"; {self.reason}" if self.reason else ""))
+
     def as_dict(self) -> dict:
         """JSON-ready: an unbounded or undefined figure is None."""
         return {_JSON_KEYS.get(key, key): None if isinstance(value, float) and not math.isfinite(value) else value

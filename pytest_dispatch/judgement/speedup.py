@@ -8,7 +8,6 @@ the one the A/B gate uses too.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from typing import Any, Callable
 
 from pytest_dispatch.judgement import paired
@@ -43,15 +42,29 @@ class Speedup:
         return self.status == Status.PASSED
 
     @property
+    def failed(self) -> bool:
+        """Not shown: the test fails."""
+        return not self.passed
+
+    @property
     def summary(self) -> str:
-        """One line: the speedup, its interval, pairs, seconds and the outcome (as in the report)."""
+        """The report's line: ``line`` labelled with the two functions."""
+        return self.line(f"speedup of {self.fast} over {self.slow}")
+
+    def line(self, label: str) -> str:
+        """One line: the speedup, its interval (what it bounds), pairs, seconds and the outcome."""
         v = self.verdict
         if self.passed:
             outcome = f"shown: lower bound > {self.at_least:g}x required"
         else:
             outcome = f"NOT shown ({v.reason or f'upper bound < {self.at_least:g}x required'})"
-        return (f"speedup of {self.fast} over {self.slow}: {v.ratio:.2f}x ({v.interval_text}, "
-                f"{v.pairs} pairs, {v.seconds:.1f} s); {outcome}")
+        return (f"{label}: {v.ratio:.2f}x ({v.interval_text} of the speedup per call over these {v.pairs} "
+                f"pairs of rounds, {v.seconds:.1f} s); {outcome}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: the two functions, the status, the speedup asked for and the paired verdict."""
+        return {"fast": self.fast, "slow": self.slow, "status": self.status, "at_least": self.at_least,
+                "verdict": self.verdict.as_dict(), "line": self.summary}
 
     def assert_shown(self) -> None:
         """Raise SpeedupNotShown (its message: the summary) unless the speedup was shown."""
@@ -73,7 +86,6 @@ def measure_speedup(
     device=None,
     names: tuple[str, str] | None = None,
     design: paired.Design = SPEEDUP_DESIGN,
-    max_seconds: float | None = None,
 ) -> Speedup | None:
     """How many times faster ``fast`` is than ``slow`` per call, measured by ``meter``.
 
@@ -81,8 +93,7 @@ def measure_speedup(
     pair's ratio; pairs are added until the interval of the speedup (Hodges-Lehmann,
     signed-rank, at ``confidence`` over all looks) clears ``at_least`` (passed) or falls
     below it (failed), or a cap is reached (failed, with the interval): ``max_time`` seconds of
-    pairs or the design's most pairs.  ``max_seconds``, ``max_time``'s old name, still works with a
-    DeprecationWarning.  ``names`` label
+    pairs or the design's most pairs.  ``names`` label
     the two in the report (default: their qualified names).  With the meter's timing off
     (--dispatch-disable-timing), or in counted mode (--dispatch-instructions: host
     instructions are not wall time), both are only counted, and it returns None."""
@@ -94,9 +105,6 @@ def measure_speedup(
     fast_name, slow_name = (measurement_name(fn, name) for fn, name in zip((fast, slow), names or (None, None)))
     if fast_name == slow_name:
         fast_name, slow_name = f"{fast_name} [fast]", f"{slow_name} [slow]"
-    if max_seconds is not None:
-        warnings.warn("assert_speedup(max_seconds=...) is now max_time=...", DeprecationWarning, stacklevel=3)
-        max_time = max_time if max_time is not None else max_seconds
     design = dataclasses.replace(design, alpha=1 - confidence, max_time=max_time or design.max_time)
     question = paired.SpeedupQuestion(at_least)
     verdicts: list[paired.PairedVerdict] = []

@@ -259,11 +259,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         from pytest_dispatch.measurement.key import MeasurementKey
 
         collected = {item.nodeid for item in items}
-        family = sum(1 for key in sequential_measurements(baseline.results)
+        matching = sum(1 for key in sequential_measurements(baseline.results)
                      if MeasurementKey.parse(key).nodeid in collected)
         # Before -k and -m deselect: none of these can match, so none of those that run can. Not in
         # a pytest-xdist worker (an error there is no one-line message); the reporter says it at the end.
-        if not family and items and not options.of(config).dispatch_accept and not hasattr(config, "workerinput"):
+        if not matching and items and not options.of(config).dispatch_accept and not hasattr(config, "workerinput"):
             from pytest_dispatch.presentation.text import count_and_first
 
             tests = list(dict.fromkeys(item.nodeid for item in items))
@@ -272,7 +272,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"{count_and_first(tests)} collected, the baseline holds "
                 f"{count_and_first(list(sequential_measurements(baseline.results)))}; nothing would be compared "
                 "(run the tests the baseline holds, or save one of these with --dispatch-save)")
-        config.stash[GATE_KEY] = gate_for(baseline, config, family_size=family)
+        config.stash[GATE_KEY] = gate_for(baseline, config)
 
 
 MARKERS = (budget.MARKER, settings.TIMING_MARKER)
@@ -373,7 +373,7 @@ def _judge_against_baseline(item: pytest.Item, result: "TestResult", report: pyt
 
     test_gate = item.config.stash.get(GATE_KEY, None)
     if test_gate is not None and result.measurements:
-        verdicts = test_gate.judge(result, result.gate_overrides)
+        verdicts = test_gate.judge(result)
         failures = verdicts.failure_lines
         if failures and report.passed and not options.of(item.config).dispatch_accept:
             report.outcome = "failed"

@@ -1,4 +1,4 @@
-"""What the session's gate is made of: counted mode's switch and software, and the gate's settings."""
+"""What the session's gate is made of: counted mode's switch and software, and the gate's tolerance."""
 
 from __future__ import annotations
 
@@ -37,8 +37,6 @@ def counted_software(config: pytest.Config, gpu: "GpuInfo") -> "Software | None"
     return instructions.Software.here(gpu)
 
 
-def gate_for(baseline: "gate.Baseline", config: pytest.Config, family_size: int | None = None) -> "gate.Gate":
-    """The session's gate over ``baseline``, with the session's settings."""
-    values = options.of(config)
-    return baseline.gate(values.gate_settings, family_size=family_size,
-                         instruction_tolerance=values.dispatch_instructions_tolerance)
+def gate_for(baseline: "gate.Baseline", config: pytest.Config) -> "gate.Gate":
+    """The session's gate over ``baseline``, with the session's tolerance of counted instructions."""
+    return baseline.gate(instruction_tolerance=options.of(config).dispatch_instructions_tolerance)

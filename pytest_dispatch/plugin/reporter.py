@@ -1,8 +1,8 @@
 """The session manager of the report and the gate: registered only when one is asked for.
 
 It collects every test's result from the reports (so xdist workers' arrive too),
-and on the controller alone: judges the session against the baseline with the
-whole BH family known, saves the run, writes the JSON and prints the report.
+and on the controller alone: judges the session against the baseline, saves the
+run, writes the JSON and prints the report.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ class DispatchReporter:
         self.baseline = baseline
         self.results: list[TestResult] = []
         self.verdicts: dict[str, gate.TestVerdicts] = {}
-        self.late_regressions: list[str] = []  # regressed only once the whole BH family was known
         self.saved: list[str] = []
         self.notes: list[str] = []
         self.stopped = False  # a usage error stopped the session before any test: its one line says it all
@@ -45,21 +44,11 @@ class DispatchReporter:
         return None if self.gpu_session.unavailable_reason else self.gpu_session.info
 
     def _judge_session(self) -> None:
-        """The same judgement as each test's (marker overrides and family included),
-        made again with the whole family known."""
+        """Every test's verdicts again on the controller (pytest-xdist workers judged their own)."""
         session_gate = gate_for(self.baseline, self.config)
         for result in self.results:
-            self.verdicts[result.nodeid] = session_gate.judge(result, result.gate_overrides)
-        final = session_gate.final_timing()
-        for result in self.results:
-            verdicts = self.verdicts[result.nodeid]
-            for key in list(verdicts.timing):
-                if key in final:
-                    early = verdicts.timing[key]
-                    verdicts.timing[key] = final[key]
-                    if final[key].failed and not early.failed:
-                        self.late_regressions.append(final[key].summary)
-            result.gate = verdicts.as_dict()
+            self.verdicts[result.nodeid] = session_gate.judge(result)
+            result.gate = self.verdicts[result.nodeid].as_dict()
 
     def _nothing_matched(self) -> str | None:
         """Why nothing was compared, when no measurement of this run has one in the baseline: a gate
@@ -89,9 +78,6 @@ class DispatchReporter:
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR
         if self.baseline is not None:
             self._judge_session()
-            if self.late_regressions and session.exitstatus == pytest.ExitCode.OK \
-                    and not options.of(self.config).dispatch_accept:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
             unmatched = self._nothing_matched()
             if unmatched:
                 self.notes.append(unmatched)
@@ -146,7 +132,7 @@ class DispatchReporter:
         elif doubt:
             write(doubt, yellow=True)
         if self.baseline is not None:
-            for line in report.gate_summary(self.baseline, self.verdicts, self.late_regressions):
+            for line in report.gate_summary(self.baseline, self.verdicts):
                 write(line)
         for line in self.notes:
             write(line, yellow=True)

@@ -1,10 +1,11 @@
 """``pytest-dispatch history``'s text, Markdown and HTML forms.
 
-The HTML page is self-contained (inline SVG, no script, no network). At the top, the changes found (change points and count changes); then one chart per measurement:
-each run's median wall µs per dispatch with its 95% interval, in commit order; each change point
-as a dashed line with the level before and after; dispatches per call as a step line in a strip
-of its own below; axis titles and a legend.  The markup is well-formed XML, so tests parse it, and
-tests/test_browser.py renders it in headless Chromium.
+The HTML page is self-contained (inline SVG, no script, no network). At the top, the changes found
+(count changes; counted runs' host-instruction changes); then one chart per measurement: each run's
+median wall µs per dispatch with its 95% interval over that run's rounds, in commit order, as a
+description (time is judged by A/B jobs, not by saved runs); dispatches per call as a step line in
+a strip of its own below; axis titles and a legend.  The markup is well-formed XML, so tests parse
+it, and tests/test_browser.py renders it in headless Chromium.
 """
 
 from __future__ import annotations
@@ -14,40 +15,27 @@ import math
 from html import escape
 from typing import Callable
 
-import numpy as np
-
-from pytest_dispatch.judgement.history import CountedSeries, GpuHistory, Series, Settings
-from pytest_dispatch.judgement.stats import format_confidence
-from pytest_dispatch.presentation.text import cut_keeping_end, markdown_table
-
-def describe_settings(settings: Settings) -> str:
-    """How change points were found, in one phrase."""
-    return (f"ruptures PELT on log run medians, kept when the step's interval over the runs' spread "
-            f"(Welch t, {format_confidence(1 - settings.alpha)} over the series' commit boundaries) lies beyond "
-            f"{100 * settings.threshold:g}%")
+from pytest_dispatch.judgement.history import TIME_NOTE, CountedSeries, GpuHistory, Series, Settings
+from pytest_dispatch.presentation.text import cut_keeping_end, markdown_code, markdown_table, markdown_text
 
 
-def render_text(histories: list[GpuHistory], settings: Settings, note: str | None) -> list[str]:
+def render_text(histories: list[GpuHistory], settings: Settings) -> list[str]:
     """The history as the terminal shows it: changes first, then one line per series."""
     lines = []
     for history in histories:
         commits = len({run.commit for run in history.runs})
         lines.append(f"GPU {history.gpu} [{history.fingerprint}]: {len(history.runs)} runs of {commits} commits")
-        if history.series:  # a history of counted runs only has no timed series
-            lines.append(f"  change points ({describe_settings(settings)}):" if note is None else f"  {note}")
-            if note is None:
-                found = [cp for s in history.series for cp in s.change_points]
-                lines += [f"    {cp.summary()}" for cp in found]
-                lines += [f"    {s.unresolved_summary()}" for s in history.series if not s.change_points]
         changes = [c for s in (*history.series, *history.counted) for c in s.count_changes]
         lines += ["  count changes (exact):"] + ([f"    {c.summary()}" for c in changes] or ["    none"])
         if history.series:
-            lines.append(f"  {'measurement':<60} {'runs':>4} {'first':>9} {'latest':>9} {'min':>9} {'max':>9}  "
-                         "µs/dispatch")
+            lines.append(f"  {TIME_NOTE}")
+            lines.append(f"  {'measurement':<60} {'runs':>4} {'first':>9} {'latest':>9} {'min':>9} {'max':>9} "
+                         f"{'spread':>7}  µs/dispatch")
         for s in history.series:
             medians = s.medians
+            spread = "-" if math.isinf(s.spread) else f"x{s.spread:.2f}"
             lines.append(f"  {cut_keeping_end(s.key, 60):<60} {len(s.runs):>4} {medians[0]:>9.2f} {medians[-1]:>9.2f} "
-                         f"{medians.min():>9.2f} {medians.max():>9.2f}")
+                         f"{medians.min():>9.2f} {medians.max():>9.2f} {spread:>7}")
         lines += _counted_text(history.counted)
         lines.append("")
     return lines
@@ -76,31 +64,26 @@ def _counted_text(counted: tuple[CountedSeries, ...]) -> list[str]:
     return lines
 
 
-def render_markdown(histories: list[GpuHistory], settings: Settings, note: str | None) -> list[str]:
-    """The history for a CI summary ($GITHUB_STEP_SUMMARY)."""
+def render_markdown(histories: list[GpuHistory], settings: Settings) -> list[str]:
+    """The history for a CI summary ($GITHUB_STEP_SUMMARY); every figure from data is escaped."""
     lines = []
     for history in histories:
-        lines += [f"### History: {history.gpu}", "",
-                  f"{len(history.runs)} runs; change points: {note or describe_settings(settings)}", ""]
-        rows = [(cp.key, f"{cp.before_us_per_dispatch:.2f} → {cp.after_us_per_dispatch:.2f} µs/dispatch "
-                         f"(×{cp.ratio:.3f} per dispatch, {format_confidence(cp.step.confidence)} interval ×{cp.step.low:.3f}–{cp.step.high:.3f}"
-                         f"{cp.placement})",
-                 cp.run) for s in history.series for cp in (s.change_points or ())]
-        rows += [(c.key, f"{c.kind} {c.before} → {c.after} per call", c.run)
-                 for s in (*history.series, *history.counted) for c in s.count_changes]
+        lines += [f"### History: {markdown_text(history.gpu)}", "",
+                  f"{len(history.runs)} runs; count changes exact, counted host instructions beyond "
+                  f"{100 * settings.instruction_tolerance:g}%; {markdown_text(TIME_NOTE)}", ""]
+        rows = [(c.key, f"{markdown_text(c.kind)} {c.before} → {c.after} per call", c.run)
+                for s in (*history.series, *history.counted) for c in s.count_changes]
         rows += [(c.key, f"host instructions {c.before:,.0f} → {c.after:,.0f} per call (×{c.ratio:.4f}, {c.status}; "
                          "counted)", c.run) for s in history.counted for c in s.changes]
-        rows += [(s.key, f"counted with other software: {', '.join(differences)}", run)
+        rows += [(s.key, f"counted with other software: {markdown_text(', '.join(differences))}", run)
                  for s in history.counted for run, differences in s.software_changes]
         if rows:
             lines += markdown_table(("measurement", "change", "commit", "branch"),
-                                    ((f"`{key.replace('|', '/')}`", text, f"`{run.short_commit}`", run.branch or "-")
-                                     for key, text, run in rows))
+                                    ((markdown_code(key), text, markdown_code(run.short_commit),
+                                      markdown_text(run.branch or "-")) for key, text, run in rows))
         else:
             lines.append("No changes found.")
-        if note is None:
-            lines += [""] + [f"- {s.unresolved_summary()}" for s in history.series if not s.change_points]
-        lines += [f"- {s.summary()}" for s in history.counted if not s.changes and len(s.runs) > 1]
+        lines += [f"- {markdown_text(s.summary())}" for s in history.counted if not s.changes and len(s.runs) > 1]
         lines.append("")
     return lines
 
@@ -114,7 +97,7 @@ LABEL_ROOM = 96  # commit labels at -45°: "0123456789+dirty" fits
 HEIGHT = TOP + PLOT_HEIGHT + STRIP_GAP + STRIP_HEIGHT + LABEL_ROOM + 56
 FONT_PX = 11
 MIN_LABEL_SPACING = FONT_PX * 1.6 * 2 ** 0.5  # neighbours at -45° stay a line apart
-POINT_COLOUR, CHANGE_COLOUR, COUNT_COLOUR = "#1f6fb4", "#c0392b", "#7f8c8d"
+POINT_COLOUR, COUNT_COLOUR = "#1f6fb4", "#7f8c8d"
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1000px; }
@@ -177,7 +160,7 @@ def _chart(series: Series, chart_id: str) -> str:
                      f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:g}</text>')
     parts.append(f'<text class="axis-title" x="16" y="{TOP + plot_h / 2:.0f}" '
                  f'transform="rotate(-90 16 {TOP + plot_h / 2:.0f})" text-anchor="middle">'
-                 'wall µs per dispatch (run median, 95% CI)</text>')
+                 'wall µs per dispatch (median, its rounds&#x27; 95%)</text>')
     label_every = max(1, math.ceil(MIN_LABEL_SPACING / (plot_w / n)))
     for index, run in enumerate(runs):
         if index % label_every == 0:
@@ -210,21 +193,6 @@ def _chart(series: Series, chart_id: str) -> str:
     parts.append(f'<text class="axis-title" x="{LEFT + plot_w + 8}" y="{strip_top + STRIP_HEIGHT / 2 + 4:.0f}" '
                  f'fill="{COUNT_COLOUR}">dispatches/call</text>')
 
-    bounds = [0, *(cp.index for cp in series.change_points or ()), n]
-    medians = series.medians
-    for start, stop in zip(bounds, bounds[1:]):
-        level = float(np.median(medians[start:stop]))
-        parts.append(f'<line class="level" x1="{x_of(start) - 8:.1f}" x2="{x_of(stop - 1) + 8:.1f}" '
-                         f'y1="{y_of(level):.1f}" y2="{y_of(level):.1f}" stroke="{POINT_COLOUR}" '
-                         'stroke-opacity="0.35" stroke-width="3"/>')
-    for cp in series.change_points or ():
-        x = (x_of(cp.index - 1) + x_of(cp.index)) / 2
-        parts.append(f'<line class="change-point" data-commit="{_attr(cp.run.commit or "")}" x1="{x:.1f}" '
-                     f'x2="{x:.1f}" y1="{TOP}" y2="{strip_bottom}" stroke="{CHANGE_COLOUR}" '
-                     f'stroke-dasharray="5 3"><title>{escape(cp.summary())}</title></line>'
-                     f'<text class="change-label" x="{x + 4:.1f}" y="{TOP + 12}" fill="{CHANGE_COLOUR}">'
-                     f'×{cp.ratio:.2f} at {escape(_commit_label(cp.run))}</text>')
-
     for index, (run, point, (lo, hi)) in enumerate(zip(runs, points, intervals)):
         x = x_of(index)
         tip = (f"{run.short_commit} ({run.branch or 'no branch'}), saved {run.time:%Y-%m-%d %H:%M} UTC, "
@@ -247,11 +215,7 @@ def _legend(y: float) -> str:
     items = []
     entries = [
         (f'<line x1="0" x2="0" y1="-6" y2="6" stroke="{POINT_COLOUR}"/><circle cx="0" cy="0" r="3.5" '
-         f'fill="{POINT_COLOUR}"/>', "run median, 95% CI", 14),
-        (f'<line x1="-8" x2="8" y1="0" y2="0" stroke="{POINT_COLOUR}" stroke-opacity="0.35" stroke-width="3"/>',
-         "level of a segment", 22),
-        (f'<line x1="0" x2="0" y1="-7" y2="7" stroke="{CHANGE_COLOUR}" stroke-dasharray="5 3"/>',
-         "change point", 14),
+         f'fill="{POINT_COLOUR}"/>', "run median, 95% interval over that run's rounds", 14),
         (f'<path d="M -8 4 H 0 V -4 H 8" fill="none" stroke="{COUNT_COLOUR}" stroke-width="2"/>',
          "dispatches per call (strip below the plot)", 22),
     ]
@@ -266,13 +230,6 @@ def _overview(gpu_history: GpuHistory, anchors: dict[str, str]) -> list[str]:
     rows = []
     for series in gpu_history.series:
         link = f'<a href="#{_attr(anchors[series.key])}"><code>{escape(series.key)}</code></a>'
-        for cp in series.change_points or ():
-            rows.append(f'<tr class="change"><td>{link}</td><td>{cp.before_us_per_dispatch:.3f} → '
-                        f'{cp.after_us_per_dispatch:.3f} µs/dispatch (×{cp.ratio:.3f} per dispatch, {cp.direction}, interval ×{cp.step.low:.3f}–'
-                        f'{cp.step.high:.3f}; p={cp.p_value:.2g}, {cp.runs_before} runs before, '
-                        f'{cp.runs_after} after{escape(cp.placement)})</td>'
-                        f'<td><code>{escape(cp.run.short_commit)}</code></td>'
-                        f'<td>{escape(cp.run.branch or "-")}</td></tr>')
         for change in series.count_changes:
             rows.append(f'<tr class="count-change"><td>{link}</td><td>{escape(change.kind)} {change.before} → '
                         f'{change.after} per call</td><td><code>{escape(change.run.short_commit)}</code></td>'
@@ -302,14 +259,11 @@ def _counted_table(counted: tuple[CountedSeries, ...]) -> list[str]:
             "<table><tr><th>measurement</th><th>runs, oldest first</th></tr>", *rows, "</table>"]
 
 
-def page(histories: list[GpuHistory], settings: Settings, note: str | None,
-         progress: Callable[[str], None] | None = None) -> str:
+def page(histories: list[GpuHistory], settings: Settings, progress: Callable[[str], None] | None = None) -> str:
     """The whole page as a string."""
     made = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    body = [f"<h1>pytest-dispatch history</h1><p>Made {made}. Change points: "
-            f"{escape(note or describe_settings(settings))}.</p>"]
-    if note:
-        body.append(f'<p class="note">{escape(note)}</p>')
+    body = [f"<h1>pytest-dispatch history</h1><p>Made {made}. Count changes are exact; counted host "
+            f"instructions change beyond {100 * settings.instruction_tolerance:g}%; {escape(TIME_NOTE)}.</p>"]
     for g, gpu_history in enumerate(histories):
         anchors = {series.key: f"chart-{g}-{i}" for i, series in enumerate(gpu_history.series)}
         body.append(f'<h2>{escape(gpu_history.gpu)}</h2><p><code>{escape(gpu_history.fingerprint)}</code>: '

@@ -398,30 +398,27 @@ def render(
 PYTEST_ACCEPT_HINT = "run with --dispatch-accept to make this run the baseline"
 
 
-def gate_summary(baseline, verdicts: Mapping[str, "TestVerdicts"], late_regressions: list[str],
+def gate_summary(baseline, verdicts: Mapping[str, "TestVerdicts"],
                  accept_hint: str = PYTEST_ACCEPT_HINT) -> list[str]:
     """The gate's totals, one line, then what to do about them: ``accept_hint`` when
-    something improved and nothing regressed."""
+    something improved and nothing regressed.  Time is described, not judged: not tallied."""
     statuses: dict[str, int] = {}
     for test in verdicts.values():
         for per_key in test.counts.values():
-            for verdict in per_key:
-                if verdict.status != Status.UNCHANGED:
-                    statuses[f"counts {verdict.status}"] = statuses.get(f"counts {verdict.status}", 0) + 1
-        for verdict in test.timing.values():
-            statuses[f"timing {verdict.status}"] = statuses.get(f"timing {verdict.status}", 0) + 1
+            changed = [verdict.status for verdict in per_key if verdict.status != Status.UNCHANGED]
+            for status in changed or [Status.UNCHANGED]:
+                statuses[f"counts {status}"] = statuses.get(f"counts {status}", 0) + 1
         for verdict in test.instructions.values():
             statuses[f"instructions {verdict.status}"] = statuses.get(f"instructions {verdict.status}", 0) + 1
         if test.missing:
             statuses["no baseline"] = statuses.get("no baseline", 0) + len(test.missing)
     counted = any(test.instructions for test in verdicts.values())
     where = (" (counted)" if counted and baseline.comparable
-             else f" and {baseline.stored_runs} stored run(s) of this GPU" if baseline.comparable
-             else " (another GPU: timing incomparable, counts compared)")
+             else f" (time shown beside {baseline.stored_runs} stored run(s) of this GPU, not judged)"
+             if baseline.comparable else " (another GPU: counts compared)")
     totals = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items())) or "nothing compared"
     lines = [f"dispatch gate vs {baseline.path}{where}: {totals}"]
-    lines += [f"dispatch gate: regressed with the whole session known: {line}" for line in late_regressions]
-    regressed = late_regressions or any(test.failure_lines for test in verdicts.values())
+    regressed = any(test.failure_lines for test in verdicts.values())
     if not regressed and any(test.improved for test in verdicts.values()):
         lines.append(f"dispatch gate: improvements found; {accept_hint}")
     return lines
