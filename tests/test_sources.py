@@ -148,3 +148,25 @@ def test_given_counts_read_as_recorded_ones():
         recorder.Counts.from_dict({"calls": {"draw": 1}})
     with pytest.raises(ValueError, match="only counts made by Counts.from_dict"):
         recorder.Counts().close({"calls": {}})
+
+
+def test_the_meter_keeps_what_a_source_runs_on_and_refuses_two_gpus_in_one_test():
+    from pytest_dispatch.measurement.gpu import GpuInfo
+    from pytest_dispatch.measurement.meter import MeasurementUsageError
+
+    def on(adapter):
+        class OnGpu(_Fake):
+            name = f"on {adapter}"
+
+            def runs_on(self):
+                return GpuInfo("dawn", "1", "Vulkan", adapter, "v", 1, 2, "d", "DiscreteGPU")
+        return OnGpu()
+
+    meter = DispatchMeter(timing=False)
+    meter.measure(_Fake())
+    assert meter.runs_on is None  # the session's GPU
+    meter.measure(on("A"))
+    meter.measure(_Fake(), name="again on the session's")
+    assert meter.runs_on.adapter_name == "A"
+    with pytest.raises(MeasurementUsageError, match="on B: runs on B .*another measurement of this test ran on A"):
+        meter.measure(on("B"))

@@ -401,8 +401,8 @@ class DispatchMeter:
             gpu = sampler.source.runs_on()
             if gpu is not None and self.runs_on is not None and gpu.fingerprint != self.runs_on.fingerprint:
                 raise MeasurementUsageError(
-                    f"{sampler.name}: runs on {gpu.describe()}, another test measurement on "
-                    f"{self.runs_on.describe()}; measure one GPU per test")
+                    f"{sampler.name}: runs on {gpu.describe()}, where another measurement of this test ran on "
+                    f"{self.runs_on.describe()}: measure one GPU per test")
             self.runs_on = gpu or self.runs_on
 
     def _key(self, name: str) -> str:
