@@ -124,6 +124,13 @@ def test_a_source_takes_no_arguments_or_device_of_measure():
         DispatchMeter().measure(_Fake(), 3)
 
 
+def test_half_a_source_is_refused_in_one_line_naming_what_it_lacks():
+    half = type("Half", (), {"counted": _Fake.counted, "timed_round": _Fake.timed_round, "name": "half"})()
+    with pytest.raises(ValueError, match=r"^Half is not a whole measurement Source: it lacks sync_method, sync, "
+                                         r"runs_on \(see pytest_dispatch.measurement.sources.Source\)$"):
+        DispatchMeter(timing=False).measure(half)
+
+
 def test_a_source_is_not_wrapped_and_a_callable_is():
     assert sources.is_source(_Fake()) and not sources.is_source(lambda: None) and not sources.is_source(_Fake)
     m = DispatchMeter(timing=False).measure(_Fake(), name="named")

@@ -22,7 +22,8 @@ from pytest_dispatch._meta import PACKAGE_DIR
 from pytest_dispatch import settings
 from pytest_dispatch.measurement import devicelock, instructions, instruments, recorder
 from pytest_dispatch.measurement.key import MeasurementKey
-from pytest_dispatch.measurement.sources import WGPU_SYNC_METHOD, CallCounts, Source, WgpuCalls, default_name, is_source
+from pytest_dispatch.measurement.sources import (SOURCE_MEMBERS, WGPU_SYNC_METHOD, CallCounts, Source, WgpuCalls,
+                                                default_name, is_source)
 
 DEFAULT_WARMUP = 3
 DEFAULT_ROUNDS = 30
@@ -284,6 +285,11 @@ class DispatchMeter:
                     f"{fn.name}: a measurement source takes no arguments or device= of measure(); give them "
                     "to the source")
             return fn
+        if hasattr(fn, "timed_round") or hasattr(fn, "counted"):
+            missing = [m for m in SOURCE_MEMBERS if not hasattr(fn, m)]
+            raise MeasurementUsageError(
+                f"{type(fn).__name__} is not a whole measurement Source: it lacks {', '.join(missing)} "
+                "(see pytest_dispatch.measurement.sources.Source)")
         return WgpuCalls(fn, args, kwargs, device=self._resolve_device(device), name=measurement_name(fn, name),
                          timestamps_enabled=self.timestamps_enabled)
 

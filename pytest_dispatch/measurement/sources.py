@@ -73,6 +73,9 @@ class Source(Protocol):
         """The GPU the work runs on when it is not the session's; None for the session's."""
 
 
+SOURCE_MEMBERS = ("name", "sync_method", "counted", "timed_round", "sync", "runs_on")
+
+
 def is_source(obj: Any) -> bool:
     """Whether ``obj`` is a Source (else a callable, measured as ``WgpuCalls``)."""
     return isinstance(obj, Source) and not isinstance(obj, type)
