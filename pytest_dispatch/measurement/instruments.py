@@ -9,13 +9,21 @@ instrument leaves the warm-up and the counted check rounds to the meter.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 from pytest_dispatch.measurement import instructions, recorder
-from pytest_dispatch.measurement.sources import WgpuCalls
+from pytest_dispatch.measurement.sources import Source, WgpuCalls
 
-# A sampler is the meter's _Sampler (one measured source's rounds); typed Any, as the meter imports this module.
-_Sampler = Any
+
+class Sampled(Protocol):
+    """What an instrument reads and writes of one measured source's rounds (the meter's ``_Sampler``)."""
+
+    name: str
+    source: Source
+    per_round: int  # calls per round
+    calls: dict[str, int]  # calls per call of the source, by kind (recorder.KINDS)
+    calls_made: int  # calls of the source so far
+    instructions: instructions.InstructionCount | None  # counted mode's count, once taken
 
 
 class InstructionsNotCounted(UserWarning):
@@ -30,7 +38,7 @@ class Instrument:
     def take_rounds(self, take: Callable[[], None]) -> None:
         """Take the timed rounds (``take()`` takes them all), or none."""
 
-    def finish(self, sequential: Sequence[_Sampler], rounds: int) -> None:
+    def finish(self, sequential: Sequence[Sampled], rounds: int) -> None:
         """After the counted check rounds, whatever else this mode measures of the sequential
         measurements; ``rounds``: the timed rounds asked for (or the default)."""
 
@@ -57,7 +65,7 @@ class CountedInstructions(Instrument):
     def __init__(self, counter: instructions.Counter) -> None:
         self.counter = counter
 
-    def finish(self, sequential: Sequence[_Sampler], rounds: int) -> None:
+    def finish(self, sequential: Sequence[Sampled], rounds: int) -> None:
         for sampler in sequential:
             if not isinstance(sampler.source, WgpuCalls):
                 warnings.warn(InstructionsNotCounted(
@@ -71,7 +79,7 @@ class CountedInstructions(Instrument):
                                                       max_calls=rounds * sampler.per_round)
 
 
-def count_instructions(counter: instructions.Counter, sampler: _Sampler, retire: Callable[[], None],
+def count_instructions(counter: instructions.Counter, sampler: Sampled, retire: Callable[[], None],
                        max_calls: int | None = None) -> instructions.InstructionCount:
     """Uncounted calls to warm the interpreter up (instructions.warm_calls, the calls made so
     far included), one counted call to size the windows, then windows of K and 2K calls, each
