@@ -56,11 +56,9 @@ class CountsOnly(Instrument):
     """Counts only (--dispatch-disable-timing): the warm-up and the check rounds."""
 
 
-
 class CountedInstructions(Instrument):
     """Counted mode (--dispatch-instructions): host instructions of the calling thread,
     counted by callgrind over windows of K and 2K calls; nothing is timed."""
-
 
     def __init__(self, counter: instructions.Counter) -> None:
         self.counter = counter
