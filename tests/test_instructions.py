@@ -16,7 +16,7 @@ from pytest_dispatch.judgement import budget, gate
 from pytest_dispatch.judgement.results import TestResult, observations
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement import instructions, recorder
-from pytest_dispatch.measurement.instructions import Dump, InstructionCount, Software
+from pytest_dispatch.measurement.instructions import Dump, InstructionCount, Software, launch, windows
 from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement
 
 WGPU = "/venv/site-packages/wgpu/resources/libwgpu_native-release.so"
@@ -259,10 +259,10 @@ def test_the_cache_simulation_is_asked_of_callgrind_only_with_cycles(monkeypatch
 def _launched(monkeypatch, tmp_path, **options) -> tuple[list[str], dict[str, str]]:
     """The command and environment ``relaunch(**options)`` runs (nothing is run)."""
     launched = []
-    monkeypatch.setattr(instructions, "valgrind_executable", lambda: "/usr/bin/valgrind")
-    monkeypatch.setattr(instructions, "valgrind_version", lambda valgrind: "valgrind-3.19.0")
-    monkeypatch.setattr(instructions, "build_helper", lambda valgrind: tmp_path / "helper.so")
-    monkeypatch.setattr(instructions.subprocess, "run",
+    monkeypatch.setattr(launch, "valgrind_executable", lambda: "/usr/bin/valgrind")
+    monkeypatch.setattr(launch, "valgrind_version", lambda valgrind: "valgrind-3.19.0")
+    monkeypatch.setattr(launch, "build_helper", lambda valgrind: tmp_path / "helper.so")
+    monkeypatch.setattr(launch.subprocess, "run",
                         lambda command, env, **kwargs: launched.append((command, env)) or dataclasses.make_dataclass(
                             "Done", [("returncode", int)])(0))
     assert instructions.relaunch(["tests", "-n", "2"], cwd=tmp_path, announce=lambda line: None, **options) == 0
@@ -334,8 +334,8 @@ def test_a_stripped_cffi_library_s_entries_are_named_by_their_offset():
     by_name = {name: address for address, name in names.items()}
     assert {"wgpuQueueSubmit", "wgpuCommandEncoderFinish", "wgpuComputePassEncoderDispatchWorkgroups"} <= set(by_name)
     offset = int(by_name["wgpuQueueSubmit"], 16)
-    base = instructions._load_base(ffi_module.lib_path)
-    assert instructions._builtin_address(ffi_module.lib.wgpuQueueSubmit, "wgpuQueueSubmit") == base + offset
+    base = instructions.dumps._load_base(ffi_module.lib_path)
+    assert instructions.dumps._builtin_address(ffi_module.lib.wgpuQueueSubmit, "wgpuQueueSubmit") == base + offset
     assert instructions.kind_of_entry("wgpuComputePassEncoderDispatchWorkgroups") == "dispatch"
 
 
@@ -634,7 +634,7 @@ def test_the_helper_builds_against_callgrind_h_where_valgrind_is(tmp_path, monke
 def test_a_missing_compiler_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
-    monkeypatch.setattr(instructions, "valgrind_version", lambda valgrind: "valgrind-0.0.test")
+    monkeypatch.setattr(launch, "valgrind_version", lambda valgrind: "valgrind-0.0.test")
     with pytest.raises(instructions.CountingUnavailable, match="cannot build the callgrind helper"):
         instructions.build_helper("/usr/bin/valgrind")
 
@@ -781,7 +781,7 @@ def test_a_counted_measurement_draws_new_encoders_whatever_earlier_calls_left_in
     assert [device.create_command_encoder().name for _ in range(2)] == ["new 2", "new 2"]
     instructions.set_aside_pooled_encoders(device, encoders=4)  # the next measurement's too
     assert device.pool == [] and device.made == 5
-    aside = device.__dict__.pop(instructions._ENCODERS_ASIDE)
+    aside = device.__dict__.pop(windows._ENCODERS_ASIDE)
     assert sorted(e.name for e in aside) == ["d0", "left", "left, many passes", "new 1", "new 2", "new 3",
                                              "new 4", "new 5"]
     del aside  # kept no longer than the device: then returned

@@ -1,1 +1,2 @@
-"""Measuring: the recorder of WebGPU calls, the meter, GPU timestamps, the encodings, the adapter."""
+"""Measuring: the recorder of WebGPU calls, measurement sources, the meter and its instruments
+(timed, counts only, counted instructions), GPU timestamps, the encodings, the adapter."""

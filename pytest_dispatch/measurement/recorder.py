@@ -3,7 +3,7 @@
 Wrappers are installed once per process on the concrete backend classes
 (``wgpu.backends.wgpu_native._api`` and, when imported, wgpudawn's), so they see
 every device, not only the fixture's.  Each thread tallies into its own
-:class:`_Tally` (no locks on the hot path); a scope is the difference between two
+``tallies.Tally`` (no locks on the hot path); a scope is the difference between two
 snapshots of the tallies, which makes nested scopes free and exact.  The calls made
 per dispatch go to a record kept on the compute pass, folded into the tally when the
 pass ends: that keeps the added cost per call near 0.3 µs.
@@ -14,45 +14,18 @@ own encoder, copy, submit and map) are charged to the composite call alone.
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import dataclasses
 import functools
 import importlib
 import sys
 import threading
-import warnings
-import weakref
 from time import perf_counter_ns
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
-# Call kinds, in report order.  Each wrapped method is charged to exactly one kind.
-KINDS = (
-    "encoder",  # device.create_command_encoder
-    "pass",  # encoder.begin_compute_pass
-    "set_pipeline",
-    "set_bind_group",
-    "dispatch",  # dispatch_workgroups
-    "dispatch_indirect",  # dispatch_workgroups_indirect
-    "end_pass",  # compute_pass.end
-    "finish",  # encoder.finish
-    "submit",  # queue.submit
-    "write",  # queue.write_buffer / write_texture
-    "copy",  # encoder.copy_* (buffer/texture)
-    "readback",  # queue.read_buffer / read_texture, buffer.map_sync / map_async
-)
-_KIND_INDEX = {kind: i for i, kind in enumerate(KINDS)}
-
-# Count kinds: what a budget, the gate and history count per call (plural, as in
-# dispatch_budget(dispatches=...)), and the call kinds each one sums.
-COUNTED_CALLS = {"dispatches": ("dispatch", "dispatch_indirect"), "submits": ("submit",),
-                 "passes": ("pass",), "encoders": ("encoder",)}
-COUNT_KINDS = tuple(COUNTED_CALLS)
-
-
-def total(calls: Any, count_kind: str) -> int:
-    """One count kind from calls by call kind (a mapping of KINDS to counts)."""
-    return sum(calls[kind] for kind in COUNTED_CALLS[count_kind])
+# The call kinds and count kinds are the tallies'; they are read as the recorder's.
+from pytest_dispatch.measurement.tallies import (  # noqa: F401
+    COUNT_KINDS, COUNTED_CALLS, KIND_INDEX, KINDS, SAMPLE_MASK, UNLABELLED, PassRecord, Snapshot, given_snapshot,
+    snapshot_all_threads, take_snapshot, thread_state, thread_tally, total)
 
 # (class name in the backend's _api module, method name, call kind).
 # set_bind_group lives on a mixin shared with render passes; it is wrapped on the
@@ -88,142 +61,16 @@ BACKEND_MODULES = {
 }
 
 
-UNLABELLED = "<unlabelled>"
-
 # Attributes the wrappers attach to wgpu objects.
-_RECORD_ATTR = "_dispatch_record"  # on a compute pass: its _PassRecord
+_RECORD_ATTR = "_dispatch_record"  # on a compute pass: its PassRecord
 _LOG_ATTR = "_dispatch_log"  # on encoder and command buffer: what was encoded
 
 
-class _Tally:
-    """One thread's running totals.  Only its own thread writes to it.
-
-    Calls inside a compute pass (set_pipeline, set_bind_group, dispatch) are first
-    charged to the pass's ``_PassRecord`` and folded in here when the pass ends;
-    ``open_passes`` lets a snapshot include the passes still being encoded.
-    """
-
-    __slots__ = ("counts", "ns", "by_kernel", "depth", "open_passes", "__weakref__")
-
-    def __init__(self) -> None:
-        self.counts = [0] * len(KINDS)
-        self.ns = [0] * len(KINDS)
-        self.by_kernel: dict[str, int] = {}
-        self.depth = 0  # > 0 while inside a wrapped call: nested calls are not charged
-        self.open_passes: set[_PassRecord] = set()
-
-    def snapshot(self) -> tuple[list[int], list[int], dict[str, int]]:
-        counts, ns, by_kernel = list(self.counts), list(self.ns), dict(self.by_kernel)
-        for record in list(self.open_passes):
-            record.add_to(counts, ns, by_kernel)
-        return counts, ns, by_kernel
-
-
-# Reading the clock twice costs about as much as the rest of a dispatch's bookkeeping, so
-# dispatch_workgroups (thousands per pass, ~1.5 µs each) times the 1st, 5th, 9th... call
-# of each run of one pipeline and scales the mean to all calls; its count, and every
-# other call kind's time, stay exact (and short runs, as in one dispatch per pass, are
-# timed in full).
-_SAMPLE_MASK = 3
-_DISPATCH, _SET_PIPELINE, _SET_BIND_GROUP = (_KIND_INDEX[k] for k in ("dispatch", "set_pipeline", "set_bind_group"))
-
-
-class _PassRecord:
-    """The hot calls of one compute pass, kept on the pass so that a dispatch costs a
-    few attribute updates; folded into the encoding thread's tally at ``end()``.
-
-    Dispatches are counted per kernel only: ``run`` counts those of the current
-    pipeline, ``by_kernel`` the finished runs, and their sum is the pass's dispatches
-    (less ``indirect`` ones, which the tally counts under their own kind)."""
-
-    __slots__ = ("tally", "kernel", "run", "by_kernel", "indirect", "dispatch_ns", "timed", "pipelines",
-                 "pipeline_ns", "bind_groups", "bind_group_ns", "open", "__weakref__")
-
-    def __init__(self, tally: _Tally) -> None:
-        self.tally = tally
-        self.kernel = UNLABELLED  # label of the current pipeline
-        self.run = 0
-        self.by_kernel: dict[str, int] = {}
-        self.indirect = 0
-        self.dispatch_ns = self.timed = 0  # time of the ``timed`` dispatches
-        self.pipelines = self.pipeline_ns = self.bind_groups = self.bind_group_ns = 0
-        self.open = True
-        tally.open_passes.add(self)
-
-    def switch_kernel(self, kernel: str) -> None:
-        if self.run:
-            self.by_kernel[self.kernel] = self.by_kernel.get(self.kernel, 0) + self.run
-            self.run = 0
-        self.kernel = kernel
-
-    def kernel_totals(self) -> dict[str, int]:
-        totals = dict(self.by_kernel)
-        if self.run:
-            totals[self.kernel] = totals.get(self.kernel, 0) + self.run
-        return totals
-
-    def add_to(self, counts: list[int], ns: list[int], by_kernel: dict[str, int]) -> None:
-        """Add what is not yet in the tally (nothing once closed)."""
-        if not self.open:
-            return
-        totals = self.kernel_totals()
-        dispatches = sum(totals.values()) - self.indirect
-        counts[_DISPATCH] += dispatches
-        if self.timed:
-            ns[_DISPATCH] += self.dispatch_ns * dispatches // self.timed
-        counts[_SET_PIPELINE] += self.pipelines
-        ns[_SET_PIPELINE] += self.pipeline_ns
-        counts[_SET_BIND_GROUP] += self.bind_groups
-        ns[_SET_BIND_GROUP] += self.bind_group_ns
-        for name, n in totals.items():
-            by_kernel[name] = by_kernel.get(name, 0) + n
-
-    def close(self) -> None:
-        """Fold into the tally (at the pass's end); the kernel totals stay for the encoder log."""
-        tally = self.tally
-        if self.open:
-            self.add_to(tally.counts, tally.ns, tally.by_kernel)
-            self.open = False
-            tally.open_passes.discard(self)
-
-
-_local = threading.local()
-_live_tallies: set[_Tally] = set()
-_retired = _Tally()  # totals of threads that have ended
-_tallies_lock = threading.Lock()
 _installed: dict[str, dict[tuple[str, str], Any]] = {}  # impl -> originals
 _wrappers: dict[str, dict[tuple[str, str], Any]] = {}  # impl -> our wrappers
 # the backend modules patched, by implementation: kept, since a test runner may drop them from sys.modules
 _modules: dict[str, Any] = {}
 _install_lock = threading.Lock()
-
-
-def _tally() -> _Tally:
-    try:
-        return _local.tally
-    except AttributeError:
-        tally = _local.tally = _Tally()
-        with _tallies_lock:
-            _live_tallies.add(tally)
-        weakref.finalize(threading.current_thread(), _retire, tally)
-        return tally
-
-
-def _retire(tally: _Tally) -> None:
-    """Fold an ended thread's totals into ``_retired`` so all-thread scopes stay exact."""
-    counts, ns, by_kernel = tally.snapshot()
-    with _tallies_lock:
-        _live_tallies.discard(tally)
-        for i in range(len(KINDS)):
-            _retired.counts[i] += counts[i]
-            _retired.ns[i] += ns[i]
-        for name, n in by_kernel.items():
-            _retired.by_kernel[name] = _retired.by_kernel.get(name, 0) + n
-
-
-def _all_tallies_snapshot() -> "_Snapshot":
-    with _tallies_lock:
-        return _take_snapshot([*_live_tallies, _retired])
 
 
 class EncoderLog:
@@ -234,7 +81,7 @@ class EncoderLog:
     def __init__(self) -> None:
         self.passes = 0
         self.copies = 0
-        self.records: list[_PassRecord] = []
+        self.records: list[PassRecord] = []
 
     def by_kernel(self) -> dict[str, int]:
         totals: dict[str, int] = {}
@@ -252,11 +99,11 @@ class EncoderLog:
         )
 
 
-def _record_of(pass_) -> _PassRecord:
+def _record_of(pass_) -> PassRecord:
     """The pass's record; a pass begun before the wrappers were installed gets one now."""
     record = pass_.__dict__.get(_RECORD_ATTR)
     if record is None:
-        record = pass_.__dict__[_RECORD_ATTR] = _PassRecord(_tally())
+        record = pass_.__dict__[_RECORD_ATTR] = PassRecord(thread_tally())
     return record
 
 
@@ -271,7 +118,7 @@ def _wrap_dispatch(original):
         except AttributeError:
             record = _record_of(self)
         run = record.run = record.run + 1
-        if run & _SAMPLE_MASK != 1:
+        if run & SAMPLE_MASK != 1:
             original(self, workgroup_count_x, workgroup_count_y, workgroup_count_z)
         else:
             start = perf_counter_ns()
@@ -326,7 +173,7 @@ def _after_create_encoder(device, encoder, args, kwargs):
 
 
 def _after_begin_pass(encoder, pass_, args, kwargs):
-    record = pass_.__dict__[_RECORD_ATTR] = _PassRecord(_tally())
+    record = pass_.__dict__[_RECORD_ATTR] = PassRecord(thread_tally())
     log = encoder.__dict__.get(_LOG_ATTR)
     if log is not None:
         log.passes += 1
@@ -369,11 +216,11 @@ def _describe_submit(queue, args, kwargs) -> str:
 def set_pass_timestamp_writer(writer) -> None:
     """While set (in this thread), compute passes begun without ``timestamp_writes``
     get ``writer()``'s (see ``pytest_dispatch.measurement.timestamps``)."""
-    _local.timestamp_writer = writer
+    thread_state.timestamp_writer = writer
 
 
 def _add_timestamp_writes(kwargs: dict) -> None:
-    writer = getattr(_local, "timestamp_writer", None)
+    writer = getattr(thread_state, "timestamp_writer", None)
     if writer is not None and kwargs.get("timestamp_writes") is None:
         kwargs["timestamp_writes"] = writer()
 
@@ -394,14 +241,14 @@ def _wrap(kind: str, original):
     """The wrapper of every other call kind: charge the thread's tally, unless inside
     another wrapped call; then the kind's bookkeeping (``_AFTER``), and for
     finish/submit, GPU errors re-raised with what was encoded."""
-    index = _KIND_INDEX[kind]
+    index = KIND_INDEX[kind]
     after = _AFTER.get(kind)
     describe = _ERROR_CONTEXT.get(kind)
     before = _add_timestamp_writes if kind == "pass" else None
 
     def wrapper(self, *args, **kwargs):
         __tracebackhide__ = True  # a wgpu error shows the user's call, not this wrapper
-        tally = _tally()
+        tally = thread_tally()
         if tally.depth:
             result = original(self, *args, **kwargs)
         else:
@@ -511,26 +358,6 @@ def uninstall() -> None:
         _modules.clear()
 
 
-@dataclasses.dataclass(frozen=True)
-class _Snapshot:
-    counts: tuple[int, ...]
-    ns: tuple[int, ...]
-    by_kernel: dict[str, int]
-
-
-def _take_snapshot(tallies: list[_Tally]) -> _Snapshot:
-    counts = [0] * len(KINDS)
-    ns = [0] * len(KINDS)
-    by_kernel: collections.Counter[str] = collections.Counter()
-    for tally in tallies:
-        c, t, k = tally.snapshot()
-        for i in range(len(KINDS)):
-            counts[i] += c[i]
-            ns[i] += t[i]
-        by_kernel.update(k)
-    return _Snapshot(tuple(counts), tuple(ns), dict(by_kernel))
-
-
 class Counts:
     """Calls recorded in one scope.  Live while the scope is open, frozen after.
 
@@ -541,19 +368,42 @@ class Counts:
 
     def __init__(self, all_threads: bool = False) -> None:
         self.all_threads = all_threads
-        self._own = _tally()
-        self._end: _Snapshot | None = None
+        self._own = thread_tally()
+        self._end: Snapshot | None = None
+        self._given: Snapshot | None = None  # counts not recorded here (from_dict)
         self._start = self._now()
 
-    def _now(self) -> _Snapshot:
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None = None, *, closed: bool = True) -> "Counts":
+        """Counts not recorded by this process's recorder but given, in ``as_dict``'s form
+        (``calls`` by kind, ``by_kernel``, ``host_us`` by kind; each optional, a kind left out
+        is 0): what a source that counts elsewhere (a browser page) returns.  With
+        ``closed=False`` the scope stays open until ``close(data)`` gives its final counts."""
+        counts = cls.__new__(cls)
+        counts.all_threads = False
+        counts._own = None
+        counts._end = None
+        counts._given = given_snapshot(data or {})
+        counts._start = Snapshot((0,) * len(KINDS), (0,) * len(KINDS), {})
+        return counts.close() if closed else counts
+
+    def _now(self) -> Snapshot:
         if self._end is not None:
             return self._end
+        if self._given is not None:
+            return self._given
         if self.all_threads:
-            return _all_tallies_snapshot()
-        return _take_snapshot([self._own])
+            return snapshot_all_threads()
+        return take_snapshot([self._own])
 
-    def close(self) -> "Counts":
-        """Freeze the counts (the scope's end); returns self."""
+    def close(self, data: Mapping[str, Any] | None = None) -> "Counts":
+        """Freeze the counts (the scope's end); returns self.  ``data``: the final counts of
+        given counts (``from_dict(closed=False)``), in ``as_dict``'s form."""
+        if data is not None:
+            if self._given is None:
+                raise ValueError("Counts.close(data): only counts made by Counts.from_dict take their counts as data")
+            if self._end is None:
+                self._given = given_snapshot(data)
         if self._end is None:
             self._end = self._now()
         return self
@@ -576,7 +426,7 @@ class Counts:
 
     def count(self, kind: str) -> int:
         """Calls of one kind (see ``KINDS``)."""
-        return self._delta()[0][_KIND_INDEX[kind]]
+        return self._delta()[0][KIND_INDEX[kind]]
 
     @property
     def dispatches(self) -> int:
@@ -643,12 +493,6 @@ class Counts:
         """Host µs spent inside the calls of each kind, in all of the scope."""
         _, ns, _ = self._delta()
         return {kind: ns[i] / 1000.0 for i, kind in enumerate(KINDS)}
-
-    @property
-    def host_us(self) -> dict[str, float]:
-        """Deprecated: ``host_us_by_kind``."""
-        warnings.warn("Counts.host_us is now host_us_by_kind", DeprecationWarning, stacklevel=2)
-        return self.host_us_by_kind
 
     @property
     def calls(self) -> dict[str, int]:
