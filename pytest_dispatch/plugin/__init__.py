@@ -21,7 +21,7 @@ from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterEr
 from pytest_dispatch import options
 from pytest_dispatch.plugin import page, shader_errors
 from pytest_dispatch.plugin.gating import COUNTED_KEY, counted_software, counts_instructions, gate_for
-from pytest_dispatch.plugin.session import GPU_FIXTURES, GpuSession, worker_index
+from pytest_dispatch.plugin.session import GpuSession, worker_index
 
 if TYPE_CHECKING:
     from pytest_dispatch.judgement import gate
@@ -158,8 +158,7 @@ def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
 
 def uses_gpu(item: pytest.Item) -> bool:
     """Whether the test uses the session's wgpu adapter (a page test's meter measures the page)."""
-    names = set(getattr(item, "fixturenames", ()))
-    return bool((GPU_FIXTURES - page.PAGE_METER) & names if page.uses_page(item) else GPU_FIXTURES & names)
+    return page.uses_wgpu(item)
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:

@@ -22,6 +22,7 @@ from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.page import PageCounting, PageError, PageFunction, PageTimeout
+from pytest_dispatch.plugin.session import GPU_FIXTURES
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # WebGPU on (without the flag requestAdapter() gives null on Linux); no network of its own.
@@ -287,17 +288,21 @@ def uses_page(item: pytest.Item) -> bool:
     return bool(PAGE_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
+def uses_wgpu(item: pytest.Item) -> bool:
+    """Whether the test uses the session's wgpu adapter (a page test's meter measures the page)."""
+    names = set(getattr(item, "fixturenames", ()))
+    return bool((GPU_FIXTURES - PAGE_METER) & names if uses_page(item) else GPU_FIXTURES & names)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A saved run (or results file) names one GPU: page tests and wgpu tests in one such session
     would put a page's figures beside a native adapter's."""
-    from pytest_dispatch.plugin import uses_gpu
-
     values = options.of(config)
     storing = [option for option in STORING if getattr(values, option)]
     pages = [item for item in items if uses_page(item)]
     if not storing or not pages:
         return
-    native = next((item for item in items if uses_gpu(item)), None)
+    native = next((item for item in items if uses_wgpu(item)), None)
     flag = "--" + storing[0].replace("_", "-")
     if native is not None:
         raise pytest.UsageError(f"{flag}: {pages[0].nodeid} measures a browser page and {native.nodeid} the wgpu "
@@ -310,12 +315,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
     """The browser and its adapter, once page tests are collected; where all the GPU tests are page
     tests, the session's GPU is the page's (saved runs go under its fingerprint)."""
-    from pytest_dispatch.plugin import uses_gpu
-
     if not any(uses_page(item) for item in items):
         return None
     session = browser_session(config)
-    if not session.unavailable_reason and not any(uses_gpu(item) for item in items):
+    if not session.unavailable_reason and not any(uses_wgpu(item) for item in items):
         config.hook.pytest_dispatch_gpu_session(config=config).adopt(session.info)
     return session.header_line()
 
