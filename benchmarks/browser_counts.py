@@ -144,7 +144,8 @@ def main() -> int:
     print(f"recorder cost per wrapped dispatchWorkgroups: {statistics.median(added):.3f} µs median "
           f"(rounds {min(added):.3f} to {max(added):.3f})")
     print(f"browser start to adapter probed: median {statistics.median(starts):.2f} s "
-          f"({min(starts):.2f}-{max(starts):.2f}); resident memory of the browser's processes (summed, shared pages counted in each): median "
+          f"({min(starts):.2f}-{max(starts):.2f}); resident memory of the browser's processes "
+          f"(summed, shared pages counted in each): median "
           f"{statistics.median(memory):.0f} MiB")
     return 0 if same else 1
 
