@@ -36,11 +36,12 @@ def test_a_page_function_is_counted_by_call_kind_and_pipeline_label(gpu_page):
 
 @needs_browser
 @pytest.mark.gpu
-def test_dispatches_in_a_dedicated_worker_are_counted_in_the_page(gpu_page):
+def test_dispatches_in_dedicated_and_shared_workers_are_counted_in_the_page(gpu_page):
     gpu_page.open(PAGES / "counted")
     counts = gpu_page.count("inWorker", 2)
     assert counts.by_kernel == {"add": 2, "scale": 1}
     assert counts.submits == 1
+    assert gpu_page.count("inSharedWorker", 3).by_kernel == {"add": 3, "scale": 1}
 
 
 @needs_browser
