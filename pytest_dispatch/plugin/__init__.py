@@ -222,6 +222,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             except settings.SettingError as error:
                 raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{settings.TIMING_MARKER}: "
                                         f"{error}") from None
+    if page.page_gpu(config) is not None and options.of(config).dispatch_compare:
+        _reload_baseline(config)  # the session's GPU became a browser page's once its tests were collected
     baseline = config.stash.get(BASELINE_KEY, None)
     if baseline is not None:
         from pytest_dispatch.judgement.results import sequential_measurements
@@ -231,6 +233,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         family = sum(1 for key in sequential_measurements(baseline.results)
                      if MeasurementKey.parse(key).nodeid in collected)
         config.stash[GATE_KEY] = gate_for(baseline, config, family_size=family)
+
+
+def _reload_baseline(config: pytest.Config) -> None:
+    from pytest_dispatch.plugin.reporter import DispatchReporter
+
+    config.stash[BASELINE_KEY] = _load_baseline(config)
+    reporter = config.pluginmanager.get_plugin(DispatchReporter.PLUGIN_NAME)
+    if reporter is not None:
+        reporter.baseline = config.stash[BASELINE_KEY]
 
 
 MARKERS = (budget.MARKER, settings.TIMING_MARKER)
