@@ -86,21 +86,10 @@ class BrowserSession:
             context.add_init_script(script=page_measurement.recorder_script())
             page = context.new_page()
             page.goto(self.server.blank)
-            probe = PageFunction(page.evaluate, "probe", timeout=PROBE_TIMEOUT, where=f"Chromium {self.version}")
-            try:
-                found = probe.settled(page.evaluate("ms => globalThis.__dispatch.probe(ms)",
-                                                    int(PROBE_TIMEOUT * 1000)))
-            except PageTimeout:
-                return (f"gpu_page: Chromium {self.version}: navigator.gpu.requestAdapter() did not settle in "
-                        f"{PROBE_TIMEOUT:g} s")
-            except PageError as error:
-                return f"gpu_page: Chromium {self.version}: requestAdapter() failed: {error.message}"
+            self.adapter, missing = probe_adapter(page, f"Chromium {self.version}")
         finally:
             context.close()
-        if "missing" in found:
-            return f"gpu_page: Chromium {self.version}: {found['missing']} (WebGPU is off in this browser)"
-        self.adapter = found
-        return None
+        return f"gpu_page: Chromium {self.version}: {missing} (WebGPU is off in this browser)" if missing else None
 
     @functools.cached_property
     def info(self) -> GpuInfo:
@@ -122,6 +111,19 @@ class BrowserSession:
         if self._playwright is not None:
             self._playwright.stop()
             self._playwright = None
+
+
+def probe_adapter(page: Any, where: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The adapter a page gets (vendor, architecture, description, fallback, features), or None
+    and why there is none; a request that does not settle in PROBE_TIMEOUT is a reason too."""
+    probe = PageFunction(page.evaluate, "probe", timeout=PROBE_TIMEOUT, where=where)
+    try:
+        found = probe.settled(page.evaluate("ms => globalThis.__dispatch.probe(ms)", int(PROBE_TIMEOUT * 1000)))
+    except PageTimeout:
+        return None, f"navigator.gpu.requestAdapter() did not settle in {PROBE_TIMEOUT:g} s"
+    except PageError as error:
+        return None, f"navigator.gpu.requestAdapter() failed: {error.message}"
+    return (None, found["missing"]) if "missing" in found else (found, None)
 
 
 def skip_or_fail(reason: str, required: bool) -> None:
@@ -176,8 +178,9 @@ class GpuPage:
         __tracebackhide__ = True
         if self._thrown:
             error = self._thrown[0]
-            text = PageError(f"{self.local_paths(self.url or '')} (uncaught)", getattr(error, "name", "") or "Error",
-                             getattr(error, "message", str(error)), getattr(error, "stack", "") or "").text()
+            where = f"{self.local_paths(self.url or '')} (uncaught)"
+            text = PageError(where, getattr(error, "name", "") or "Error", getattr(error, "message", str(error)),
+                             getattr(error, "stack", "") or "").text()
             pytest.fail(self.local_paths(text), pytrace=False)
 
     @property
@@ -201,19 +204,16 @@ class GpuPage:
         self.context.add_init_script(script=page_measurement.recorder_script())
         self.page = self.context.new_page()
         self.page.on("pageerror", lambda error: self._thrown.append(error))
-        self.page.goto(self.url, wait_until="load")
-        self.fail_on_thrown()
-        probe = PageFunction(self.page.evaluate, "probe", timeout=PROBE_TIMEOUT, where=str(folder / page))
+        from playwright.sync_api import Error
+
         try:
-            found = probe.settled(self.page.evaluate("ms => globalThis.__dispatch.probe(ms)",
-                                                                   int(PROBE_TIMEOUT * 1000)))
-        except PageTimeout:
-            skip_or_fail(f"gpu_page: {folder / page}: navigator.gpu.requestAdapter() did not settle in "
-                         f"{PROBE_TIMEOUT:g} s", self.required)
-        except PageError as error:
-            skip_or_fail(f"gpu_page: {folder / page}: requestAdapter() failed: {error.message}", self.required)
-        if "missing" in found:
-            skip_or_fail(f"gpu_page: {folder / page}: {found['missing']}", self.required)
+            self.page.goto(self.url, wait_until="load")
+        except Error as error:
+            pytest.fail(f"gpu_page.open: {folder / page}: {str(error.message).strip().splitlines()[0]}", pytrace=False)
+        self.fail_on_thrown()
+        _, missing = probe_adapter(self.page, str(folder / page))
+        if missing:
+            skip_or_fail(f"gpu_page: {folder / page}: {missing}", self.required)
         return self
 
     def local_paths(self, text: str) -> str:
@@ -222,6 +222,17 @@ class GpuPage:
         for name, root in server.mounts.items():
             text = text.replace(f"{server.origin}/{name}/", f"{_shown(root)}/")
         return text
+
+    def _evaluate(self, expression: str, arg: Any = None) -> Any:
+        """``page.evaluate`` for the recorder's calls: where the page itself fails (it navigated,
+        crashed or was closed), an outcome that fails the test in one line."""
+        from playwright.sync_api import Error
+
+        try:
+            return self.page.evaluate(expression, arg)
+        except Error as error:
+            message = str(error.message).strip().splitlines()[0].removeprefix("Page.evaluate: ")
+            return {"error": {"name": "Error", "message": message, "stack": ""}}
 
     def _opened(self) -> None:
         __tracebackhide__ = True
@@ -234,7 +245,7 @@ class GpuPage:
         ``args`` (JSON-like): ``fn()`` calls it, ``dispatch_meter.measure(fn)`` measures it."""
         __tracebackhide__ = True
         self._opened()
-        return _PageFunction(self, self.page.evaluate, target, args=args, timeout=timeout,
+        return _PageFunction(self, self._evaluate, target, args=args, timeout=timeout,
                              where=self.url and self.local_paths(self.url), name=name, info=self.info)
 
     def count(self, target: str, *args: Any, timeout: float = page_measurement.DEFAULT_TIMEOUT) -> recorder.Counts:
