@@ -145,6 +145,10 @@ def test_no_such_function(gpu_page):
     gpu_page.open(PAGES / "throws")
     gpu_page.count("missing", timeout=1)
 
+def test_blocks_its_event_loop(gpu_page):
+    gpu_page.open(PAGES / "throws")
+    gpu_page.function("() => {{ for (;;) {{}} }}", timeout=1, name="spin")()
+
 def test_navigates_away(gpu_page):
     gpu_page.open(PAGES / "throws")
     gpu_page.function("() => {{ location.reload(); return new Promise(() => {{}}); }}", timeout=5)()
@@ -171,7 +175,7 @@ def test_hostile_pages_fail_with_the_js_error_or_skip_with_the_reason(pytester):
     pytester.makeconftest(QUICK_PROBE)
     pytester.makepyfile(test_hostile=HOSTILE)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rsf", "--timeout=120")
-    result.assert_outcomes(failed=5, skipped=3)
+    result.assert_outcomes(failed=6, skipped=3)
     output = result.stdout.str()
     assert "dispatch page: Chromium " in output  # the header names the browser and its adapter
     result.stdout.fnmatch_lines([
@@ -180,6 +184,7 @@ def test_hostile_pages_fail_with_the_js_error_or_skip_with_the_reason(pytester):
     ])
     assert "127.0.0.1" not in output  # the server's URLs are written as the folders
     result.stdout.fnmatch_lines(["*hang of *throws/index.html did not settle in 1 s*"])
+    result.stdout.fnmatch_lines(["*spin of *throws/index.html did not settle in 1 s*"])  # its renderer ended
     result.stdout.fnmatch_lines(["*missing is not a function of the page (it is undefined after 0.5 s)*"])
     result.stdout.fnmatch_lines(["*throws_on_load/index.html (uncaught) threw TypeError: *undefined*"])
     result.stdout.fnmatch_lines(["page function of *throws/index.html threw Error: Execution context was destroyed*"])

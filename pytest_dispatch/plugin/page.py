@@ -12,8 +12,10 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import signal
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -30,6 +32,7 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 LAUNCH_ARGS = ("--enable-unsafe-webgpu", "--disable-background-networking", "--disable-component-update",
                "--disable-sync", "--no-first-run")
 PROBE_TIMEOUT = 10.0  # seconds requestAdapter() may take
+BLOCKED_GRACE = 2.0  # seconds past a function's time-out before its page counts as blocked (Linux: /proc)
 INSTALL = "pip install 'pytest-dispatch[browser]'"
 PAGE_FIXTURES = frozenset({"gpu_page", "gpu_browser"})
 PAGE_METER = frozenset({"dispatch_meter"})  # in a page test it measures the page, not the wgpu adapter
@@ -223,16 +226,29 @@ class GpuPage:
             text = text.replace(f"{server.origin}/{name}/", f"{_shown(root)}/")
         return text
 
-    def _evaluate(self, expression: str, arg: Any = None) -> Any:
-        """``page.evaluate`` for the recorder's calls: where the page itself fails (it navigated,
-        crashed or was closed), an outcome that fails the test in one line."""
+    def _evaluator(self, timeout: float) -> Callable[[str, Any], Any]:
+        """``page.evaluate`` for the recorder's calls of a function with this time-out: where the
+        page itself fails (it navigated, crashed or was closed), an outcome that fails the test in
+        one line; where it blocks its event loop past the time-out (its own timer cannot fire),
+        its renderer is ended and the outcome is a time-out."""
         from playwright.sync_api import Error
 
-        try:
-            return self.page.evaluate(expression, arg)
-        except Error as error:
-            message = str(error.message).strip().splitlines()[0].removeprefix("Page.evaluate: ")
-            return {"error": {"name": "Error", "message": message, "stack": ""}}
+        def evaluate(expression: str, arg: Any = None) -> Any:
+            ended = threading.Event()
+            watchdog = threading.Timer(timeout + BLOCKED_GRACE, _end_renderers, args=(ended,))
+            watchdog.daemon = True
+            watchdog.start()
+            try:
+                return self.page.evaluate(expression, arg)
+            except Error as error:
+                if ended.is_set():
+                    return {"timeout": True}
+                message = str(error.message).strip().splitlines()[0].removeprefix("Page.evaluate: ")
+                return {"error": {"name": "Error", "message": message, "stack": ""}}
+            finally:
+                watchdog.cancel()
+
+        return evaluate
 
     def _opened(self) -> None:
         __tracebackhide__ = True
@@ -245,7 +261,7 @@ class GpuPage:
         ``args`` (JSON-like): ``fn()`` calls it, ``dispatch_meter.measure(fn)`` measures it."""
         __tracebackhide__ = True
         self._opened()
-        return _PageFunction(self, self._evaluate, target, args=args, timeout=timeout,
+        return _PageFunction(self, self._evaluator(timeout), target, args=args, timeout=timeout,
                              where=self.url and self.local_paths(self.url), name=name, info=self.info)
 
     def count(self, target: str, *args: Any, timeout: float = page_measurement.DEFAULT_TIMEOUT) -> recorder.Counts:
@@ -270,6 +286,38 @@ class GpuPage:
         if self.context is not None:
             self.context.close()
         self.context = self.page = None
+
+
+def _end_renderers(ended: threading.Event) -> None:
+    """End the renderer processes of this process's browser (a page blocked for good): the page
+    crashes, its evaluate returns, the session's browser goes on."""
+    ended.set()
+    for pid in _descendants(os.getpid()):
+        try:
+            if b"--type=renderer" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass  # gone already, or not ours to end
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process below ``root`` (none where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    if not Path("/proc").is_dir():
+        return []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, ()))
+    return found
 
 
 def _shown(path: Path) -> str:
