@@ -210,6 +210,33 @@ def test_with_gpu_required_a_page_without_webgpu_is_an_error(pytester):
     assert "playwright" not in result.stdout.str()
 
 
+WITHOUT_WEBGPU_FLAG = """#!/bin/sh
+# the system's Chromium without --enable-unsafe-webgpu: on Linux its WebGPU gives no adapter
+for arg; do
+  shift
+  [ "$arg" = "--enable-unsafe-webgpu" ] || set -- "$@" "$arg"
+done
+exec {browser} "$@"
+"""
+
+
+@needs_browser
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_a_browser_whose_webgpu_gives_no_adapter_skips_every_page_test_with_the_reason(pytester):
+    browser = pytester.path / "chromium-without-webgpu"
+    browser.write_text(WITHOUT_WEBGPU_FLAG.format(browser=find_browser(None)))
+    browser.chmod(0o755)
+    pytester.makepyfile(test_one=PAGE_TEST)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", f"--gpu-browser={browser}",
+                                           "--timeout=120")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["dispatch page: gpu_page: Chromium *: navigator.gpu.requestAdapter() returned "
+                                 "null (WebGPU is off in this browser)",
+                                 "SKIPPED * gpu_page: Chromium *: *returned null*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
 PAGE_TEST = """
 def test_page(gpu_page):
     gpu_page.open(".")
