@@ -210,6 +210,18 @@ def test_with_gpu_required_a_page_without_webgpu_is_an_error(pytester):
     assert "playwright" not in result.stdout.str()
 
 
+@needs_browser
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_xdist_workers_tell_the_controller_the_page_gpu(pytester):
+    pytester.makepyfile(test_stored=STORED, test_again=STORED)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--dispatch-save",
+                                           "--dispatch-storage=runs", "--timeout=120")
+    result.assert_outcomes(passed=2)
+    folders = [folder.name for folder in (pytester.path / "runs").iterdir()]
+    assert len(folders) == 1 and "webgpu-in-a-page" in folders[0]  # the controller saved under the page's GPU
+
+
 WITHOUT_WEBGPU_FLAG = """#!/bin/sh
 # the system's Chromium without --enable-unsafe-webgpu: on Linux its WebGPU gives no adapter
 for arg; do
