@@ -19,9 +19,9 @@ from pytest_dispatch.judgement import budget
 from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
 from pytest_dispatch import options
-from pytest_dispatch.plugin import shader_errors
+from pytest_dispatch.plugin import page, shader_errors
 from pytest_dispatch.plugin.gating import COUNTED_KEY, counted_software, counts_instructions, gate_for
-from pytest_dispatch.plugin.session import GPU_FIXTURES, GpuSession, worker_index
+from pytest_dispatch.plugin.session import GpuSession, worker_index
 
 if TYPE_CHECKING:
     from pytest_dispatch.judgement import gate
@@ -106,6 +106,7 @@ def pytest_xdist_setupnodes(config: pytest.Config, specs) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(page, "dispatch_page")  # the gpu_page fixture (Playwright only when used)
     config.addinivalue_line("markers", budget.MARKER_HELP)
     config.addinivalue_line("markers", settings.TIMING_MARKER_HELP)
     gpu.ensure_runtime_dir()  # before any wgpu instance, ours or the tests'; xdist workers inherit it
@@ -189,7 +190,8 @@ def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
 
 
 def uses_gpu(item: pytest.Item) -> bool:
-    return bool(GPU_FIXTURES & set(getattr(item, "fixturenames", ())))
+    """Whether the test uses the session's wgpu adapter (a page test's meter measures the page)."""
+    return page.uses_wgpu(item)
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
@@ -253,6 +255,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             except settings.SettingError as error:
                 raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{settings.TIMING_MARKER}: "
                                         f"{error}") from None
+    if page.page_gpu(config) is not None and options.of(config).dispatch_compare:
+        _reload_baseline(config)  # the session's GPU became a browser page's once its tests were collected
     baseline = config.stash.get(BASELINE_KEY, None)
     if baseline is not None:
         from pytest_dispatch.judgement.results import sequential_measurements
@@ -273,6 +277,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"{count_and_first(list(sequential_measurements(baseline.results)))}; nothing would be compared "
                 "(run the tests the baseline holds, or save one of these with --dispatch-save)")
         config.stash[GATE_KEY] = gate_for(baseline, config)
+
+
+def _reload_baseline(config: pytest.Config) -> None:
+    from pytest_dispatch.plugin.reporter import DispatchReporter
+
+    config.stash[BASELINE_KEY] = _load_baseline(config)
+    reporter = config.pluginmanager.get_plugin(DispatchReporter.PLUGIN_NAME)
+    if reporter is not None:
+        reporter.baseline = config.stash[BASELINE_KEY]
 
 
 MARKERS = (budget.MARKER, settings.TIMING_MARKER)
