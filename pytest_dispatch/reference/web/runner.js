@@ -17,7 +17,9 @@ export async function loadModel(base, { device = null } = {}) {
     if (!adapter) throw new Error("runner.js: no WebGPU adapter (navigator.gpu needs a secure context and WebGPU enabled)");
     device = await adapter.requestDevice({ requiredLimits: requiredLimits(adapter, plan.limits) });
   }
-  return new PageModel(device, plan, new Uint8Array(blob));
+  const model = new PageModel(device, plan, new Uint8Array(blob));
+  await model.compiled;
+  return model;
 }
 
 function checked(response) {
@@ -64,9 +66,11 @@ export class PageModel {
     const layouts = plan.bind_group_layouts.map((l) => device.createBindGroupLayout({ entries: l.entries, label: l.label }));
     const pipelineLayouts = plan.pipeline_layouts.map((p) =>
       device.createPipelineLayout({ bindGroupLayouts: p.bind_group_layouts.map((i) => layouts[i]), label: p.label }));
-    this.pipelines = plan.pipelines.map((p) => device.createComputePipeline({
+    // Compiled in the background (and in parallel where the browser can); forward waits for them.
+    this.pipelines = null;
+    this.compiled = Promise.all(plan.pipelines.map((p) => device.createComputePipelineAsync({
       layout: pipelineLayouts[p.layout], compute: { module: modules[p.module], entryPoint: p.entry_point }, label: p.label,
-    }));
+    }))).then((pipelines) => { this.pipelines = pipelines; });
     this.bindGroups = plan.bind_groups.map((g) => device.createBindGroup({
       layout: layouts[g.layout], label: g.label,
       entries: g.entries.map((e) => ({ binding: e.binding, resource: { buffer: this.buffers[e.buffer], offset: e.offset, size: e.size } })),
@@ -95,6 +99,7 @@ export class PageModel {
     for (const t of tokens) {
       if (!Number.isInteger(t) || t < 0 || t >= this.vocabSize) throw new Error(`runner.js: token ids must be in [0, ${this.vocabSize}); got ${t}`);
     }
+    if (this.pipelines === null) await this.compiled;
     const { writes, submits, read, grids, grid_class: gridClass } = this.plan.forward;
     const at = ([base, stride]) => base + stride * start;
     for (const w of writes) {
