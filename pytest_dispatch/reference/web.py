@@ -13,6 +13,8 @@ does not fit that shape raises, so a change to the model's forward cannot export
 
 ``web/runner.js`` (a plain ES module, ``assets_dir()``) loads a plan and runs it on the page's
 ``GPUDevice``: ``prefill(tokens)``, ``decodeStep()``, ``generate(prompt, n)``, ``reset()``.
+``write_site`` writes a folder a page can be opened on: ``runner.js``, ``web/index.html`` (whose
+global functions take the level first: ``prefill(level, tokens)``...) and a plan per level.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Mapping
 import numpy as np
 
 from .config import ModelConfig, get_config
+from .graph import LEVELS
 from .model import ReferenceModel
 
 # WebGPU's default limits (the spec's "default" column), in wgpu-py's spelling.
@@ -45,6 +48,18 @@ _RECORDED = (([1, 2], 0), ([3], 2), ([4, 5, 6], 3))
 def assets_dir() -> Path:
     """The folder of ``runner.js`` (package data)."""
     return Path(__file__).with_name("web")
+
+
+def write_site(folder, config: ModelConfig | str = "tiny", *, levels=tuple(LEVELS), **export) -> Path:
+    """``folder`` (created) with ``index.html``, ``runner.js`` and ``LEVEL/`` holding the plan of each
+    of ``levels``; ``export`` as for ``export_plan`` (``seed``, ``max_seq_len``, ``limits``...)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("index.html", "runner.js"):
+        (folder / name).write_bytes((assets_dir() / name).read_bytes())
+    for level in levels:
+        export_plan(config, level=level, **export).write(folder / level)
+    return folder
 
 
 def limits_from_page(limits: Mapping[str, int]) -> dict[str, int]:

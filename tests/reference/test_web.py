@@ -6,7 +6,6 @@ they skip where Playwright or Chromium is missing."""
 
 import functools
 import http.server
-import shutil
 import threading
 from collections import Counter
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 
 from pytest_dispatch.reference import ReferenceModel, expected_dispatches, get_config
 from pytest_dispatch.reference import model as model_module
-from pytest_dispatch.reference.web import DEFAULT_LIMITS, assets_dir, export_plan
+from pytest_dispatch.reference.web import DEFAULT_LIMITS, export_plan, write_site
 
 QWEN = get_config("qwen2.5-0.5b", widths="tiny")  # 24 layers at tiny widths
 LEVELS = {"eager": 879, "fused": 586, "fused+": 99}
@@ -100,16 +99,12 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def page(plans, tmp_path_factory):
-    """A Chromium page on a local server that holds runner.js and a plan per level."""
+def page(tmp_path_factory):
+    """A Chromium page on a local server, opened on ``write_site``'s folder."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM}")
-    site = tmp_path_factory.mktemp("site")
-    shutil.copy(assets_dir() / "runner.js", site)
-    (site / "index.html").write_text("<!doctype html><title>reference model</title>")
-    for level, plan in plans.items():
-        plan.write(site / level)
+    site = write_site(tmp_path_factory.mktemp("site"), QWEN, seed=0)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Handler, directory=str(site)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     with sync_api.sync_playwright() as playwright:
@@ -127,12 +122,10 @@ def page(plans, tmp_path_factory):
 
 
 RUN_IN_PAGE = """async ([level, prompt, n]) => {
-  const { loadModel } = await import("/runner.js");
-  const model = await loadModel(`/${level}/`);
-  const tokens = await model.generate(prompt, n);
+  const tokens = await generate(level, prompt, n);
   const before = window.dispatches;
-  await model.decodeStep();
-  return { tokens, decode: window.dispatches - before, perForward: model.dispatchesPerForward };
+  await decodeStep(level);
+  return { tokens, decode: window.dispatches - before, perForward: (await load(level)).dispatchesPerForward };
 }"""
 
 
