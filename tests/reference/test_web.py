@@ -89,3 +89,16 @@ def test_page_gives_the_python_models_tokens_and_dispatches(gpu_page, gpu_device
     counts = gpu_page.count("decodeStep", level)
     assert counts.by_kernel == expected_dispatches(QWEN, level)
     assert (counts.dispatches, counts.submits, counts.passes) == (LEVELS[level], 1, 1)
+
+
+@pytest.mark.slow
+def test_page_step_goes_on_from_position_0_at_a_full_cache(gpu_page, gpu_device, tmp_path):
+    gpu_page.open(write_site(tmp_path, QWEN, levels=("fused+",), seed=0, max_seq_len=8))
+    gpu_page.function("prefill", "fused+", PROMPT)()
+    step = gpu_page.function("step", "fused+")
+    in_page = [step() for _ in range(4)]  # at positions 5, 6 and 7, then at 0: the cache holds 8
+    model = ReferenceModel(gpu_device, QWEN, level="fused+", seed=0, max_seq_len=8)
+    expected = model.generate(PROMPT, 4)[1:]
+    model.reset()
+    expected.append(model.forward([expected[-1]]))
+    assert in_page == expected
