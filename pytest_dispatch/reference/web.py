@@ -40,9 +40,9 @@ DEFAULT_LIMITS = {
 }
 PLAN_FILE, BLOB_FILE = "plan.json", "weights.bin"
 PLAN_VERSION = 1
-# The recorded forwards: (tokens, start position); different n and start, so each template
-# field is either constant, affine in start, or the forward's own data.
-_RECORDED = (([1, 2], 0), ([3], 2), ([4, 5, 6], 3))
+# The recorded forwards, run one after another: different token counts and start positions,
+# so each field of the template is either constant, affine in the start, or the forward's own data.
+_RECORDED = ([1, 2], [3], [4, 5, 6])
 
 
 def assets_dir() -> Path:
@@ -116,9 +116,8 @@ def export_plan(config: ModelConfig | str = "tiny", *, level: str = "fused+", se
                            weights=weights, max_seq_len=max_seq_len)
     built = device.built()
     recordings = []
-    for tokens, start in _RECORDED:
-        model.reset()
-        model.position = start
+    for tokens in _RECORDED:  # one after another: starts 0, 2, 3
+        start = model.position
         device.log, device.dispatches = [], 0
         model.forward(tokens)
         recordings.append((len(tokens), start, tokens, device.log))

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from pytest_dispatch.reference import ReferenceModel, expected_dispatches, get_config
+from pytest_dispatch.reference import ENCODINGS, ReferenceModel, expected_dispatches, get_config
 from pytest_dispatch.reference import model as model_module
 from pytest_dispatch.reference.web import DEFAULT_LIMITS, export_plan, limits_from_page, write_site
 
@@ -27,6 +27,20 @@ def test_plan_dispatches_per_forward_are_the_models(plans, level):
     counts = plans[level].dispatches_per_forward()
     assert Counter(counts) == expected_dispatches(QWEN, level)
     assert sum(counts.values()) == LEVELS[level] == plans[level].plan["model"]["expected_dispatches"]
+
+
+# tiny at the fused level: 58 dispatches a forward; (passes, encoders, submits) by encoding
+ENCODED = {"submit-per-dispatch": (58, 58, 58), "pass-per-dispatch": (58, 1, 1), "single-pass": (1, 1, 1)}
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_plan_encodes_a_forward_as_the_model_does(encoding):
+    plan = export_plan("tiny", level="fused", encoding=encoding)
+    submits = plan.plan["forward"]["submits"]
+    encoders = [commands for submit in submits for commands in submit]
+    passes = sum(command["op"] == "begin" for commands in encoders for command in commands)
+    assert sum(plan.dispatches_per_forward().values()) == 58
+    assert (passes, len(encoders), len(submits)) == ENCODED[encoding]
 
 
 def test_plan_bind_groups_keep_to_the_limits_exported_for(plans):
