@@ -111,6 +111,10 @@ def export_plan(config: ModelConfig | str = "tiny", *, level: str = "fused+", se
     unknown = set(limits or {}) - set(DEFAULT_LIMITS)
     if unknown:
         raise ValueError(f"export_plan: unknown limits {sorted(unknown)}; known: {sorted(DEFAULT_LIMITS)}")
+    recorded = sum(map(len, _RECORDED))
+    if max_seq_len < recorded:
+        raise ValueError(f"export_plan: max_seq_len={max_seq_len} is too short; the forwards it records "
+                         f"need {recorded}")
     device = _RecordingDevice({**DEFAULT_LIMITS, **(limits or {})}, cpu)
     model = ReferenceModel(device, get_config(config), level=level, encoding=encoding, dtype="f32", seed=seed,
                            weights=weights, max_seq_len=max_seq_len)
@@ -122,6 +126,9 @@ def export_plan(config: ModelConfig | str = "tiny", *, level: str = "fused+", se
         model.forward(tokens)
         recordings.append((len(tokens), start, tokens, device.log))
     device.log = None
+    if device.built() != built:
+        raise ValueError("export_plan: the model created GPU objects during a forward; a plan holds only "
+                         "what its constructor creates")
     grids = np.array([[item[2] for item in model._work_for(n, 0)] for n in range(1, max_seq_len + 1)],
                      dtype=np.int64)  # [n - 1, dispatch, xyz]
     forward = _template(recordings, grids)
@@ -336,7 +343,8 @@ class _RecordingDevice:
         self.blob += raw + bytes(-len(raw) % 16)
 
     def built(self) -> dict:
-        return {kind: list(values) for kind, values in self.objects.items()}
+        """Copies of the descriptions of what was created so far."""
+        return json.loads(json.dumps(self.objects))
 
     def create_buffer(self, *, size, usage, label="", mapped_at_creation=False):
         return self._add("buffers", {"size": int(size), "usage": int(usage), "label": label}, _Buffer,

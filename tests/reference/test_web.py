@@ -4,6 +4,7 @@ The plan tests need no GPU. The page tests open ``write_site``'s folder with ``g
 (headless Chromium, SwiftShader here) and compare the page's greedy tokens and counted dispatches
 with the Python model's on the test adapter; they skip where Playwright or Chromium is missing."""
 
+import json
 from collections import Counter
 
 import pytest
@@ -79,6 +80,23 @@ def test_page_limits_are_read_in_the_exporters_spelling():
     assert limits_from_page(page_limits) == {"max-storage-buffers-per-shader-stage": 10, "max-buffer-size": 1 << 30}
 
 
+def test_plan_refuses_a_forward_that_creates_gpu_objects(monkeypatch):
+    original = model_module.ReferenceModel._write_tokens
+
+    def creating(self, tokens, start_pos):
+        self.device.create_buffer(size=16, usage=model_module.wgpu.BufferUsage.STORAGE)
+        original(self, tokens, start_pos)
+
+    monkeypatch.setattr(model_module.ReferenceModel, "_write_tokens", creating)
+    with pytest.raises(ValueError, match="created GPU objects during a forward"):
+        export_plan("tiny", level="fused+")
+
+
+def test_plan_refuses_a_cache_too_short_for_its_recorded_forwards():
+    with pytest.raises(ValueError, match="max_seq_len=4 is too short"):
+        export_plan("tiny", max_seq_len=4)
+
+
 def test_plan_refuses_unknown_limits():
     with pytest.raises(ValueError, match="unknown limits"):
         export_plan("tiny", limits={"maxStorageBuffersPerShaderStage": 8})
@@ -116,3 +134,13 @@ def test_page_step_goes_on_from_position_0_at_a_full_cache(gpu_page, gpu_device,
     model.reset()
     expected.append(model.forward([expected[-1]]))
     assert in_page == expected
+
+
+@pytest.mark.slow
+def test_page_refuses_a_plan_of_another_version(gpu_page, tmp_path):
+    site = write_site(tmp_path, "tiny", levels=("fused+",))
+    plan = json.loads((site / "fused+" / "plan.json").read_text())
+    (site / "fused+" / "plan.json").write_text(json.dumps({**plan, "version": plan["version"] + 1}))
+    gpu_page.open(site)
+    with pytest.raises(pytest.fail.Exception, match="plan.json is of version 2, this runner reads 1"):
+        gpu_page.function("load", "fused+")()

@@ -6,12 +6,17 @@
 //   const model = await loadModel("plan/");          // plan.json + weights.bin in that folder
 //   const tokens = await model.generate([1, 2, 3, 4, 5], 8);
 
+const PLAN_VERSION = 1; // reference/web.py's PLAN_VERSION
+
 export async function loadModel(base, { device = null } = {}) {
   const folder = base.endsWith("/") ? base : base + "/";
   const [plan, blob] = await Promise.all([
     fetch(folder + "plan.json").then((r) => checked(r).json()),
     fetch(folder + "weights.bin").then((r) => checked(r).arrayBuffer()),
   ]);
+  if (plan.version !== PLAN_VERSION) {
+    throw new Error(`runner.js: ${folder}plan.json is of version ${plan.version}, this runner reads ${PLAN_VERSION}; export it again with the runner beside it`);
+  }
   if (!device) {
     const adapter = await navigator.gpu?.requestAdapter();
     if (!adapter) throw new Error("runner.js: no WebGPU adapter (navigator.gpu needs a secure context and WebGPU enabled)");
