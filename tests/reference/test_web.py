@@ -15,7 +15,7 @@ from pytest_dispatch.reference.web import DEFAULT_LIMITS, export_plan, limits_fr
 
 QWEN = get_config("qwen2.5-0.5b", widths="tiny")  # 24 layers at tiny widths
 LEVELS = {"eager": 879, "fused": 586, "fused+": 99}
-PROMPT, N_TOKENS = [1, 2, 3, 4, 5], 4
+PROMPT, N_TOKENS = [1, 2, 3, 4, 5], 8
 
 
 @pytest.fixture(scope="module")
