@@ -136,11 +136,27 @@ def test_page_step_goes_on_from_position_0_at_a_full_cache(gpu_page, gpu_device,
     assert in_page == expected
 
 
+def changed_plan(folder, change):
+    """``folder``'s site with its fused+ plan.json changed by ``change(plan)``."""
+    site = write_site(folder, "tiny", levels=("fused+",))
+    plan = json.loads((site / "fused+" / "plan.json").read_text())
+    change(plan)
+    (site / "fused+" / "plan.json").write_text(json.dumps(plan))
+    return site
+
+
 @pytest.mark.slow
 def test_page_refuses_a_plan_of_another_version(gpu_page, tmp_path):
-    site = write_site(tmp_path, "tiny", levels=("fused+",))
-    plan = json.loads((site / "fused+" / "plan.json").read_text())
-    (site / "fused+" / "plan.json").write_text(json.dumps({**plan, "version": plan["version"] + 1}))
-    gpu_page.open(site)
+    gpu_page.open(changed_plan(tmp_path, lambda plan: plan.update(version=plan["version"] + 1)))
     with pytest.raises(pytest.fail.Exception, match="plan.json is of version 2, this runner reads 1"):
+        gpu_page.function("load", "fused+")()
+
+
+@pytest.mark.slow
+def test_page_names_a_shader_the_browser_rejects(gpu_page, tmp_path):
+    def broken(plan):
+        plan["modules"][0]["code"] = "fn main( {"
+
+    gpu_page.open(changed_plan(tmp_path, broken))
+    with pytest.raises(pytest.fail.Exception, match="creating the plan's objects failed"):
         gpu_page.function("load", "fused+")()

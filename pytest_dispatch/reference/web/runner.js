@@ -22,7 +22,11 @@ export async function loadModel(base, { device = null } = {}) {
     if (!adapter) throw new Error("runner.js: no WebGPU adapter (navigator.gpu needs a secure context and WebGPU enabled)");
     device = await adapter.requestDevice({ requiredLimits: requiredLimits(adapter, plan.limits) });
   }
+  // WebGPU reports a bad shader or binding to an error scope, not as a throw: name it here.
+  device.pushErrorScope("validation");
   const model = new PageModel(device, plan, new Uint8Array(blob));
+  const created = await device.popErrorScope();
+  if (created) throw new Error(`runner.js: ${folder}: creating the plan's objects failed: ${created.message}`);
   await model.compiled;
   return model;
 }
@@ -76,11 +80,16 @@ export class PageModel {
     this.compiled = Promise.all(plan.pipelines.map((p) => device.createComputePipelineAsync({
       layout: pipelineLayouts[p.layout], compute: { module: modules[p.module], entryPoint: p.entry_point }, label: p.label,
     }))).then((pipelines) => { this.pipelines = pipelines; });
+    // Awaited later (by loadModel, forward); handled now so that a rejection before then, for a
+    // shader the creation error scope already names, is not also reported as uncaught.
+    this.compiled.catch(() => {});
     this.bindGroups = plan.bind_groups.map((g) => device.createBindGroup({
       layout: layouts[g.layout], label: g.label,
       entries: g.entries.map((e) => ({ binding: e.binding, resource: { buffer: this.buffers[e.buffer], offset: e.offset, size: e.size } })),
     }));
     this.reset();
+    this.error = null; // the first error WebGPU reported outside a scope (a forward's), thrown by the next forward
+    device.addEventListener("uncapturederror", (event) => { this.error ??= event.error; });
   }
 
   /** Empty the KV cache: the next forward starts at position 0. */
@@ -144,6 +153,7 @@ export class PageModel {
     await staging.mapAsync(GPUMapMode.READ, 0, 4);
     const token = new Uint32Array(staging.getMappedRange(0, 4))[0];
     staging.unmap();
+    if (this.error) throw new Error(`runner.js: a forward of ${n} tokens at position ${start} failed: ${this.error.message}`);
     this.position = start + n;
     this.lastToken = token;
     return token;
