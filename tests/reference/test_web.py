@@ -160,3 +160,13 @@ def test_page_names_a_shader_the_browser_rejects(gpu_page, tmp_path):
     gpu_page.open(changed_plan(tmp_path, broken))
     with pytest.raises(pytest.fail.Exception, match="creating the plan's objects failed"):
         gpu_page.function("load", "fused+")()
+
+
+@pytest.mark.slow
+def test_page_forward_fails_with_webgpus_error(gpu_page, tmp_path):
+    def too_large(plan):
+        plan["forward"]["grids"][plan["forward"]["grid_class"][0]][4] = [1 << 20, 1, 1]  # n = 5: the prompt
+
+    gpu_page.open(changed_plan(tmp_path, too_large))
+    with pytest.raises(pytest.fail.Exception, match="a forward of 5 tokens at position 0 failed: .*1048576"):
+        gpu_page.function("generate", "fused+", PROMPT, 2)()

@@ -88,8 +88,6 @@ export class PageModel {
       entries: g.entries.map((e) => ({ binding: e.binding, resource: { buffer: this.buffers[e.buffer], offset: e.offset, size: e.size } })),
     }));
     this.reset();
-    this.error = null; // the first error WebGPU reported outside a scope (a forward's), thrown by the next forward
-    device.addEventListener("uncapturederror", (event) => { this.error ??= event.error; });
   }
 
   /** Empty the KV cache: the next forward starts at position 0. */
@@ -116,6 +114,7 @@ export class PageModel {
     if (this.pipelines === null) await this.compiled;
     const { writes, submits, read, grids, grid_class: gridClass } = this.plan.forward;
     const at = ([base, stride]) => base + stride * start;
+    this.device.pushErrorScope("validation");
     for (const w of writes) {
       let data;
       if (w.kind === "tokens") {
@@ -149,11 +148,16 @@ export class PageModel {
       });
       this.device.queue.submit(finished);
     }
+    // The readback and the forward's errors are awaited together: one wait for the GPU, not two.
     const staging = this.buffers[read.buffer];
-    await staging.mapAsync(GPUMapMode.READ, 0, 4);
+    const [error, unmapped] = await Promise.all([
+      this.device.popErrorScope(), staging.mapAsync(GPUMapMode.READ, 0, 4).then(() => null, (reason) => reason)]);
+    if (error || unmapped) {
+      if (!unmapped) staging.unmap();
+      throw new Error(`runner.js: a forward of ${n} tokens at position ${start} failed: ${(error || unmapped).message}`);
+    }
     const token = new Uint32Array(staging.getMappedRange(0, 4))[0];
     staging.unmap();
-    if (this.error) throw new Error(`runner.js: a forward of ${n} tokens at position ${start} failed: ${this.error.message}`);
     this.position = start + n;
     this.lastToken = token;
     return token;
