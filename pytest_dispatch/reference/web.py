@@ -196,18 +196,21 @@ def _commands(buffers: list[list[dict]], ns, starts, grids: np.ndarray) -> list[
     """One command buffer of the template: recorded commands, with offsets and grids as parameters."""
     if len({len(b) for b in buffers}) != 1:
         raise ValueError("export_plan: a command buffer differs in length between forwards")
-    out, dispatch = [], _dispatch_index(buffers[0])
-    for index, commands in enumerate(zip(*buffers)):
+    out = []
+    for commands in zip(*buffers):
         first = commands[0]
         if any(c["op"] != first["op"] for c in commands):
             raise ValueError("export_plan: forwards record different commands")
         if first["op"] == "bind":
+            shape = {**first, "offsets": len(first["offsets"])}
+            if any({**c, "offsets": len(c["offsets"])} != shape for c in commands):
+                raise ValueError("export_plan: forwards bind different bind groups")
             offsets = [_affine(list(o), starts, "a dynamic offset") for o in zip(*(c["offsets"] for c in commands))]
             out.append({**first, "offsets": offsets})
         elif first["op"] == "dispatch":
-            k = dispatch[index]
+            k = first["ordinal"]  # the dispatch's place in its forward
             for c, n in zip(commands, ns):
-                if list(c["grid"]) != grids[n - 1, k].tolist():
+                if c["ordinal"] != k or c["grid"] != grids[n - 1, k].tolist():
                     raise ValueError(f"export_plan: dispatch {k} of a forward of {n} tokens has grid {c['grid']}, "
                                      f"not the model's {grids[n - 1, k].tolist()}")
             out.append({"op": "dispatch", "index": k})
@@ -216,11 +219,6 @@ def _commands(buffers: list[list[dict]], ns, starts, grids: np.ndarray) -> list[
         else:
             out.append(first)
     return out
-
-
-def _dispatch_index(commands: list[dict]) -> dict[int, int]:
-    """Position in the command buffer -> ordinal of the dispatch in the forward (set by the recorder)."""
-    return {i: c["ordinal"] for i, c in enumerate(commands) if c["op"] == "dispatch"}
 
 
 # ------------------------------------------------------------------------------------------------

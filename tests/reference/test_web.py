@@ -80,6 +80,22 @@ def test_page_limits_are_read_in_the_exporters_spelling():
     assert limits_from_page(page_limits) == {"max-storage-buffers-per-shader-stage": 10, "max-buffer-size": 1 << 30}
 
 
+def test_plan_refuses_forwards_that_bind_other_bind_groups(monkeypatch):
+    original = model_module.ReferenceModel._work_for
+
+    def by_parity(self, n_tokens, start_pos):  # at an odd position, each bind group is the next one's
+        work = original(self, n_tokens, start_pos)
+        if start_pos % 2:
+            groups = list(dict.fromkeys(item[1] for item in work))
+            following = dict(zip(groups, groups[1:] + groups[:1]))
+            work = [(pipeline, following[group], *rest) for pipeline, group, *rest in work]
+        return work
+
+    monkeypatch.setattr(model_module.ReferenceModel, "_work_for", by_parity)
+    with pytest.raises(ValueError, match="bind different bind groups"):
+        export_plan("tiny", level="eager")
+
+
 def test_plan_refuses_a_forward_that_creates_gpu_objects(monkeypatch):
     original = model_module.ReferenceModel._write_tokens
 
