@@ -36,11 +36,12 @@ def test_a_page_function_is_counted_by_call_kind_and_pipeline_label(gpu_page):
 
 @needs_browser
 @pytest.mark.gpu
-def test_dispatches_in_a_dedicated_worker_are_counted_in_the_page(gpu_page):
+def test_dispatches_in_dedicated_and_shared_workers_are_counted_in_the_page(gpu_page):
     gpu_page.open(PAGES / "counted")
     counts = gpu_page.count("inWorker", 2)
     assert counts.by_kernel == {"add": 2, "scale": 1}
     assert counts.submits == 1
+    assert gpu_page.count("inSharedWorker", 3).by_kernel == {"add": 3, "scale": 1}
 
 
 @needs_browser
@@ -109,12 +110,18 @@ def test_a_page_run_is_saved_under_the_page_gpu_and_never_beside_a_native_one(py
     import json
 
     pytester.makepyfile(test_stored=STORED)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dispatch-json=out.json", "--timeout=120")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dispatch-json=out.json",
+                                           "--dispatch-save", "--dispatch-storage=runs", "--timeout=120")
     result.assert_outcomes(passed=1)
     assert "dispatch: " not in result.stdout.str()  # no wgpu adapter was looked for
     document = json.loads((pytester.path / "out.json").read_text())
     gpu = document["machine_info"]["gpu"]
     assert gpu["implementation"] == "chromium" and "webgpu-in-a-page" in gpu["fingerprint"]
+    assert [folder.name for folder in (pytester.path / "runs").iterdir()] == [gpu["fingerprint"]]
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dispatch-compare", "--dispatch-report",
+                                           "--dispatch-storage=runs", "--timeout=120")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert "no baseline" not in result.stdout.str()  # compared with the page's own saved run
     pytester.makepyfile(test_native="def test_native(gpu_info):\n    pass\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dispatch-save")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -138,6 +145,14 @@ def test_no_such_function(gpu_page):
     gpu_page.open(PAGES / "throws")
     gpu_page.count("missing", timeout=1)
 
+def test_blocks_its_event_loop(gpu_page):
+    gpu_page.open(PAGES / "throws")
+    gpu_page.function("() => {{ for (;;) {{}} }}", timeout=1, name="spin")()
+
+def test_navigates_away(gpu_page):
+    gpu_page.open(PAGES / "throws")
+    gpu_page.function("() => {{ location.reload(); return new Promise(() => {{}}); }}", timeout=5)()
+
 def test_throws_while_loading(gpu_page):
     gpu_page.open(PAGES / "throws_on_load")
 
@@ -160,7 +175,7 @@ def test_hostile_pages_fail_with_the_js_error_or_skip_with_the_reason(pytester):
     pytester.makeconftest(QUICK_PROBE)
     pytester.makepyfile(test_hostile=HOSTILE)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rsf", "--timeout=120")
-    result.assert_outcomes(failed=4, skipped=3)
+    result.assert_outcomes(failed=6, skipped=3)
     output = result.stdout.str()
     assert "dispatch page: Chromium " in output  # the header names the browser and its adapter
     result.stdout.fnmatch_lines([
@@ -169,8 +184,10 @@ def test_hostile_pages_fail_with_the_js_error_or_skip_with_the_reason(pytester):
     ])
     assert "127.0.0.1" not in output  # the server's URLs are written as the folders
     result.stdout.fnmatch_lines(["*hang of *throws/index.html did not settle in 1 s*"])
+    result.stdout.fnmatch_lines(["*spin of *throws/index.html did not settle in 1 s*"])  # its renderer ended
     result.stdout.fnmatch_lines(["*missing is not a function of the page (it is undefined after 0.5 s)*"])
     result.stdout.fnmatch_lines(["*throws_on_load/index.html (uncaught) threw TypeError: *undefined*"])
+    result.stdout.fnmatch_lines(["page function of *throws/index.html threw Error: Execution context was destroyed*"])
     result.stdout.fnmatch_lines([
         "SKIPPED * gpu_page: *no_gpu/index.html: navigator.gpu is undefined",
         "SKIPPED * gpu_page: *no_adapter/index.html: navigator.gpu.requestAdapter() returned null",
@@ -191,6 +208,33 @@ def test_with_gpu_required_a_page_without_webgpu_is_an_error(pytester):
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(["*navigator.gpu is undefined (--gpu-required)"])
     assert "playwright" not in result.stdout.str()
+
+
+WITHOUT_WEBGPU_FLAG = """#!/bin/sh
+# the system's Chromium without --enable-unsafe-webgpu: on Linux its WebGPU gives no adapter
+for arg; do
+  shift
+  [ "$arg" = "--enable-unsafe-webgpu" ] || set -- "$@" "$arg"
+done
+exec {browser} "$@"
+"""
+
+
+@needs_browser
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_a_browser_whose_webgpu_gives_no_adapter_skips_every_page_test_with_the_reason(pytester):
+    browser = pytester.path / "chromium-without-webgpu"
+    browser.write_text(WITHOUT_WEBGPU_FLAG.format(browser=find_browser(None)))
+    browser.chmod(0o755)
+    pytester.makepyfile(test_one=PAGE_TEST)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", f"--gpu-browser={browser}",
+                                           "--timeout=120")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["dispatch page: gpu_page: Chromium *: navigator.gpu.requestAdapter() returned "
+                                 "null (WebGPU is off in this browser)",
+                                 "SKIPPED * gpu_page: Chromium *: *returned null*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
 PAGE_TEST = """

@@ -12,8 +12,10 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import signal
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -22,6 +24,7 @@ from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.page import PageCounting, PageError, PageFunction, PageTimeout
+from pytest_dispatch.plugin.session import GPU_FIXTURES
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # WebGPU on (without the flag requestAdapter() gives null on Linux); no network of its own.
@@ -29,11 +32,13 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 LAUNCH_ARGS = ("--enable-unsafe-webgpu", "--disable-background-networking", "--disable-component-update",
                "--disable-sync", "--no-first-run")
 PROBE_TIMEOUT = 10.0  # seconds requestAdapter() may take
+BLOCKED_GRACE = 2.0  # seconds past a function's time-out before its page counts as blocked (Linux: /proc)
 INSTALL = "pip install 'pytest-dispatch[browser]'"
 PAGE_FIXTURES = frozenset({"gpu_page", "gpu_browser"})
 PAGE_METER = frozenset({"dispatch_meter"})  # in a page test it measures the page, not the wgpu adapter
 STORING = ("dispatch_save", "dispatch_compare", "dispatch_accept", "dispatch_json")
 _SESSION_KEY = pytest.StashKey["BrowserSession"]()
+PAGE_GPU_KEY = pytest.StashKey[GpuInfo]()
 
 
 def find_browser(named: str | None) -> str | None:
@@ -84,21 +89,10 @@ class BrowserSession:
             context.add_init_script(script=page_measurement.recorder_script())
             page = context.new_page()
             page.goto(self.server.blank)
-            probe = PageFunction(page.evaluate, "probe", timeout=PROBE_TIMEOUT, where=f"Chromium {self.version}")
-            try:
-                found = probe.settled(page.evaluate("ms => globalThis.__dispatch.probe(ms)",
-                                                    int(PROBE_TIMEOUT * 1000)))
-            except PageTimeout:
-                return (f"gpu_page: Chromium {self.version}: navigator.gpu.requestAdapter() did not settle in "
-                        f"{PROBE_TIMEOUT:g} s")
-            except PageError as error:
-                return f"gpu_page: Chromium {self.version}: requestAdapter() failed: {error.message}"
+            self.adapter, missing = probe_adapter(page, f"Chromium {self.version}")
         finally:
             context.close()
-        if "missing" in found:
-            return f"gpu_page: Chromium {self.version}: {found['missing']} (WebGPU is off in this browser)"
-        self.adapter = found
-        return None
+        return f"gpu_page: Chromium {self.version}: {missing} (WebGPU is off in this browser)" if missing else None
 
     @functools.cached_property
     def info(self) -> GpuInfo:
@@ -120,6 +114,19 @@ class BrowserSession:
         if self._playwright is not None:
             self._playwright.stop()
             self._playwright = None
+
+
+def probe_adapter(page: Any, where: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The adapter a page gets (vendor, architecture, description, fallback, features), or None
+    and why there is none; a request that does not settle in PROBE_TIMEOUT is a reason too."""
+    probe = PageFunction(page.evaluate, "probe", timeout=PROBE_TIMEOUT, where=where)
+    try:
+        found = probe.settled(page.evaluate("ms => globalThis.__dispatch.probe(ms)", int(PROBE_TIMEOUT * 1000)))
+    except PageTimeout:
+        return None, f"navigator.gpu.requestAdapter() did not settle in {PROBE_TIMEOUT:g} s"
+    except PageError as error:
+        return None, f"navigator.gpu.requestAdapter() failed: {error.message}"
+    return (None, found["missing"]) if "missing" in found else (found, None)
 
 
 def skip_or_fail(reason: str, required: bool) -> None:
@@ -174,8 +181,9 @@ class GpuPage:
         __tracebackhide__ = True
         if self._thrown:
             error = self._thrown[0]
-            text = PageError(f"{self.local_paths(self.url or '')} (uncaught)", getattr(error, "name", "") or "Error",
-                             getattr(error, "message", str(error)), getattr(error, "stack", "") or "").text()
+            where = f"{self.local_paths(self.url or '')} (uncaught)"
+            text = PageError(where, getattr(error, "name", "") or "Error", getattr(error, "message", str(error)),
+                             getattr(error, "stack", "") or "").text()
             pytest.fail(self.local_paths(text), pytrace=False)
 
     @property
@@ -199,19 +207,16 @@ class GpuPage:
         self.context.add_init_script(script=page_measurement.recorder_script())
         self.page = self.context.new_page()
         self.page.on("pageerror", lambda error: self._thrown.append(error))
-        self.page.goto(self.url, wait_until="load")
-        self.fail_on_thrown()
-        probe = PageFunction(self.page.evaluate, "probe", timeout=PROBE_TIMEOUT, where=str(folder / page))
+        from playwright.sync_api import Error
+
         try:
-            found = probe.settled(self.page.evaluate("ms => globalThis.__dispatch.probe(ms)",
-                                                                   int(PROBE_TIMEOUT * 1000)))
-        except PageTimeout:
-            skip_or_fail(f"gpu_page: {folder / page}: navigator.gpu.requestAdapter() did not settle in "
-                         f"{PROBE_TIMEOUT:g} s", self.required)
-        except PageError as error:
-            skip_or_fail(f"gpu_page: {folder / page}: requestAdapter() failed: {error.message}", self.required)
-        if "missing" in found:
-            skip_or_fail(f"gpu_page: {folder / page}: {found['missing']}", self.required)
+            self.page.goto(self.url, wait_until="load")
+        except Error as error:
+            pytest.fail(f"gpu_page.open: {folder / page}: {str(error.message).strip().splitlines()[0]}", pytrace=False)
+        self.fail_on_thrown()
+        _, missing = probe_adapter(self.page, str(folder / page))
+        if missing:
+            skip_or_fail(f"gpu_page: {folder / page}: {missing}", self.required)
         return self
 
     def local_paths(self, text: str) -> str:
@@ -220,6 +225,30 @@ class GpuPage:
         for name, root in server.mounts.items():
             text = text.replace(f"{server.origin}/{name}/", f"{_shown(root)}/")
         return text
+
+    def _evaluator(self, timeout: float) -> Callable[[str, Any], Any]:
+        """``page.evaluate`` for the recorder's calls of a function with this time-out: where the
+        page itself fails (it navigated, crashed or was closed), an outcome that fails the test in
+        one line; where it blocks its event loop past the time-out (its own timer cannot fire),
+        its renderer is ended and the outcome is a time-out."""
+        from playwright.sync_api import Error
+
+        def evaluate(expression: str, arg: Any = None) -> Any:
+            ended = threading.Event()
+            watchdog = threading.Timer(timeout + BLOCKED_GRACE, _end_renderers, args=(ended,))
+            watchdog.daemon = True
+            watchdog.start()
+            try:
+                return self.page.evaluate(expression, arg)
+            except Error as error:
+                if ended.is_set():
+                    return {"timeout": True}
+                message = str(error.message).strip().splitlines()[0].removeprefix("Page.evaluate: ")
+                return {"error": {"name": "Error", "message": message, "stack": ""}}
+            finally:
+                watchdog.cancel()
+
+        return evaluate
 
     def _opened(self) -> None:
         __tracebackhide__ = True
@@ -232,7 +261,7 @@ class GpuPage:
         ``args`` (JSON-like): ``fn()`` calls it, ``dispatch_meter.measure(fn)`` measures it."""
         __tracebackhide__ = True
         self._opened()
-        return _PageFunction(self, self.page.evaluate, target, args=args, timeout=timeout,
+        return _PageFunction(self, self._evaluator(timeout), target, args=args, timeout=timeout,
                              where=self.url and self.local_paths(self.url), name=name, info=self.info)
 
     def count(self, target: str, *args: Any, timeout: float = page_measurement.DEFAULT_TIMEOUT) -> recorder.Counts:
@@ -257,6 +286,38 @@ class GpuPage:
         if self.context is not None:
             self.context.close()
         self.context = self.page = None
+
+
+def _end_renderers(ended: threading.Event) -> None:
+    """End the renderer processes of this process's browser (a page blocked for good): the page
+    crashes, its evaluate returns, the session's browser goes on."""
+    ended.set()
+    for pid in _descendants(os.getpid()):
+        try:
+            if b"--type=renderer" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass  # gone already, or not ours to end
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process below ``root`` (none where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    if not Path("/proc").is_dir():
+        return []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, ()))
+    return found
 
 
 def _shown(path: Path) -> str:
@@ -287,37 +348,45 @@ def uses_page(item: pytest.Item) -> bool:
     return bool(PAGE_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A saved run (or results file) names one GPU: page tests and wgpu tests in one such session
-    would put a page's figures beside a native adapter's."""
-    from pytest_dispatch.plugin import uses_gpu
+def uses_wgpu(item: pytest.Item) -> bool:
+    """Whether the test uses the session's wgpu adapter (a page test's meter measures the page)."""
+    names = set(getattr(item, "fixturenames", ()))
+    return bool((GPU_FIXTURES - PAGE_METER) & names if uses_page(item) else GPU_FIXTURES & names)
 
-    values = options.of(config)
-    storing = [option for option in STORING if getattr(values, option)]
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Where all the GPU tests are page tests, the session's GPU is the page's: saved runs go under
+    its fingerprint and are compared with its own.  A saved run (or results file) names one GPU:
+    page tests and wgpu tests in one such session are a usage error."""
     pages = [item for item in items if uses_page(item)]
-    if not storing or not pages:
+    if not pages:
         return
-    native = next((item for item in items if uses_gpu(item)), None)
-    flag = "--" + storing[0].replace("_", "-")
+    native = next((item for item in items if uses_wgpu(item)), None)
     if native is not None:
-        raise pytest.UsageError(f"{flag}: {pages[0].nodeid} measures a browser page and {native.nodeid} the wgpu "
-                                "adapter; a saved run has one GPU: run page tests in a session of their own")
-    if config.hook.pytest_dispatch_gpu_session(config=config).selected:
-        raise pytest.UsageError(f"{flag}: page tests cannot be compared with a saved run yet (the baseline is "
-                                "chosen before their browser starts); save them with --dispatch-save")
+        values = options.of(config)
+        storing = [option for option in STORING if getattr(values, option)]
+        if storing:
+            raise pytest.UsageError(
+                f"--{storing[0].replace('_', '-')}: {pages[0].nodeid} measures a browser page and {native.nodeid} "
+                "the wgpu adapter; a saved run has one GPU: run page tests in a session of their own")
+        return
+    session = browser_session(config)
+    if not session.unavailable_reason:
+        config.hook.pytest_dispatch_gpu_session(config=config).use(session.info)
+        config.stash[PAGE_GPU_KEY] = session.info
+
+
+def page_gpu(config: pytest.Config) -> GpuInfo | None:
+    """The page's GPU where it is the session's (all the GPU tests are page tests), else None."""
+    return config.stash.get(PAGE_GPU_KEY, None)
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
-    """The browser and its adapter, once page tests are collected; where all the GPU tests are page
-    tests, the session's GPU is the page's (saved runs go under its fingerprint)."""
-    from pytest_dispatch.plugin import uses_gpu
-
+    """The browser and its adapter, once page tests are collected."""
     if not any(uses_page(item) for item in items):
         return None
-    session = browser_session(config)
-    if not session.unavailable_reason and not any(uses_gpu(item) for item in items):
-        config.hook.pytest_dispatch_gpu_session(config=config).adopt(session.info)
-    return session.header_line()
+    return browser_session(config).header_line()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import sys
 import threading
 import urllib.parse
 from pathlib import Path
@@ -70,6 +71,11 @@ class PageServer(http.server.ThreadingHTTPServer):
         self.mounts: dict[str, Path] = {}
         self._thread = threading.Thread(target=self.serve_forever, name="pytest-dispatch pages", daemon=True)
         self._thread.start()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A browser that drops a connection (a page closed mid-load) is no error to print."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
     @property
     def blank(self) -> str:
