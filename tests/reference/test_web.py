@@ -1,0 +1,188 @@
+"""The reference model in a browser page: the exported plan and ``web/runner.js``.
+
+The plan tests need no GPU. The page tests open ``write_site``'s folder with ``gpu_page``
+(headless Chromium, SwiftShader here) and compare the page's greedy tokens and counted dispatches
+with the Python model's on the test adapter; they skip where Playwright or Chromium is missing."""
+
+import json
+from collections import Counter
+
+import pytest
+
+from pytest_dispatch.reference import ENCODINGS, ReferenceModel, expected_dispatches, get_config
+from pytest_dispatch.reference import model as model_module
+from pytest_dispatch.reference.web import DEFAULT_LIMITS, export_plan, limits_from_page, write_site
+
+QWEN = get_config("qwen2.5-0.5b", widths="tiny")  # 24 layers at tiny widths
+LEVELS = {"eager": 879, "fused": 586, "fused+": 99}
+PROMPT, N_TOKENS = [1, 2, 3, 4, 5], 8
+
+
+@pytest.fixture(scope="module")
+def plans():
+    return {level: export_plan(QWEN, level=level, seed=0) for level in LEVELS}
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_plan_dispatches_per_forward_are_the_models(plans, level):
+    counts = plans[level].dispatches_per_forward()
+    assert Counter(counts) == expected_dispatches(QWEN, level)
+    assert sum(counts.values()) == LEVELS[level] == plans[level].plan["model"]["expected_dispatches"]
+
+
+# tiny at the fused level: 58 dispatches a forward; (passes, encoders, submits) by encoding
+ENCODED = {"submit-per-dispatch": (58, 58, 58), "pass-per-dispatch": (58, 1, 1), "single-pass": (1, 1, 1)}
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_plan_encodes_a_forward_as_the_model_does(encoding):
+    plan = export_plan("tiny", level="fused", encoding=encoding)
+    submits = plan.plan["forward"]["submits"]
+    encoders = [commands for submit in submits for commands in submit]
+    passes = sum(command["op"] == "begin" for commands in encoders for command in commands)
+    assert sum(plan.dispatches_per_forward().values()) == 58
+    assert (passes, len(encoders), len(submits)) == ENCODED[encoding]
+
+
+def test_plan_bind_groups_keep_to_the_limits_exported_for(plans):
+    def most_storage(plan):
+        return max(sum(e["buffer"]["type"] != "uniform" for e in layout["entries"])
+                   for layout in plan.plan["bind_group_layouts"])
+
+    assert most_storage(plans["fused+"]) <= DEFAULT_LIMITS["max-storage-buffers-per-shader-stage"]
+    wide = export_plan(QWEN, level="fused+", limits={"max-storage-buffers-per-shader-stage": 32})
+    assert most_storage(wide) > DEFAULT_LIMITS["max-storage-buffers-per-shader-stage"]
+    assert len(wide.plan["bind_groups"]) < len(plans["fused+"].plan["bind_groups"])
+
+
+def test_plan_forward_depends_on_token_count_and_position_only(plans):
+    forward = plans["fused"].plan["forward"]
+    assert [w["kind"] for w in forward["writes"]] == ["tokens", "forward"]
+    assert [w["offset"] for w in forward["writes"]] == [[4, 4], [0, 256]]  # token log slot, uniform slice
+    assert len(forward["grid_class"]) == 586
+    assert all(len(grids) == plans["fused"].plan["model"]["max_seq_len"] for grids in forward["grids"])
+
+
+def test_plan_refuses_a_forward_it_cannot_parameterize(monkeypatch):
+    original = model_module.ReferenceModel._write_forwards
+
+    def with_extra_word(self, forwards):
+        original(self, forwards)
+        self.device.queue.write_buffer(self._uniform, 8, model_module.np.array([7], dtype="uint32"))
+
+    monkeypatch.setattr(model_module.ReferenceModel, "_write_forwards", with_extra_word)
+    with pytest.raises(ValueError, match="not affine|data other than"):
+        export_plan("tiny", level="fused+")
+
+
+def test_page_limits_are_read_in_the_exporters_spelling():
+    page_limits = {"maxStorageBuffersPerShaderStage": 10, "maxBufferSize": 1 << 30, "maxTextureDimension2D": 8192}
+    assert limits_from_page(page_limits) == {"max-storage-buffers-per-shader-stage": 10, "max-buffer-size": 1 << 30}
+
+
+def test_plan_refuses_forwards_that_bind_other_bind_groups(monkeypatch):
+    original = model_module.ReferenceModel._work_for
+
+    def by_parity(self, n_tokens, start_pos):  # at an odd position, each bind group is the next one's
+        work = original(self, n_tokens, start_pos)
+        if start_pos % 2:
+            groups = list(dict.fromkeys(item[1] for item in work))
+            following = dict(zip(groups, groups[1:] + groups[:1]))
+            work = [(pipeline, following[group], *rest) for pipeline, group, *rest in work]
+        return work
+
+    monkeypatch.setattr(model_module.ReferenceModel, "_work_for", by_parity)
+    with pytest.raises(ValueError, match="bind different bind groups"):
+        export_plan("tiny", level="eager")
+
+
+def test_plan_refuses_a_forward_that_creates_gpu_objects(monkeypatch):
+    original = model_module.ReferenceModel._write_tokens
+
+    def creating(self, tokens, start_pos):
+        self.device.create_buffer(size=16, usage=model_module.wgpu.BufferUsage.STORAGE)
+        original(self, tokens, start_pos)
+
+    monkeypatch.setattr(model_module.ReferenceModel, "_write_tokens", creating)
+    with pytest.raises(ValueError, match="created GPU objects during a forward"):
+        export_plan("tiny", level="fused+")
+
+
+def test_plan_refuses_a_cache_too_short_for_its_recorded_forwards():
+    with pytest.raises(ValueError, match="max_seq_len=4 is too short"):
+        export_plan("tiny", max_seq_len=4)
+
+
+def test_plan_refuses_unknown_limits():
+    with pytest.raises(ValueError, match="unknown limits"):
+        export_plan("tiny", limits={"maxStorageBuffersPerShaderStage": 8})
+
+
+# ------------------------------------------------------------------------------------------------
+# In the page
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    return write_site(tmp_path_factory.mktemp("site"), QWEN, seed=0)
+
+
+@pytest.mark.slow  # a browser, and 24 layers' pipelines compiled by SwiftShader
+@pytest.mark.parametrize("level", LEVELS)
+def test_page_gives_the_python_models_tokens_and_dispatches(gpu_page, gpu_device, site, level):
+    expected = ReferenceModel(gpu_device, QWEN, level=level, seed=0, max_seq_len=64).generate(PROMPT, N_TOKENS)
+    gpu_page.open(site)
+    assert gpu_page.function("generate", level, PROMPT, N_TOKENS)() == expected
+    counts = gpu_page.count("decodeStep", level)
+    assert counts.by_kernel == expected_dispatches(QWEN, level)
+    assert (counts.dispatches, counts.submits, counts.passes) == (LEVELS[level], 1, 1)
+
+
+@pytest.mark.slow
+def test_page_step_goes_on_from_position_0_at_a_full_cache(gpu_page, gpu_device, tmp_path):
+    gpu_page.open(write_site(tmp_path, QWEN, levels=("fused+",), seed=0, max_seq_len=8))
+    gpu_page.function("prefill", "fused+", PROMPT)()
+    step = gpu_page.function("step", "fused+")
+    in_page = [step() for _ in range(4)]  # at positions 5, 6 and 7, then at 0: the cache holds 8
+    model = ReferenceModel(gpu_device, QWEN, level="fused+", seed=0, max_seq_len=8)
+    expected = model.generate(PROMPT, 4)[1:]
+    model.reset()
+    expected.append(model.forward([expected[-1]]))
+    assert in_page == expected
+
+
+def changed_plan(folder, change):
+    """``folder``'s site with its fused+ plan.json changed by ``change(plan)``."""
+    site = write_site(folder, "tiny", levels=("fused+",))
+    plan = json.loads((site / "fused+" / "plan.json").read_text())
+    change(plan)
+    (site / "fused+" / "plan.json").write_text(json.dumps(plan))
+    return site
+
+
+@pytest.mark.slow
+def test_page_refuses_a_plan_of_another_version(gpu_page, tmp_path):
+    gpu_page.open(changed_plan(tmp_path, lambda plan: plan.update(version=plan["version"] + 1)))
+    with pytest.raises(pytest.fail.Exception, match="plan.json is of version 2, this runner reads 1"):
+        gpu_page.function("load", "fused+")()
+
+
+@pytest.mark.slow
+def test_page_names_a_shader_the_browser_rejects(gpu_page, tmp_path):
+    def broken(plan):
+        plan["modules"][0]["code"] = "fn main( {"
+
+    gpu_page.open(changed_plan(tmp_path, broken))
+    with pytest.raises(pytest.fail.Exception, match="creating the plan's objects failed"):
+        gpu_page.function("load", "fused+")()
+
+
+@pytest.mark.slow
+def test_page_forward_fails_with_webgpus_error(gpu_page, tmp_path):
+    def too_large(plan):
+        plan["forward"]["grids"][plan["forward"]["grid_class"][0]][4] = [1 << 20, 1, 1]  # n = 5: the prompt
+
+    gpu_page.open(changed_plan(tmp_path, too_large))
+    with pytest.raises(pytest.fail.Exception, match="a forward of 5 tokens at position 0 failed: .*1048576"):
+        gpu_page.function("generate", "fused+", PROMPT, 2)()
