@@ -79,14 +79,15 @@ def test_per_dispatch_arrays_divide_by_dispatches(meter, kernel):
 def test_single_op_keeps_its_sync_and_sequential_subtracts_it():
     """The arithmetic on known raw timings: no GPU, no timing noise."""
     from pytest_dispatch.measurement.meter import SEQUENTIAL, _Sampler
+    from pytest_dispatch.measurement.sources import WgpuCalls
 
     def sampler(method, per_round):
-        s = _Sampler(lambda: None, (), {}, "fn", method, per_round)
+        s = _Sampler(WgpuCalls(lambda: None, device=None, name="fn"), method, per_round)
         s.calls, s.by_kernel = {"dispatch": 4, "dispatch_indirect": 0}, {"k": 4}
         s.round_counts = [({"dispatch": 4 * per_round, "dispatch_indirect": 0}, {"k": 4 * per_round})] * 3
-        s.sync = [200_000, 100_000, 300_000]  # ns: the empty syncs, median 200 µs
-        s.wall = [1_200_000, 1_300_000, 1_100_000]  # ns: calls + one sync per round
-        s.host = [500_000] * 3
+        s.sync_ns = [200_000, 100_000, 300_000]  # the empty syncs, median 200 µs
+        s.wall_ns = [1_200_000, 1_300_000, 1_100_000]  # calls + one sync per round
+        s.host_ns = [500_000] * 3
         return s
 
     naive = sampler(SINGLE_OP, 1).measurement(warmup=2)
@@ -95,21 +96,6 @@ def test_single_op_keeps_its_sync_and_sequential_subtracts_it():
     assert list(sequential.wall_us_per_call) == [500.0, 550.0, 450.0]  # (wall - 200 µs) / 2 calls
     assert list(sequential.wall_us_per_dispatch) == [125.0, 137.5, 112.5]
     assert list(sequential.host_us_per_call) == [250.0] * 3
-
-
-def test_the_old_names_of_the_per_call_figures_still_read_them_with_a_warning():
-    from helpers import measurement
-
-    from pytest_dispatch.measurement.recorder import Counts
-
-    m = measurement()
-    for old, new in (("wall_us", "wall_us_per_call"), ("host_us", "host_us_per_call"),
-                     ("host_breakdown_us", "host_breakdown_us_per_call"), ("gpu_us", "gpu_us_per_call")):
-        with pytest.warns(DeprecationWarning, match=new):
-            assert getattr(m, old) is getattr(m, new)
-    counts = Counts().close()
-    with pytest.warns(DeprecationWarning, match="host_us_by_kind"):
-        assert counts.host_us == counts.host_us_by_kind
 
 
 def test_counts_that_differ_between_calls_name_the_kernels(meter, gpu_device):

@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import inspect
 import os
 import time
-import warnings
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, ContextManager, Protocol, Sequence
 
 import numpy as np
 
 from pytest_dispatch._meta import PACKAGE_DIR
 from pytest_dispatch import settings
-from pytest_dispatch.measurement import devicelock, instructions, recorder, timestamps
+from pytest_dispatch.measurement import devicelock, instructions, instruments, recorder
 from pytest_dispatch.measurement.key import MeasurementKey
+from pytest_dispatch.measurement.sources import WGPU_SYNC_METHOD, CallCounts, Source, WgpuCalls, default_name, is_source
 
 DEFAULT_WARMUP = 3
 DEFAULT_ROUNDS = 30
@@ -34,7 +33,6 @@ CHECK_ROUNDS = 3
 
 SEQUENTIAL = "sequential"
 SINGLE_OP = "single-op"
-SYNC_METHOD = "queue.read_buffer of 4 bytes"  # on_submitted_work_done_sync is broken in wgpu 0.32.0
 
 
 class InconsistentCountsError(AssertionError):
@@ -78,30 +76,10 @@ class Measurement:
     wall_us_per_call: np.ndarray  # per round, µs per call until the GPU was done, less the median empty sync
     sync_us: np.ndarray  # the empty syncs, one per round
     host_breakdown_us_per_call: dict[str, float]  # host µs per call spent inside each call kind
-    sync_method: str = SYNC_METHOD  # how a sync waits for the GPU
+    sync_method: str = WGPU_SYNC_METHOD  # how a sync waits for the GPU (Source.sync_method)
     gpu_us_per_call: np.ndarray | None = None  # from timestamp queries, when enabled
     gpu_is_indicative: bool = False  # timestamps of a CPU adapter
     instructions: instructions.InstructionCount | None = None  # counted mode (--dispatch-instructions)
-
-    @property
-    def wall_us(self) -> np.ndarray:
-        """Deprecated: ``wall_us_per_call``."""
-        return _renamed(self, "wall_us", "wall_us_per_call")
-
-    @property
-    def host_us(self) -> np.ndarray:
-        """Deprecated: ``host_us_per_call``."""
-        return _renamed(self, "host_us", "host_us_per_call")
-
-    @property
-    def host_breakdown_us(self) -> dict[str, float]:
-        """Deprecated: ``host_breakdown_us_per_call``."""
-        return _renamed(self, "host_breakdown_us", "host_breakdown_us_per_call")
-
-    @property
-    def gpu_us(self) -> np.ndarray | None:
-        """Deprecated: ``gpu_us_per_call``."""
-        return _renamed(self, "gpu_us", "gpu_us_per_call")
 
     @property
     def timed(self) -> bool:
@@ -205,25 +183,10 @@ SCHEMA_1_KEYS = {"host_us": "host_us_per_call", "wall_us": "wall_us_per_call",
                  "host_breakdown_us": "host_breakdown_us_per_call", "gpu_us": "gpu_us_per_call"}
 
 
-def _renamed(owner: Any, old: str, new: str) -> Any:
-    warnings.warn(f"{type(owner).__name__}.{old} is now {new}", DeprecationWarning, stacklevel=3)
-    return getattr(owner, new)
-
-
-def default_name(fn: Callable[..., Any]) -> str:
-    """A measurement's name when none is given: the function's qualified name; for a callable
-    object, its class's (never its repr, whose address changes every run and would match no
-    saved run)."""
-    if hasattr(fn, "__qualname__"):
-        return fn.__qualname__
-    if isinstance(fn, functools.partial):
-        return default_name(fn.func)
-    return type(fn).__qualname__
-
-
-def measurement_name(fn: Callable[..., Any], name: str | None = None) -> str:
-    """The name a measurement of ``fn`` gets: ``name``, else the function's qualified name."""
-    return name or default_name(fn)
+def measurement_name(fn: Callable[..., Any] | Source, name: str | None = None) -> str:
+    """The name a measurement of ``fn`` gets: ``name``, else the source's name or the
+    function's qualified name."""
+    return name or (fn.name if is_source(fn) else default_name(fn))
 
 
 def per_call_us(wall_ns: Sequence[float], sync_ns: Sequence[float], per_round) -> np.ndarray:
@@ -254,15 +217,17 @@ def _check_consistent(name: str, samples: list[tuple[dict[str, int], dict[str, i
             )
 
 
-def _counts_of(scope: recorder.Counts) -> tuple[dict[str, int], dict[str, int]]:
+def _counts_of(scope: CallCounts) -> tuple[dict[str, int], dict[str, int]]:
     return scope.calls, scope.by_kernel
 
 
 class DispatchMeter:
     """The ``dispatch_meter`` fixture: counts and measures WebGPU dispatches.
 
-    ``device`` is used to sync (wait for the GPU); by default the ``gpu_device``
-    fixture's.  Pass ``device=`` to ``measure`` when fn uses a device of its own.
+    What is measured is a ``Source`` (``measurement.sources``): a Python callable making
+    wgpu-py calls is one (``WgpuCalls``), synced on ``device``: by default the ``gpu_device``
+    fixture's; pass ``device=`` to ``measure`` when fn uses a device of its own.  How it is
+    measured (timed, counts only, counted instructions) is chosen once, here, by mode.
     """
 
     def __init__(self, request=None, *, device=None, timestamps_enabled: bool = False,
@@ -271,9 +236,9 @@ class DispatchMeter:
                  timing: bool = True, gate_overrides: dict[str, float] | None = None,
                  counter: instructions.Counter | None = None) -> None:
         self._request = request
-        # counted mode (--dispatch-instructions): host instructions are counted, nothing is timed
-        self.counter = counter
-        self.timing = timing and counter is None  # False: no timed rounds (--dispatch-disable-timing)
+        # timed, counts only (timing=False: --dispatch-disable-timing) or, given a counter,
+        # counted instructions (--dispatch-instructions)
+        self.instrument = instruments.instrument_for(timing, counter)
         self.min_rounds = min_rounds  # with max_time: rounds stop at the cap once this many are taken
         self.max_time = max_time  # seconds of timed rounds per measurement (pytest-benchmark's max_time)
         self._device = device
@@ -283,14 +248,22 @@ class DispatchMeter:
         # Take turns on the GPU with other processes (off where a coordinator does it), only to time:
         # another process's GPU work does not move a count, and in counted mode (valgrind runs each
         # process on one core at a time) the turns made pytest-xdist's workers count one by one.
-        self.lock = lock and (self.timing or timestamps_enabled)
+        self.lock = lock and (self.instrument.timed or timestamps_enabled)
         self.measurements: list[Measurement] = []
-        self._sync_buffers: dict[int, Any] = {}
+        self.runs_on = None  # GpuInfo of the sources measured, where not the session's GPU (Source.runs_on)
         self._call_sites: dict[tuple[str, str], str] = {}
 
-    def count(self, *, all_threads: bool = False) -> recorder.count:
-        """Context manager recording the wgpu calls made inside it (see ``Counts``)."""
-        return recorder.count(all_threads=all_threads)
+    @property
+    def timing(self) -> bool:
+        """Whether timed rounds are taken (False with timing off and in counted mode)."""
+        return self.instrument.timed
+
+    def count(self, counter: ContextManager[recorder.Counts] | None = None, *,
+              all_threads: bool = False) -> ContextManager[recorder.Counts]:
+        """Context manager recording the wgpu calls made inside it (see ``Counts``); or,
+        given a source's own ``counter`` (a context manager giving ``Counts``, such as a
+        browser page's), that one."""
+        return counter if counter is not None else recorder.count(all_threads=all_threads)
 
     def _resolve_device(self, device):
         if device is not None:
@@ -301,19 +274,22 @@ class DispatchMeter:
             self._device = self._request.getfixturevalue("gpu_device")
         return self._device
 
-    def _sync(self, device) -> None:
-        """Wait until the GPU has done all work submitted to ``device``."""
-        import wgpu
-
-        buffer = self._sync_buffers.get(id(device))
-        if buffer is None:
-            buffer = device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC, label="pytest-dispatch sync")
-            self._sync_buffers[id(device)] = buffer
-        device.queue.read_buffer(buffer, 0, 4)
+    def _source(self, fn: Callable[..., Any] | Source, args: tuple = (), kwargs: dict[str, Any] | None = None,
+               name: str | None = None, device=None) -> Source:
+        """What ``measure`` measures: ``fn`` itself when it is a Source, else ``WgpuCalls``
+        of ``fn(*args, **kwargs)`` on ``device`` (the one place a callable is wrapped)."""
+        if is_source(fn):
+            if args or kwargs or device is not None:
+                raise MeasurementUsageError(
+                    f"{fn.name}: a measurement source takes no arguments or device= of measure(); give them "
+                    "to the source")
+            return fn
+        return WgpuCalls(fn, args, kwargs, device=self._resolve_device(device), name=measurement_name(fn, name),
+                         timestamps_enabled=self.timestamps_enabled)
 
     def measure(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[..., Any] | Source,
         *args: Any,
         warmup: int = DEFAULT_WARMUP,
         rounds: int = DEFAULT_ROUNDS,
@@ -323,7 +299,8 @@ class DispatchMeter:
         **kwargs: Any,
     ) -> Measurement:
         """Measure ``fn(*args, **kwargs)`` by the sequential method: ``per_round``
-        calls, one sync, ``rounds`` times, after ``warmup`` calls.  With a time cap
+        calls, one sync, ``rounds`` times, after ``warmup`` calls.  ``fn`` may also be a
+        ``Source`` (a browser page's function), measured the same way.  With a time cap
         (``--dispatch-max-time``) the rounds stop at the cap once ``--dispatch-min-rounds``
         are taken.  The timed rounds run with the recorder's wrappers out of the way;
         the counts come from the warm-up and from counted rounds after the timed ones.
@@ -335,12 +312,12 @@ class DispatchMeter:
         In an A/B job (``pytest-dispatch ab``) the coordinator decides the rounds:
         as many as its paired comparison with the other version needs."""
         __tracebackhide__ = True
-        sampler = _Sampler(fn, args, kwargs, name, SEQUENTIAL, per_round)
-        return self._measure([sampler], warmup, rounds, device, served=self.round_server is not None)[0]
+        return self._measure([(fn, args, kwargs, name)], SEQUENTIAL, per_round, warmup, rounds, device,
+                             served=self.round_server is not None)[0]
 
     def single_op(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[..., Any] | Source,
         *args: Any,
         warmup: int = DEFAULT_WARMUP,
         rounds: int = DEFAULT_ROUNDS,
@@ -352,11 +329,11 @@ class DispatchMeter:
 
         Compare with ``measure`` to see how much a per-op sync inflates the cost."""
         __tracebackhide__ = True
-        return self._measure([_Sampler(fn, args, kwargs, name, SINGLE_OP, 1)], warmup, rounds, device)[0]
+        return self._measure([(fn, args, kwargs, name)], SINGLE_OP, 1, warmup, rounds, device)[0]
 
     def measure_in_turns(
         self,
-        fns: Sequence[Callable[[], Any]],
+        fns: Sequence[Callable[[], Any] | Source],
         take_turns: Callable[[Callable[[int], tuple[int, int, int]]], None],
         *,
         names: Sequence[str | None] | None = None,
@@ -364,64 +341,69 @@ class DispatchMeter:
         per_round: int = DEFAULT_PER_ROUND,
         device=None,
     ) -> list[Measurement]:
-        """Measure several functions whose timed rounds are taken in turns, as ``take_turns`` decides.
+        """Measure several functions (or sources) whose timed rounds are taken in turns, as
+        ``take_turns`` decides.
 
         Each of ``fns`` is warmed up and counted as ``measure`` does; then ``take_turns(take_round)``
         runs once, where ``take_round(i)`` takes one timed round of ``fns[i]`` (``per_round``
         calls, one sync) and returns (wall ns, empty-sync ns, calls).  With timing off it is
         not called: the functions are only counted."""
         __tracebackhide__ = True
-        samplers = [_Sampler(fn, (), {}, name, SEQUENTIAL, per_round)
-                    for fn, name in zip(fns, names or [None] * len(fns))]
-        return self._measure(samplers, warmup, 0, device,
-                             take_rounds=lambda sync: take_turns(lambda i: samplers[i].take_round(sync)))
+        jobs = [(fn, (), {}, name) for fn, name in zip(fns, names or [None] * len(fns))]
+        return self._measure(jobs, SEQUENTIAL, per_round, warmup, 0, device,
+                             take_rounds=lambda samplers: take_turns(lambda i: samplers[i].take_round()))
 
-    def _measure(self, samplers: list["_Sampler"], warmup: int, rounds: int, device, *, served: bool = False,
-                 take_rounds: Callable[[Callable[[], None]], None] | None = None) -> list[Measurement]:
-        """Warm up each sampler, then take the rounds: ``rounds`` of each, interleaved;
-        or as the round server asks (``served``); or as ``take_rounds`` does."""
+    def _measure(self, jobs: list[tuple[Any, tuple, dict, str | None]], method: str, per_round: int, warmup: int,
+                 rounds: int, device, *, served: bool = False,
+                 take_rounds: Callable[[list["_Sampler"]], None] | None = None) -> list[Measurement]:
+        """Warm up each job's source, then take the rounds as the instrument does: ``rounds``
+        of each, interleaved; or as the round server asks (``served``); or as ``take_rounds`` does."""
         __tracebackhide__ = True
         if warmup < 2:
             raise ValueError(f"warmup must be >= 2 (the first call may create pipelines), not {warmup}")
-        if rounds < 0 or (rounds < 1 and not (served or take_rounds)) or any(s.per_round < 1 for s in samplers):
-            raise ValueError(f"rounds and per_round must be >= 1, not {rounds} and {samplers[0].per_round}")
-        for sampler in samplers:
-            self._claim_name(sampler.name, sampler.method)
-        device = self._resolve_device(device)
-        sync = functools.partial(self._sync, device)
-        with devicelock.for_device(device) if self.lock else contextlib.nullcontext():
+        if rounds < 0 or (rounds < 1 and not (served or take_rounds)) or per_round < 1:
+            raise ValueError(f"rounds and per_round must be >= 1, not {rounds} and {per_round}")
+        names = [measurement_name(fn, name) for fn, _, _, name in jobs]
+        for name in names:
+            self._claim_name(name, method)
+        samplers = [_Sampler(self._source(fn, args, kwargs, name, device), method, per_round, name)
+                    for (fn, args, kwargs, _), name in zip(jobs, names)]
+        self._note_runs_on(samplers)
+        wgpu_devices = [s.source.device for s in samplers if isinstance(s.source, WgpuCalls)]
+        with devicelock.for_device(wgpu_devices[0]) if self.lock and wgpu_devices else contextlib.nullcontext():
             for sampler in samplers:
-                sampler.warm_up(warmup, sync)
-                if self.timestamps_enabled:
-                    sampler.stamper = timestamps.PassTimestamps.for_device(
-                        device, sampler.calls["pass"] * sampler.per_round
-                    )
-            if not self.timing:
-                pass  # counts only: the warm-up and the check rounds
-            elif take_rounds is not None:
-                take_rounds(sync)
-            elif not (served and self.round_server.serve(self._key(samplers[0].name), samplers[0].calls,
-                                                         lambda: samplers[0].take_round(sync), self.gate_overrides)):
-                deadline = None if self.max_time is None else time.perf_counter() + self.max_time
-                for taken in range(1, rounds + 1):
-                    for sampler in samplers:
-                        sampler.take_round(sync)
-                    if deadline is not None and taken >= self.min_rounds and time.perf_counter() > deadline:
-                        break
+                sampler.warm_up(warmup)
+            self.instrument.take_rounds(lambda: self._take_rounds(samplers, rounds, served, take_rounds))
             for sampler in samplers:
                 for _ in range(CHECK_ROUNDS):
-                    sampler.check_round(sync)
-            if self.counter is not None:
-                retire = instructions.retire_all(device)
-                for sampler in samplers:
-                    if sampler.method == SEQUENTIAL:
-                        retire()
-                        instructions.set_aside_pooled_encoders(device)
-                        sampler.count_instructions(self.counter, sync, retire,
-                                                   max_calls=(rounds or DEFAULT_ROUNDS) * sampler.per_round)
+                    sampler.check_round()
+            self.instrument.finish([s for s in samplers if s.method == SEQUENTIAL], rounds or DEFAULT_ROUNDS)
         measurements = [sampler.measurement(warmup) for sampler in samplers]
         self.measurements.extend(measurements)
         return measurements
+
+    def _take_rounds(self, samplers: list["_Sampler"], rounds: int, served: bool,
+                     take_rounds: Callable[[list["_Sampler"]], None] | None) -> None:
+        __tracebackhide__ = True
+        if take_rounds is not None:
+            take_rounds(samplers)
+        elif not (served and self.round_server.serve(self._key(samplers[0].name), samplers[0].calls,
+                                                     samplers[0].take_round, self.gate_overrides)):
+            deadline = None if self.max_time is None else time.perf_counter() + self.max_time
+            for taken in range(1, rounds + 1):
+                for sampler in samplers:
+                    sampler.take_round()
+                if deadline is not None and taken >= self.min_rounds and time.perf_counter() > deadline:
+                    break
+
+    def _note_runs_on(self, samplers: list["_Sampler"]) -> None:
+        for sampler in samplers:
+            gpu = sampler.source.runs_on()
+            if gpu is not None and self.runs_on is not None and gpu.fingerprint != self.runs_on.fingerprint:
+                raise MeasurementUsageError(
+                    f"{sampler.name}: runs on {gpu.describe()}, another test measurement on "
+                    f"{self.runs_on.describe()}; measure one GPU per test")
+            self.runs_on = gpu or self.runs_on
 
     def _key(self, name: str) -> str:
         nodeid = self._request.node.nodeid if self._request is not None else ""
@@ -441,34 +423,29 @@ class DispatchMeter:
 
 
 class _Sampler:
-    """Rounds of one measured function: its counts, timings and consistency checks."""
+    """Rounds of one source: its counts, timings and consistency checks."""
 
-    def __init__(self, fn, args, kwargs, name, method, per_round) -> None:
-        self.fn, self.args, self.kwargs = fn, args, kwargs
-        self.name = measurement_name(fn, name)
+    def __init__(self, source: Source, method: str, per_round: int, name: str | None = None) -> None:
+        self.source = source
+        self.name = name or source.name
         self.method = method
         self.per_round = per_round
-        self.stamper: timestamps.PassTimestamps | None = None
         self.calls: dict[str, int] = {}
         self.by_kernel: dict[str, int] = {}
-        self.host: list[int] = []
-        self.wall: list[int] = []
-        self.sync: list[int] = []
-        self.gpu: list[float] = []
+        self.host_ns: list[int] = []  # per timed round
+        self.wall_ns: list[int] = []
+        self.sync_ns: list[int] = []
+        self.gpu_us: list[float] = []  # per check round, with GPU time
+        self.gpu_is_indicative = False
         self.round_counts: list[tuple[dict[str, int], dict[str, int]]] = []
-        self.host_ns = dict.fromkeys(recorder.KINDS, 0.0)
+        self.host_us_by_kind = dict.fromkeys(recorder.KINDS, 0.0)  # summed over the check rounds
         self.instructions: instructions.InstructionCount | None = None
         self.calls_made = 0  # of fn, so far: the warm-up's, the rounds', the counted windows'
 
-    def warm_up(self, warmup: int, sync: Callable[[], None]) -> None:
+    def warm_up(self, warmup: int) -> None:
         """One scope per call: the first call may differ (lazy set-up); later ones must agree."""
         __tracebackhide__ = True
-        warm_counts = []
-        for _ in range(warmup):
-            with recorder.count() as scope:
-                self.fn(*self.args, **self.kwargs)
-            warm_counts.append(_counts_of(scope))
-            sync()
+        warm_counts = [_counts_of(self.source.counted(1)) for _ in range(warmup)]
         self.calls_made += warmup
         _check_consistent(self.name, warm_counts[1:], "warm-up calls")
         self.calls, self.by_kernel = warm_counts[-1]
@@ -477,88 +454,28 @@ class _Sampler:
                 f"{self.name}: the measured function made no compute dispatch (through wgpu-py, in this thread); "
                 "measure the call that dispatches, or count it with dispatch_meter.count()")
 
-    def take_round(self, sync: Callable[[], None]) -> tuple[int, int, int]:
-        """A timed round: an empty sync (timed), then per_round calls and one sync (timed),
-        with the recorder's wrappers out of the way (they would add to what is timed).
-
-        Returns (wall ns, empty-sync ns, calls) of the round."""
+    def take_round(self) -> tuple[int, int, int]:
+        """A timed round (``Source.timed_round``): returns (wall ns, empty-sync ns, calls) of the round."""
         __tracebackhide__ = True
-        with recorder.quiet():
-            start = time.perf_counter_ns()
-            sync()
-            sync_ns = time.perf_counter_ns() - start
-            start = time.perf_counter_ns()
-            for _ in range(self.per_round):
-                self.fn(*self.args, **self.kwargs)
-            submitted = time.perf_counter_ns()
-            sync()
-            done = time.perf_counter_ns()
+        timed = self.source.timed_round(self.per_round)
         self.calls_made += self.per_round
-        self.sync.append(sync_ns)
-        self.host.append(submitted - start)
-        self.wall.append(done - start)
-        return done - start, sync_ns, self.per_round
+        self.sync_ns.append(timed.sync_ns)
+        self.host_ns.append(timed.host_ns)
+        self.wall_ns.append(timed.wall_ns)
+        return timed.wall_ns, timed.sync_ns, self.per_round
 
-    def check_round(self, sync: Callable[[], None]) -> None:
+    def check_round(self) -> None:
         """A counted round, not timed: its counts must agree with the warm-up's; it gives
-        the host breakdown per call kind and, with timestamps, the GPU time."""
+        the host breakdown per call kind and, where the source times the GPU, the GPU time."""
         __tracebackhide__ = True
-        with recorder.count() as scope, timestamps.capture(self.stamper):
-            for _ in range(self.per_round):
-                self.fn(*self.args, **self.kwargs)
-        sync()
+        counted = self.source.counted(self.per_round, gpu_time=True)
         self.calls_made += self.per_round
-        self.round_counts.append(_counts_of(scope))
-        for kind, us in scope.host_us_by_kind.items():
-            self.host_ns[kind] += us
-        if self.stamper is not None:
-            self.gpu.append(self.stamper.read_total_us())
-
-    def count_instructions(self, counter: instructions.Counter, sync: Callable[[], None],
-                           retire: Callable[[], None], max_calls: int | None = None) -> None:
-        """Counted mode: uncounted calls to warm the interpreter up (instructions.warm_calls,
-        the calls made so far included), one counted call to size the windows, then windows of
-        K and 2K calls, each ending with ``retire()`` (instructions.retire_all).  Where the
-        windows start with a window of one call, the probe is that window; else the warm-up
-        goes on, uncounted, as far as the windows leave calls for it.  ``max_calls``: the
-        calls the timed rounds would have made (rounds x per_round), which the warm-up and the
-        windows do not exceed: a function with state (a decode step filling a KV cache) may
-        allow no more."""
-        __tracebackhide__ = True
-
-        def run(calls: int) -> None:
-            for _ in range(calls):
-                self.fn(*self.args, **self.kwargs)
-            retire()
-
-        dispatches = recorder.total(self.calls, "dispatches")
-        made = self.calls_made
-        warm = instructions.warm_calls(dispatches, made, max_calls)
-        sizes: list[int] = []
-        warm_more = 0
-        call_budget_asked = None
-
-        def after_probe(probe: list[int]) -> tuple[int, list[int]]:
-            nonlocal warm_more, call_budget_asked
-            submits = recorder.total(self.calls, "submits")
-            k = instructions.window_calls(probe[0], submits, max_calls, warm)
-            asked = instructions.window_calls(probe[0], submits)
-            if k < asked:
-                call_budget_asked = instructions.call_budget_for(asked, dispatches, made)
-            sizes.extend(instructions.window_sizes(k, probe[0]))
-            if sizes[0] == 1:
-                return 0, sizes[1:]
-            warm_more = instructions.warm_calls(dispatches, self.calls_made + warm + 1,
-                                                None if max_calls is None else max_calls - warm,
-                                                windows=1 + sum(sizes))
-            return warm_more, sizes
-
-        with recorder.quiet():  # the recorder's wrappers are not the code measured
-            dumps = counter.count(run, [1], sync, warm=warm, more=after_probe)
-        self.calls_made += warm + 1 + warm_more + sum(sizes) - (sizes[0] == 1)
-        if sizes[0] != 1:
-            dumps = dumps[1:]
-        self.instructions = instructions.InstructionCount.from_windows(sizes, dumps, counter.tool, call_budget_asked)
+        self.round_counts.append(_counts_of(counted))
+        for kind, us in counted.host_us_by_kind.items():
+            self.host_us_by_kind[kind] += us
+        if counted.gpu_us is not None:
+            self.gpu_us.append(counted.gpu_us)
+            self.gpu_is_indicative = counted.gpu_is_indicative
 
     def measurement(self, warmup: int) -> Measurement:
         __tracebackhide__ = True
@@ -566,15 +483,15 @@ class _Sampler:
         expected = ({k: v * self.per_round for k, v in self.calls.items()},
                     {k: v * self.per_round for k, v in self.by_kernel.items()})
         _check_consistent(self.name, [expected, self.round_counts[0]], "warm-up x per_round and round")
-        rounds = len(self.wall)
+        rounds = len(self.wall_ns)
         checked = len(self.round_counts) * self.per_round
         # The naive method keeps its sync in: that inflation is what it shows.
         if not rounds:  # timing off
             wall_us = np.zeros(0)
         elif self.method == SEQUENTIAL:
-            wall_us = per_call_us(self.wall, self.sync, self.per_round)
+            wall_us = per_call_us(self.wall_ns, self.sync_ns, self.per_round)
         else:
-            wall_us = np.asarray(self.wall, dtype=float) / 1000.0 / self.per_round
+            wall_us = np.asarray(self.wall_ns, dtype=float) / 1000.0 / self.per_round
         return Measurement(
             name=self.name,
             method=self.method,
@@ -583,11 +500,12 @@ class _Sampler:
             per_round=self.per_round,
             calls=self.calls,
             by_kernel=self.by_kernel,
-            host_us_per_call=np.asarray(self.host, dtype=float) / 1000.0 / self.per_round,
+            host_us_per_call=np.asarray(self.host_ns, dtype=float) / 1000.0 / self.per_round,
             wall_us_per_call=wall_us,
-            sync_us=np.asarray(self.sync, dtype=float) / 1000.0,
-            host_breakdown_us_per_call={kind: us / checked for kind, us in self.host_ns.items()},
-            gpu_us_per_call=None if self.stamper is None else np.asarray(self.gpu, dtype=float) / self.per_round,
-            gpu_is_indicative=self.stamper is not None and self.stamper.is_cpu_adapter,
+            sync_us=np.asarray(self.sync_ns, dtype=float) / 1000.0,
+            host_breakdown_us_per_call={kind: us / checked for kind, us in self.host_us_by_kind.items()},
+            sync_method=self.source.sync_method,
+            gpu_us_per_call=np.asarray(self.gpu_us, dtype=float) / self.per_round if self.gpu_us else None,
+            gpu_is_indicative=bool(self.gpu_us) and self.gpu_is_indicative,
             instructions=self.instructions,
         )

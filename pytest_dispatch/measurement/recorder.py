@@ -21,10 +21,9 @@ import functools
 import importlib
 import sys
 import threading
-import warnings
 import weakref
 from time import perf_counter_ns
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 # Call kinds, in report order.  Each wrapped method is charged to exactly one kind.
 KINDS = (
@@ -531,6 +530,17 @@ def _take_snapshot(tallies: list[_Tally]) -> _Snapshot:
     return _Snapshot(tuple(counts), tuple(ns), dict(by_kernel))
 
 
+def _given_snapshot(data: Mapping[str, Any]) -> _Snapshot:
+    """A snapshot of counts given in ``Counts.as_dict``'s form; a call kind not in KINDS is an error."""
+    calls, host_us = data.get("calls") or {}, data.get("host_us") or {}
+    unknown = sorted((set(calls) | set(host_us)) - set(KINDS))
+    if unknown:
+        raise ValueError(f"counts of unknown call kinds {', '.join(unknown)}: the kinds are {', '.join(KINDS)}")
+    counts = tuple(int(calls.get(kind, 0)) for kind in KINDS)
+    ns = tuple(round(float(host_us.get(kind, 0.0)) * 1000.0) for kind in KINDS)
+    return _Snapshot(counts, ns, {str(name): int(n) for name, n in (data.get("by_kernel") or {}).items()})
+
+
 class Counts:
     """Calls recorded in one scope.  Live while the scope is open, frozen after.
 
@@ -543,17 +553,40 @@ class Counts:
         self.all_threads = all_threads
         self._own = _tally()
         self._end: _Snapshot | None = None
+        self._given: _Snapshot | None = None  # counts not recorded here (from_dict)
         self._start = self._now()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None = None, *, closed: bool = True) -> "Counts":
+        """Counts not recorded by this process's recorder but given, in ``as_dict``'s form
+        (``calls`` by kind, ``by_kernel``, ``host_us`` by kind; each optional, a kind left out
+        is 0): what a source that counts elsewhere (a browser page) returns.  With
+        ``closed=False`` the scope stays open until ``close(data)`` gives its final counts."""
+        counts = cls.__new__(cls)
+        counts.all_threads = False
+        counts._own = None
+        counts._end = None
+        counts._given = _given_snapshot(data or {})
+        counts._start = _Snapshot((0,) * len(KINDS), (0,) * len(KINDS), {})
+        return counts.close() if closed else counts
 
     def _now(self) -> _Snapshot:
         if self._end is not None:
             return self._end
+        if self._given is not None:
+            return self._given
         if self.all_threads:
             return _all_tallies_snapshot()
         return _take_snapshot([self._own])
 
-    def close(self) -> "Counts":
-        """Freeze the counts (the scope's end); returns self."""
+    def close(self, data: Mapping[str, Any] | None = None) -> "Counts":
+        """Freeze the counts (the scope's end); returns self.  ``data``: the final counts of
+        given counts (``from_dict(closed=False)``), in ``as_dict``'s form."""
+        if data is not None:
+            if self._given is None:
+                raise ValueError("Counts.close(data): only counts made by Counts.from_dict take their counts as data")
+            if self._end is None:
+                self._given = _given_snapshot(data)
         if self._end is None:
             self._end = self._now()
         return self
@@ -643,12 +676,6 @@ class Counts:
         """Host µs spent inside the calls of each kind, in all of the scope."""
         _, ns, _ = self._delta()
         return {kind: ns[i] / 1000.0 for i, kind in enumerate(KINDS)}
-
-    @property
-    def host_us(self) -> dict[str, float]:
-        """Deprecated: ``host_us_by_kind``."""
-        warnings.warn("Counts.host_us is now host_us_by_kind", DeprecationWarning, stacklevel=2)
-        return self.host_us_by_kind
 
     @property
     def calls(self) -> dict[str, int]:

@@ -106,6 +106,9 @@ def pytest_xdist_setupnodes(config: pytest.Config, specs) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from pytest_dispatch.plugin import page
+
+    config.pluginmanager.register(page, "dispatch_page")  # the gpu_page fixture (Playwright only when used)
     config.addinivalue_line("markers", budget.MARKER_HELP)
     config.addinivalue_line("markers", settings.TIMING_MARKER_HELP)
     gpu.ensure_runtime_dir()  # before any wgpu instance, ours or the tests'; xdist workers inherit it

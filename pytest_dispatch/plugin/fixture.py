@@ -7,6 +7,7 @@ from typing import Any, Callable
 from pytest_dispatch.judgement import paired
 from pytest_dispatch.judgement.speedup import SPEEDUP_DESIGN, Speedup, measure_speedup
 from pytest_dispatch.measurement.meter import DispatchMeter
+from pytest_dispatch.measurement.sources import Source
 
 
 class DispatchMeterFixture(DispatchMeter):
@@ -17,8 +18,10 @@ class DispatchMeterFixture(DispatchMeter):
         self.speedup_design = speedup_design
         self.speedups: list[Speedup] = []  # the report shows each
 
-    def assert_speedup(self, fast: Callable[[], Any], slow: Callable[[], Any], **options: Any) -> Speedup | None:
-        """Assert that ``fast`` is at least ``at_least`` times faster than ``slow`` per call.
+    def assert_speedup(self, fast: Callable[[], Any] | Source, slow: Callable[[], Any] | Source,
+                       **options: Any) -> Speedup | None:
+        """Assert that ``fast`` is at least ``at_least`` times faster than ``slow`` per call
+        (each a function or a measurement ``Source``).
 
         Options (``at_least=1.3``, ``confidence=0.95``, ``warmup``, ``per_round``, ``max_time``,
         ``device``, ``names``) and the method: ``pytest_dispatch.judgement.speedup.measure_speedup``.

@@ -1,0 +1,124 @@
+"""Instruments: how the meter measures a source, chosen once by mode when the meter is built.
+
+``Timed`` takes the timed rounds; ``CountsOnly`` (--dispatch-disable-timing) takes none;
+``CountedInstructions`` (--dispatch-instructions, in a session relaunched under callgrind)
+takes none and counts the host instructions of each sequential measurement instead.  Every
+instrument leaves the warm-up and the counted check rounds to the meter.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Sequence
+
+from pytest_dispatch.measurement import instructions, recorder
+from pytest_dispatch.measurement.sources import WgpuCalls
+
+# A sampler is the meter's _Sampler (one measured source's rounds); typed Any, as the meter imports this module.
+_Sampler = Any
+
+
+class InstructionsNotCounted(UserWarning):
+    """Counted mode met a source whose host instructions it cannot count (not wgpu-py calls)."""
+
+
+class Instrument:
+    """How rounds are measured.  ``timed``: whether ``take_rounds`` takes any."""
+
+    timed = False
+
+    def take_rounds(self, take: Callable[[], None]) -> None:
+        """Take the timed rounds (``take()`` takes them all), or none."""
+
+    def finish(self, sequential: Sequence[_Sampler], rounds: int) -> None:
+        """After the counted check rounds, whatever else this mode measures of the sequential
+        measurements; ``rounds``: the timed rounds asked for (or the default)."""
+
+
+class Timed(Instrument):
+    """Timed rounds by the sequential method (the default mode)."""
+
+    timed = True
+
+    def take_rounds(self, take: Callable[[], None]) -> None:
+        take()
+
+
+class CountsOnly(Instrument):
+    """Counts only (--dispatch-disable-timing): the warm-up and the check rounds."""
+
+
+
+class CountedInstructions(Instrument):
+    """Counted mode (--dispatch-instructions): host instructions of the calling thread,
+    counted by callgrind over windows of K and 2K calls; nothing is timed."""
+
+
+    def __init__(self, counter: instructions.Counter) -> None:
+        self.counter = counter
+
+    def finish(self, sequential: Sequence[_Sampler], rounds: int) -> None:
+        for sampler in sequential:
+            if not isinstance(sampler.source, WgpuCalls):
+                warnings.warn(InstructionsNotCounted(
+                    f"{sampler.name}: host instructions are counted for wgpu-py calls only, not for "
+                    f"{type(sampler.source).__name__}; its counts are kept"), stacklevel=2)
+                continue
+            retire = instructions.retire_all(sampler.source.device)
+            retire()
+            instructions.set_aside_pooled_encoders(sampler.source.device)
+            sampler.instructions = count_instructions(self.counter, sampler, retire,
+                                                      max_calls=rounds * sampler.per_round)
+
+
+def count_instructions(counter: instructions.Counter, sampler: _Sampler, retire: Callable[[], None],
+                       max_calls: int | None = None) -> instructions.InstructionCount:
+    """Uncounted calls to warm the interpreter up (instructions.warm_calls, the calls made so
+    far included), one counted call to size the windows, then windows of K and 2K calls, each
+    ending with ``retire()`` (instructions.retire_all).  Where the windows start with a window
+    of one call, the probe is that window; else the warm-up goes on, uncounted, as far as the
+    windows leave calls for it.  ``max_calls``: the calls the timed rounds would have made
+    (rounds x per_round), which the warm-up and the windows do not exceed: a function with
+    state (a decode step filling a KV cache) may allow no more."""
+    __tracebackhide__ = True
+    source: WgpuCalls = sampler.source
+
+    def run(calls: int) -> None:
+        source.call(calls)
+        retire()
+
+    dispatches = recorder.total(sampler.calls, "dispatches")
+    made = sampler.calls_made
+    warm = instructions.warm_calls(dispatches, made, max_calls)
+    sizes: list[int] = []
+    warm_more = 0
+    call_budget_asked = None
+
+    def after_probe(probe: list[int]) -> tuple[int, list[int]]:
+        nonlocal warm_more, call_budget_asked
+        submits = recorder.total(sampler.calls, "submits")
+        k = instructions.window_calls(probe[0], submits, max_calls, warm)
+        asked = instructions.window_calls(probe[0], submits)
+        if k < asked:
+            call_budget_asked = instructions.call_budget_for(asked, dispatches, made)
+        sizes.extend(instructions.window_sizes(k, probe[0]))
+        if sizes[0] == 1:
+            return 0, sizes[1:]
+        warm_more = instructions.warm_calls(dispatches, sampler.calls_made + warm + 1,
+                                            None if max_calls is None else max_calls - warm,
+                                            windows=1 + sum(sizes))
+        return warm_more, sizes
+
+    with recorder.quiet():  # the recorder's wrappers are not the code measured
+        dumps = counter.count(run, [1], source.sync, warm=warm, more=after_probe)
+    sampler.calls_made += warm + 1 + warm_more + sum(sizes) - (sizes[0] == 1)
+    if sizes[0] != 1:
+        dumps = dumps[1:]
+    return instructions.InstructionCount.from_windows(sizes, dumps, counter.tool, call_budget_asked)
+
+
+def instrument_for(timing: bool, counter: instructions.Counter | None) -> Instrument:
+    """The instrument of a mode: counted when a counter is given, else timed or counts only."""
+    if counter is not None:
+        return CountedInstructions(counter)
+    return Timed() if timing else CountsOnly()

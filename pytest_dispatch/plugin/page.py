@@ -1,0 +1,286 @@
+"""The ``gpu_page`` fixture: a page of your own, with WebGPU, in headless Chromium.
+
+One browser per session (the system's Chromium, or --gpu-browser), started on first use;
+one page per test, opened on a local HTTP server (127.0.0.1, cross-origin isolated, so
+timers have 5 µs steps) that serves the folder the test names.  The recorder
+(``measurement/page.py``) runs in the page and in its workers.  Playwright is imported
+here only, and only when a test asks for a page: it is the ``browser`` extra.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dispatch import options
+from pytest_dispatch.measurement import page as page_measurement
+from pytest_dispatch.measurement.gpu import GpuInfo
+from pytest_dispatch.measurement.page import PageCounts, PageError, PageFunction, PageTimeout
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+# WebGPU on (without the flag requestAdapter() gives null on Linux); no network of its own.
+# Never Vulkan through ANGLE here: with lavapipe, requestAdapter() never settles.
+LAUNCH_ARGS = ("--enable-unsafe-webgpu", "--disable-background-networking", "--disable-component-update",
+               "--disable-sync", "--no-first-run")
+PROBE_TIMEOUT = 10.0  # seconds requestAdapter() may take
+INSTALL = "pip install 'pytest-dispatch[browser]'"
+PAGE_FIXTURES = frozenset({"gpu_page", "gpu_browser"})
+_SESSION_KEY = pytest.StashKey["BrowserSession"]()
+
+
+def find_browser(named: str | None) -> str | None:
+    """The browser to start: --gpu-browser's, else the first of BROWSERS on PATH."""
+    if named:
+        return shutil.which(named) or (named if Path(named).is_file() else None)
+    return next((path for path in map(shutil.which, BROWSERS) if path), None)
+
+
+class BrowserSession:
+    """The session's browser, started lazily once; its failure, too, is kept (every page test
+    gets the same reason)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.named = options.of(config).gpu_browser
+        self.required = options.of(config).gpu_required
+        self._playwright = self.browser = self.server = None
+        self.version = ""
+        self.adapter: dict[str, Any] | None = None
+
+    @functools.cached_property
+    def unavailable_reason(self) -> str | None:
+        """Why pages cannot run here, or None (the browser then runs, its adapter probed)."""
+        try:
+            from playwright.sync_api import Error, sync_playwright
+        except ImportError:
+            return f"gpu_page: Playwright is not installed; {INSTALL}"
+        executable = find_browser(self.named)
+        if executable is None:
+            if self.named:
+                return f"gpu_page: --gpu-browser {self.named}: no such browser; name a Chromium or Chrome executable"
+            return (f"gpu_page: no Chromium found (tried {', '.join(BROWSERS)}); install one (apt-get install "
+                    "chromium) or pass --gpu-browser PATH")
+        args = [*LAUNCH_ARGS, *(("--no-sandbox",) if hasattr(os, "geteuid") and os.geteuid() == 0 else ())]
+        try:
+            self._playwright = sync_playwright().start()
+            self.browser = self._playwright.chromium.launch(executable_path=executable, headless=True, args=args)
+        except Error as error:
+            self.close()
+            return f"gpu_page: {executable} did not start: {str(error).strip().splitlines()[0]}"
+        self.version = self.browser.version
+        from pytest_dispatch.plugin.pageserver import PageServer
+
+        self.server = PageServer()
+        context = self.browser.new_context()
+        try:
+            context.add_init_script(script=page_measurement.recorder_script())
+            page = context.new_page()
+            page.goto(self.server.blank)
+            probe = PageFunction(page.evaluate, "probe", timeout=PROBE_TIMEOUT, where=f"Chromium {self.version}")
+            try:
+                found = probe.settled(page.evaluate("ms => globalThis.__dispatch.probe(ms)",
+                                                    int(PROBE_TIMEOUT * 1000)))
+            except PageTimeout:
+                return (f"gpu_page: Chromium {self.version}: navigator.gpu.requestAdapter() did not settle in "
+                        f"{PROBE_TIMEOUT:g} s")
+            except PageError as error:
+                return f"gpu_page: Chromium {self.version}: requestAdapter() failed: {error.message}"
+        finally:
+            context.close()
+        if "missing" in found:
+            return f"gpu_page: Chromium {self.version}: {found['missing']} (WebGPU is off in this browser)"
+        self.adapter = found
+        return None
+
+    @functools.cached_property
+    def info(self) -> GpuInfo:
+        """The page's GPU: browser and adapter, with a fingerprint of its own."""
+        return page_measurement.page_gpu_info(self.version, self.adapter or {})
+
+    def header_line(self) -> str:
+        if self.unavailable_reason:
+            return f"dispatch page: {self.unavailable_reason}"
+        return f"dispatch page: {page_measurement.describe_adapter(self.version, self.adapter or {})}"
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+        if self.browser is not None:
+            self.browser.close()
+            self.browser = None
+        if self._playwright is not None:
+            self._playwright.stop()
+            self._playwright = None
+
+
+def skip_or_fail(reason: str, required: bool) -> None:
+    """No page can run: skip the test (fail it with --gpu-required)."""
+    __tracebackhide__ = True
+    if required:
+        pytest.fail(f"{reason} (--gpu-required)", pytrace=False)
+    pytest.skip(reason)
+
+
+def browser_session(config: pytest.Config) -> BrowserSession:
+    if _SESSION_KEY not in config.stash:
+        config.stash[_SESSION_KEY] = BrowserSession(config)
+    return config.stash[_SESSION_KEY]
+
+
+class _PageFunction(PageFunction):
+    """A page function whose throw or time-out fails the test in one line (the JS stack after it),
+    with the page's URLs written as the test's folders."""
+
+    def __init__(self, owner: "GpuPage", *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._owner = owner
+
+    def settled(self, outcome: Any) -> Any:
+        __tracebackhide__ = True
+        self._owner.fail_on_thrown()
+        try:
+            return super().settled(outcome)
+        except PageTimeout as error:
+            message = str(error)
+        except PageError as error:
+            message = self._owner.local_paths(error.text())
+        pytest.fail(message, pytrace=False)
+
+
+class GpuPage:
+    """``gpu_page``: ``open(folder)`` a page, then ``count(js)``, ``function(name)`` (callable, and
+    what ``dispatch_meter.measure`` takes), ``evaluate(js)``; ``page`` is Playwright's page."""
+
+    def __init__(self, session: BrowserSession, required: bool) -> None:
+        self.session = session
+        self.required = required
+        self.context = None
+        self.page = None
+        self.url: str | None = None
+        self.folder: Path | None = None
+        self._thrown: list[Any] = []  # errors the page did not catch (Playwright's pageerror)
+
+    def fail_on_thrown(self) -> None:
+        """Fail the test with the first error the page threw and did not catch, if any."""
+        __tracebackhide__ = True
+        if self._thrown:
+            error = self._thrown[0]
+            text = PageError(f"{self.local_paths(self.url or '')} (uncaught)", getattr(error, "name", "") or "Error",
+                             getattr(error, "message", str(error)), getattr(error, "stack", "") or "").text()
+            pytest.fail(self.local_paths(text), pytrace=False)
+
+    @property
+    def info(self) -> GpuInfo:
+        """The page's GPU (browser and adapter): its fingerprint is never a native adapter's."""
+        return self.session.info
+
+    def open(self, folder: str | os.PathLike, page: str = "index.html") -> "GpuPage":
+        """Open ``folder/page`` (served from 127.0.0.1, cross-origin isolated) with the recorder
+        in it; fail with the JS error if it throws while loading; skip if it has no WebGPU."""
+        __tracebackhide__ = True
+        folder = Path(folder)
+        if not (folder / page).is_file():
+            pytest.fail(f"gpu_page.open: {folder / page} does not exist; name a folder holding {page}",
+                        pytrace=False)
+        self.close()
+        self._thrown = []
+        self.folder = folder
+        self.url = self.session.server.mount(folder) + page
+        self.context = self.session.browser.new_context()
+        self.context.add_init_script(script=page_measurement.recorder_script())
+        self.page = self.context.new_page()
+        self.page.on("pageerror", lambda error: self._thrown.append(error))
+        self.page.goto(self.url, wait_until="load")
+        self.fail_on_thrown()
+        probe = PageFunction(self.page.evaluate, "probe", timeout=PROBE_TIMEOUT, where=str(folder / page))
+        try:
+            found = probe.settled(self.page.evaluate("ms => globalThis.__dispatch.probe(ms)",
+                                                                   int(PROBE_TIMEOUT * 1000)))
+        except PageTimeout:
+            skip_or_fail(f"gpu_page: {folder / page}: navigator.gpu.requestAdapter() did not settle in "
+                         f"{PROBE_TIMEOUT:g} s", self.required)
+        except PageError as error:
+            skip_or_fail(f"gpu_page: {folder / page}: requestAdapter() failed: {error.message}", self.required)
+        if "missing" in found:
+            skip_or_fail(f"gpu_page: {folder / page}: {found['missing']}", self.required)
+        return self
+
+    def local_paths(self, text: str) -> str:
+        """``text`` with the server's URLs written as the folders they serve."""
+        server = self.session.server
+        for name, root in server.mounts.items():
+            text = text.replace(f"{server.origin}/{name}/", f"{_shown(root)}/")
+        return text
+
+    def _opened(self) -> None:
+        __tracebackhide__ = True
+        if self.page is None:
+            pytest.fail("gpu_page: no page is open; call gpu_page.open(folder) first", pytrace=False)
+
+    def function(self, target: str, *args: Any, timeout: float = page_measurement.DEFAULT_TIMEOUT,
+                 name: str | None = None) -> PageFunction:
+        """The page's async function ``target`` (a global's name, or a function's source) with
+        ``args`` (JSON-like): ``fn()`` calls it, ``dispatch_meter.measure(fn)`` measures it."""
+        __tracebackhide__ = True
+        self._opened()
+        return _PageFunction(self, self.page.evaluate, target, args=args, timeout=timeout,
+                             where=self.url and self.local_paths(self.url), name=name)
+
+    def count(self, target: str, *args: Any, timeout: float = page_measurement.DEFAULT_TIMEOUT) -> PageCounts:
+        """One call of a page function, its WebGPU calls counted in the page and its workers."""
+        __tracebackhide__ = True
+        return self.function(target, *args, timeout=timeout).count()
+
+    def evaluate(self, expression: str, arg: Any = None) -> Any:
+        """Playwright's ``page.evaluate``, for anything else."""
+        __tracebackhide__ = True
+        self._opened()
+        return self.page.evaluate(expression, arg)
+
+    def close(self) -> None:
+        if self.context is not None:
+            self.context.close()
+        self.context = self.page = None
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the current folder where it lies below it, else absolute."""
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+@pytest.fixture(scope="session")
+def gpu_browser(request: pytest.FixtureRequest) -> BrowserSession:
+    """The session's headless Chromium with WebGPU on; skips (errors with --gpu-required) with
+    one line saying what to install where there is no Playwright, no browser or no adapter."""
+    __tracebackhide__ = True
+    session = browser_session(request.config)
+    if session.unavailable_reason:
+        skip_or_fail(session.unavailable_reason, session.required)
+    return session
+
+
+@pytest.fixture
+def gpu_page(gpu_browser: BrowserSession):
+    """A fresh page of the session's browser: ``gpu_page.open(folder)`` serves and opens it."""
+    page = GpuPage(gpu_browser, gpu_browser.required)
+    yield page
+    page.close()
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
+    """The browser and its adapter, once page tests are collected."""
+    if any(PAGE_FIXTURES & set(getattr(item, "fixturenames", ())) for item in items):
+        return browser_session(config).header_line()
+    return None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(_SESSION_KEY, None)
+    if session is not None:
+        session.close()

@@ -1,0 +1,95 @@
+"""The gpu_page fixture's HTTP server: 127.0.0.1, a free port, each test's folder mounted under a
+path of its own, cross-origin isolated (COOP/COEP: 5 µs timers and SharedArrayBuffer in pages),
+nothing cached; a worker's script is served with the page recorder in front of it."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import threading
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from pytest_dispatch.measurement import page as page_measurement
+
+BLANK = "/__dispatch__/blank.html"
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    """Serves the mounted folders cross-origin isolated; a worker's script gets the recorder in front."""
+
+    server: "PageServer"
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".js": "text/javascript",
+                      ".mjs": "text/javascript", ".wgsl": "text/plain", ".json": "application/json",
+                      ".wasm": "application/wasm"}
+
+    def end_headers(self) -> None:
+        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        self.send_header("Cross-Origin-Resource-Policy", "same-origin")
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def translate_path(self, path: str) -> str:
+        parts = urllib.parse.unquote(urllib.parse.urlsplit(path).path).lstrip("/").split("/", 1)
+        root = self.server.mounts.get(parts[0])
+        if root is None or len(parts) < 2:
+            return str(Path(os.devnull) / "missing")
+        target = (root / parts[1]).resolve()
+        return str(target) if target.is_relative_to(root) else str(Path(os.devnull) / "missing")
+
+    def do_GET(self) -> None:
+        if self.path == BLANK:
+            return self._send(b"<!doctype html><title>pytest-dispatch</title>", "text/html")
+        if self.headers.get("Sec-Fetch-Dest") in ("worker", "sharedworker"):
+            path = Path(self.translate_path(self.path))
+            if path.is_file():
+                script = page_measurement.recorder_script().encode() + path.read_bytes()
+                return self._send(script, "text/javascript")
+        return super().do_GET()
+
+    def _send(self, body: bytes, content_type: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a test's output is not the place for an access log
+
+
+class PageServer(http.server.ThreadingHTTPServer):
+    """127.0.0.1 on a free port; each folder mounted under a path of its own."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.mounts: dict[str, Path] = {}
+        self._thread = threading.Thread(target=self.serve_forever, name="pytest-dispatch pages", daemon=True)
+        self._thread.start()
+
+    @property
+    def blank(self) -> str:
+        """An empty page of this server's origin (the adapter is probed there)."""
+        return self.origin + BLANK
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def mount(self, folder: Path) -> str:
+        """The URL of ``folder``'s root (ending in /)."""
+        folder = folder.resolve()
+        for name, root in self.mounts.items():
+            if root == folder:
+                return f"{self.origin}/{name}/"
+        name = f"m{len(self.mounts)}"
+        self.mounts[name] = folder
+        return f"{self.origin}/{name}/"
+
+    def close(self) -> None:
+        self.shutdown()
+        self.server_close()

@@ -1,0 +1,2 @@
+const config = undefined;
+window.limit = config.maxWorkgroups;  // TypeError while the page loads

@@ -1,0 +1,161 @@
+"""The gpu_page fixture: WebGPU calls counted in a page and in its worker, timed rounds inside the
+page, and what a hostile page (throws, never settles, no WebGPU, a hung adapter) does to a test.
+
+The tests that start a browser skip, in one line, without Playwright or Chromium."""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_dispatch.plugin.page import BROWSERS, find_browser
+
+PAGES = Path(__file__).resolve().parent / "pages"
+
+_MISSING = ("Playwright is not installed (pip install 'pytest-dispatch[browser]')"
+            if importlib.util.find_spec("playwright") is None else
+            None if find_browser(None) else f"no Chromium ({', '.join(BROWSERS)}): apt-get install chromium")
+needs_browser = pytest.mark.skipif(_MISSING is not None, reason=str(_MISSING))
+
+
+@needs_browser
+@pytest.mark.gpu
+def test_a_page_function_is_counted_by_call_kind_and_pipeline_label(gpu_page):
+    gpu_page.open(PAGES / "counted")
+    counts = gpu_page.count("run", 3)
+    assert counts.by_kernel == {"add": 3, "scale": 1}
+    assert counts.calls == {"encoder": 1, "pass": 1, "set_pipeline": 4, "set_bind_group": 4, "dispatch": 4,
+                            "dispatch_indirect": 0, "end_pass": 1, "finish": 1, "submit": 1, "write": 0,
+                            "copy": 0, "readback": 0}
+    assert (counts.dispatches, counts.submits) == (4, 1)
+    assert gpu_page.count("async () => run(1)").by_kernel == {"add": 1, "scale": 1}  # a function's source
+
+
+@needs_browser
+@pytest.mark.gpu
+def test_dispatches_in_a_dedicated_worker_are_counted_in_the_page(gpu_page):
+    gpu_page.open(PAGES / "counted")
+    counts = gpu_page.count("inWorker", 2)
+    assert counts.by_kernel == {"add": 2, "scale": 1}
+    assert counts.submits == 1
+
+
+@needs_browser
+@pytest.mark.gpu
+def test_a_timed_round_runs_in_the_page_and_leaves_the_counts_exact(gpu_page):
+    gpu_page.open(PAGES / "counted")
+    run = gpu_page.function("run", 2)
+    before = run.count()
+    wall_ns, sync_ns, host_ns = run.take_round(4)
+    assert wall_ns >= host_ns >= 0 and sync_ns >= 0
+    assert run.count() == before  # the wrappers are back after the round
+    assert before.dispatches == 3
+
+
+@needs_browser
+@pytest.mark.gpu
+def test_a_page_gpu_has_a_fingerprint_of_its_own(gpu_page):
+    info = gpu_page.info
+    assert info.implementation == "chromium" and info.backend == "WebGPU in a page"
+    assert "webgpu-in-a-page" in info.fingerprint
+
+
+HOSTILE = f"""
+from pathlib import Path
+PAGES = Path({str(PAGES)!r})
+
+def test_throws(gpu_page):
+    gpu_page.open(PAGES / "throws")
+    gpu_page.function("boom")()
+
+def test_never_settles(gpu_page):
+    gpu_page.open(PAGES / "throws")
+    gpu_page.function("hang", timeout=1)()
+
+def test_no_such_function(gpu_page):
+    gpu_page.open(PAGES / "throws")
+    gpu_page.count("missing", timeout=1)
+
+def test_throws_while_loading(gpu_page):
+    gpu_page.open(PAGES / "throws_on_load")
+
+def test_no_navigator_gpu(gpu_page):
+    gpu_page.open(PAGES / "no_gpu")
+
+def test_no_adapter(gpu_page):
+    gpu_page.open(PAGES / "no_adapter")
+
+def test_hung_adapter(gpu_page):
+    gpu_page.open(PAGES / "hung_adapter")
+"""
+QUICK_PROBE = "import pytest_dispatch.plugin.page as page\npage.PROBE_TIMEOUT = 1.0\n"
+
+
+@needs_browser
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_hostile_pages_fail_with_the_js_error_or_skip_with_the_reason(pytester):
+    pytester.makeconftest(QUICK_PROBE)
+    pytester.makepyfile(test_hostile=HOSTILE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rsf", "--timeout=120")
+    result.assert_outcomes(failed=4, skipped=3)
+    output = result.stdout.str()
+    assert "dispatch page: Chromium " in output  # the header names the browser and its adapter
+    result.stdout.fnmatch_lines([
+        "*boom of *throws/index.html threw RangeError: workgroup count must be positive, not 0",
+        "*at checkShape (*throws/app.js:2:*",
+    ])
+    assert "127.0.0.1" not in output  # the server's URLs are written as the folders
+    result.stdout.fnmatch_lines(["*hang of *throws/index.html did not settle in 1 s*"])
+    result.stdout.fnmatch_lines(["*missing is not a function of the page (it is undefined after 0.5 s)*"])
+    result.stdout.fnmatch_lines(["*throws_on_load/index.html (uncaught) threw TypeError: *undefined*"])
+    result.stdout.fnmatch_lines([
+        "SKIPPED * gpu_page: *no_gpu/index.html: navigator.gpu is undefined",
+        "SKIPPED * gpu_page: *no_adapter/index.html: navigator.gpu.requestAdapter() returned null",
+        "SKIPPED * gpu_page: *hung_adapter/index.html: navigator.gpu.requestAdapter() did not settle in 1 s",
+    ])
+    for internal in ("playwright", "_impl", "pytest_dispatch/"):
+        assert internal not in output
+
+
+@needs_browser
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_with_gpu_required_a_page_without_webgpu_is_an_error(pytester):
+    pytester.makeconftest(QUICK_PROBE)
+    pytester.makepyfile(test_hostile=HOSTILE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpu-required", "-k", "adapter or gpu",
+                                           "--timeout=120")
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(["*navigator.gpu is undefined (--gpu-required)"])
+    assert "playwright" not in result.stdout.str()
+
+
+PAGE_TEST = """
+def test_page(gpu_page):
+    gpu_page.open(".")
+"""
+
+
+def test_no_browser_skips_in_one_line_and_fails_with_gpu_required(pytester):
+    pytester.makepyfile(test_one=PAGE_TEST)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rs", "--gpu-browser", "/nowhere/chrome")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED * gpu_page: --gpu-browser /nowhere/chrome: no such browser; *"])
+    result = pytester.runpytest("-p", "no:cacheprovider", "--gpu-browser", "/nowhere/chrome", "--gpu-required")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*no such browser; name a Chromium or Chrome executable (--gpu-required)"])
+    assert "def gpu_browser" not in result.stdout.str()
+
+
+def test_without_playwright_the_skip_says_what_to_install(pytester, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "playwright", None)
+    monkeypatch.setitem(__import__("sys").modules, "playwright.sync_api", None)
+    pytester.makepyfile(test_one=PAGE_TEST)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.re_match_lines([r"SKIPPED .* gpu_page: Playwright is not installed; "
+                                  r"pip install 'pytest-dispatch\[browser\]'$"])
