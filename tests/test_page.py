@@ -49,10 +49,38 @@ def test_a_timed_round_runs_in_the_page_and_leaves_the_counts_exact(gpu_page):
     gpu_page.open(PAGES / "counted")
     run = gpu_page.function("run", 2)
     before = run.count()
-    wall_ns, sync_ns, host_ns = run.take_round(4)
-    assert wall_ns >= host_ns >= 0 and sync_ns >= 0
-    assert run.count() == before  # the wrappers are back after the round
+    timed = run.timed_round(4)
+    assert timed.wall_ns >= timed.host_ns >= 0 and timed.sync_ns >= 0
+    after = run.count(calls=2)  # the wrappers are back after the round
+    assert (after.calls, after.by_kernel) == ({k: 2 * n for k, n in before.calls.items()}, {"add": 4, "scale": 2})
     assert before.dispatches == 3
+    waits = gpu_page.function("() => new Promise((done) => setTimeout(done, 20))").timed_round(2)
+    assert waits.host_ns >= 2 * 19_000_000  # ns, from the page's ms clock
+
+
+@needs_browser
+@pytest.mark.gpu
+def test_a_counting_scope_holds_what_the_page_did_inside_it(gpu_page, dispatch_meter):
+    gpu_page.open(PAGES / "counted")
+    run = gpu_page.function("run", 1)
+    with dispatch_meter.count(gpu_page.counting()) as counts:
+        run()
+        gpu_page.function("inWorker", 3)()
+    assert counts.by_kernel == {"add": 4, "scale": 2} and counts.submits == 2
+    run()
+    assert counts.dispatches == 6  # closed at the block's end
+
+
+@needs_browser
+@pytest.mark.gpu
+def test_the_meter_measures_a_page_function_as_a_source(gpu_page, dispatch_meter):
+    gpu_page.open(PAGES / "counted")
+    measurement = dispatch_meter.measure(gpu_page.function("run", 2), rounds=3, per_round=2)
+    assert measurement.name == "run" and measurement.rounds == 3
+    assert (measurement.dispatches, measurement.by_kernel) == (3, {"add": 2, "scale": 1})
+    assert measurement.sync_method.startswith("await queue.onSubmittedWorkDone()")
+    assert ("fallback" in measurement.sync_method) == gpu_page.info.is_cpu
+    assert dispatch_meter.runs_on == gpu_page.info
 
 
 @needs_browser
@@ -61,6 +89,37 @@ def test_a_page_gpu_has_a_fingerprint_of_its_own(gpu_page):
     info = gpu_page.info
     assert info.implementation == "chromium" and info.backend == "WebGPU in a page"
     assert "webgpu-in-a-page" in info.fingerprint
+
+
+STORED = f"""
+from pathlib import Path
+import pytest
+
+@pytest.mark.dispatch_budget(dispatches=4)
+def test_page(gpu_page, dispatch_meter):
+    gpu_page.open(Path({str(PAGES)!r}) / "counted")
+    dispatch_meter.measure(gpu_page.function("run", 2), rounds=2)
+"""
+
+
+@needs_browser
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_a_page_run_is_saved_under_the_page_gpu_and_never_beside_a_native_one(pytester):
+    import json
+
+    pytester.makepyfile(test_stored=STORED)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dispatch-json=out.json", "--timeout=120")
+    result.assert_outcomes(passed=1)
+    assert "dispatch: " not in result.stdout.str()  # no wgpu adapter was looked for
+    document = json.loads((pytester.path / "out.json").read_text())
+    gpu = document["machine_info"]["gpu"]
+    assert gpu["implementation"] == "chromium" and "webgpu-in-a-page" in gpu["fingerprint"]
+    pytester.makepyfile(test_native="def test_native(gpu_info):\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dispatch-save")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--dispatch-save: test_stored.py::test_page measures a browser page and "
+                                 "test_native.py::test_native the wgpu adapter; *"])
 
 
 HOSTILE = f"""

@@ -9,7 +9,6 @@ rounds inside the page: one ``evaluate`` per round, no round trip to Python insi
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import re
@@ -18,6 +17,7 @@ from typing import Any, Callable
 from pytest_dispatch._meta import PACKAGE_DIR
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
+from pytest_dispatch.measurement.sources import CallCounts, RoundTime
 
 RECORDER_JS = PACKAGE_DIR / "measurement" / "page" / "recorder.js"
 CHANNEL = "pytest-dispatch"  # the BroadcastChannel on which workers tell the page their counts
@@ -60,49 +60,42 @@ def recorder_script() -> str:
     return f"(() => {{\n{source}\ninstall({arguments});\n}})();\n"
 
 
-@dataclasses.dataclass(frozen=True)
-class PageCounts:
-    """WebGPU calls counted in a page (and its workers): by call kind (``recorder.KINDS``) and
-    dispatches by pipeline label, as ``recorder.Counts`` has them."""
+def page_counts(data: dict[str, Any]) -> recorder.Counts:
+    """The recorder's ``{calls, by_kernel}`` as closed ``Counts`` (a page's host time is not measured)."""
+    return recorder.Counts.from_dict({"calls": data["calls"], "by_kernel": data["by_kernel"]})
 
-    calls: dict[str, int]
-    by_kernel: dict[str, int]
 
-    def count(self, kind: str) -> int:
-        """Calls of one call kind (``recorder.KINDS``)."""
-        return self.calls[kind]
+def _difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    calls = {kind: a - b for kind, a, b in zip(recorder.KINDS, after["counts"], before["counts"])}
+    by_kernel = {label: n - before["by_kernel"].get(label, 0) for label, n in after["by_kernel"].items()}
+    return {"calls": calls, "by_kernel": {label: n for label, n in by_kernel.items() if n}}
 
-    @property
-    def dispatches(self) -> int:
-        return recorder.total(self.calls, "dispatches")
 
-    @property
-    def submits(self) -> int:
-        return recorder.total(self.calls, "submits")
+class PageCounting:
+    """A counting scope over a page and its workers: ``with PageCounting(evaluate) as counts:``
+    gives ``Counts`` that hold what the page made inside the block once it ends (what
+    ``dispatch_meter.count(counter)`` takes)."""
 
-    @property
-    def passes(self) -> int:
-        return recorder.total(self.calls, "passes")
+    def __init__(self, evaluate: Evaluate, where: str = "the page") -> None:
+        self._evaluate = evaluate
+        self.where = where
+        self._before: dict[str, Any] | None = None
+        self.counts: recorder.Counts | None = None
 
-    @property
-    def encoders(self) -> int:
-        return recorder.total(self.calls, "encoders")
+    def _snapshot(self) -> dict[str, Any]:
+        outcome = self._evaluate("ms => globalThis.__dispatch.snapshot(ms)", WORKER_WAIT_MS)
+        if not isinstance(outcome, dict) or "value" not in outcome:
+            raise PageError(self.where, "Error", "the page has no pytest-dispatch recorder", "")
+        return outcome["value"]
 
-    def as_dict(self) -> dict[str, Any]:
-        """The form of ``recorder.Counts.as_dict`` (host time is not measured in a page)."""
-        return {"dispatches": self.dispatches, "calls": dict(self.calls), "host_us": dict.fromkeys(self.calls, 0.0),
-                "by_kernel": dict(self.by_kernel)}
+    def __enter__(self) -> recorder.Counts:
+        self._before = self._snapshot()
+        self.counts = recorder.Counts.from_dict(closed=False)
+        return self.counts
 
-    @classmethod
-    def from_page(cls, data: dict[str, Any]) -> "PageCounts":
-        calls = {kind: int(data["calls"].get(kind, 0)) for kind in recorder.KINDS}
-        by_kernel = dict(sorted(((str(k), int(v)) for k, v in data["by_kernel"].items()),
-                                key=lambda item: (-item[1], item[0])))
-        return cls(calls, by_kernel)
-
-    def __repr__(self) -> str:
-        return (f"<PageCounts: {self.dispatches} dispatches, {self.passes} passes, {self.encoders} encoders, "
-                f"{self.submits} submits>")
+    def __exit__(self, *exc_info: Any) -> None:
+        assert self.counts is not None and self._before is not None
+        self.counts.close(_difference(self._snapshot(), self._before))
 
 
 def page_gpu_info(browser_version: str, adapter: dict[str, Any]) -> GpuInfo:
@@ -143,8 +136,9 @@ class PageFunction:
     function that does not settle in ``timeout`` seconds raises ``PageTimeout``."""
 
     def __init__(self, evaluate: Evaluate, target: str, *, args: tuple = (), timeout: float = DEFAULT_TIMEOUT,
-                 where: str = "the page", name: str | None = None) -> None:
+                 where: str = "the page", name: str | None = None, info: GpuInfo | None = None) -> None:
         self._evaluate = evaluate
+        self.info = info
         self.target = target
         self.args = list(args)
         self.timeout = timeout
@@ -176,12 +170,42 @@ class PageFunction:
         """One call, awaited in the page; its value (JSON-like)."""
         return self._run("call")
 
-    def count(self) -> PageCounts:
-        """One call, its WebGPU calls counted in the page and its workers."""
-        return PageCounts.from_page(self._run("count", WORKER_WAIT_MS))
+    def count(self, calls: int = 1) -> recorder.Counts:
+        """``calls`` calls, their WebGPU calls counted in the page and its workers."""
+        return page_counts(self._run("count", WORKER_WAIT_MS, calls))
 
-    def take_round(self, per_round: int) -> tuple[int, int, int]:
-        """One timed round in the page, the recorder's wrappers out of the way: an empty sync
-        (timed), ``per_round`` awaited calls, one sync.  Returns (wall ns, empty-sync ns, host ns)."""
-        value = self._run("round", per_round)
-        return int(value["wall_ns"]), int(value["sync_ns"]), int(value["host_ns"])
+    # The measurement Source (measurement.sources.Source): dispatch_meter.measure(fn) takes it.
+
+    @property
+    def name(self) -> str:
+        return self.__qualname__
+
+    @property
+    def sync_method(self) -> str:
+        if self.info is not None and self.info.is_cpu:
+            return f"{SYNC_METHOD} (a fallback adapter, on the CPU: timings are indicative)"
+        return SYNC_METHOD
+
+    def counted(self, calls: int, *, gpu_time: bool = False) -> CallCounts:
+        """``calls`` awaited calls in one counting scope of the page and its workers, then one
+        sync; a page gives no GPU time (``gpu_time`` is ignored) and no host time per call kind."""
+        __tracebackhide__ = True
+        return CallCounts.of(self.count(calls))
+
+    def timed_round(self, calls: int) -> RoundTime:
+        """One timed round, run inside the page with the recorder's wrappers out of the way: an
+        empty sync (timed), ``calls`` awaited calls, one sync; the page's clock (5 µs steps
+        where cross-origin isolated).  The meter subtracts the empty sync, which carries the
+        page's fixed delay of a sync."""
+        __tracebackhide__ = True
+        value = self._run("round", calls)
+        return RoundTime(wall_ns=int(value["wall_ns"]), sync_ns=int(value["sync_ns"]), host_ns=int(value["host_ns"]))
+
+    def sync(self) -> None:
+        """Wait until every device of the page has done its submitted work."""
+        __tracebackhide__ = True
+        self.settled(self._evaluate("() => globalThis.__dispatch.sync().then(() => ({value: null}))", None))
+
+    def runs_on(self) -> GpuInfo | None:
+        """The page's GPU (the browser and its adapter): a fingerprint of its own."""
+        return self.info

@@ -19,7 +19,7 @@ from pytest_dispatch.judgement import budget
 from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
 from pytest_dispatch import options
-from pytest_dispatch.plugin import shader_errors
+from pytest_dispatch.plugin import page, shader_errors
 from pytest_dispatch.plugin.gating import COUNTED_KEY, counted_software, counts_instructions, gate_for
 from pytest_dispatch.plugin.session import GPU_FIXTURES, GpuSession, worker_index
 
@@ -106,8 +106,6 @@ def pytest_xdist_setupnodes(config: pytest.Config, specs) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from pytest_dispatch.plugin import page
-
     config.pluginmanager.register(page, "dispatch_page")  # the gpu_page fixture (Playwright only when used)
     config.addinivalue_line("markers", budget.MARKER_HELP)
     config.addinivalue_line("markers", settings.TIMING_MARKER_HELP)
@@ -159,7 +157,9 @@ def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
 
 
 def uses_gpu(item: pytest.Item) -> bool:
-    return bool(GPU_FIXTURES & set(getattr(item, "fixturenames", ())))
+    """Whether the test uses the session's wgpu adapter (a page test's meter measures the page)."""
+    names = set(getattr(item, "fixturenames", ()))
+    return bool((GPU_FIXTURES - page.PAGE_METER) & names if page.uses_page(item) else GPU_FIXTURES & names)
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:

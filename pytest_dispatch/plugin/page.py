@@ -20,7 +20,8 @@ import pytest
 from pytest_dispatch import options
 from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.measurement.gpu import GpuInfo
-from pytest_dispatch.measurement.page import PageCounts, PageError, PageFunction, PageTimeout
+from pytest_dispatch.measurement import recorder
+from pytest_dispatch.measurement.page import PageCounting, PageError, PageFunction, PageTimeout
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # WebGPU on (without the flag requestAdapter() gives null on Linux); no network of its own.
@@ -30,6 +31,8 @@ LAUNCH_ARGS = ("--enable-unsafe-webgpu", "--disable-background-networking", "--d
 PROBE_TIMEOUT = 10.0  # seconds requestAdapter() may take
 INSTALL = "pip install 'pytest-dispatch[browser]'"
 PAGE_FIXTURES = frozenset({"gpu_page", "gpu_browser"})
+PAGE_METER = frozenset({"dispatch_meter"})  # in a page test it measures the page, not the wgpu adapter
+STORING = ("dispatch_save", "dispatch_compare", "dispatch_accept", "dispatch_json")
 _SESSION_KEY = pytest.StashKey["BrowserSession"]()
 
 
@@ -230,12 +233,19 @@ class GpuPage:
         __tracebackhide__ = True
         self._opened()
         return _PageFunction(self, self.page.evaluate, target, args=args, timeout=timeout,
-                             where=self.url and self.local_paths(self.url), name=name)
+                             where=self.url and self.local_paths(self.url), name=name, info=self.info)
 
-    def count(self, target: str, *args: Any, timeout: float = page_measurement.DEFAULT_TIMEOUT) -> PageCounts:
+    def count(self, target: str, *args: Any, timeout: float = page_measurement.DEFAULT_TIMEOUT) -> recorder.Counts:
         """One call of a page function, its WebGPU calls counted in the page and its workers."""
         __tracebackhide__ = True
         return self.function(target, *args, timeout=timeout).count()
+
+    def counting(self) -> PageCounting:
+        """A counting scope of the page and its workers (``with gpu_page.counting() as counts:``),
+        for what a test does to the page between two points; ``dispatch_meter.count`` takes it."""
+        __tracebackhide__ = True
+        self._opened()
+        return PageCounting(self.page.evaluate, self.url or "the page")
 
     def evaluate(self, expression: str, arg: Any = None) -> Any:
         """Playwright's ``page.evaluate``, for anything else."""
@@ -273,11 +283,41 @@ def gpu_page(gpu_browser: BrowserSession):
     page.close()
 
 
+def uses_page(item: pytest.Item) -> bool:
+    return bool(PAGE_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A saved run (or results file) names one GPU: page tests and wgpu tests in one such session
+    would put a page's figures beside a native adapter's."""
+    from pytest_dispatch.plugin import uses_gpu
+
+    values = options.of(config)
+    storing = [option for option in STORING if getattr(values, option)]
+    pages = [item for item in items if uses_page(item)]
+    if not storing or not pages:
+        return
+    native = next((item for item in items if uses_gpu(item)), None)
+    flag = "--" + storing[0].replace("_", "-")
+    if native is not None:
+        raise pytest.UsageError(f"{flag}: {pages[0].nodeid} measures a browser page and {native.nodeid} the wgpu "
+                                "adapter; a saved run has one GPU: run page tests in a session of their own")
+    if config.hook.pytest_dispatch_gpu_session(config=config).selected:
+        raise pytest.UsageError(f"{flag}: page tests cannot be compared with a saved run yet (the baseline is "
+                                "chosen before their browser starts); save them with --dispatch-save")
+
+
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
-    """The browser and its adapter, once page tests are collected."""
-    if any(PAGE_FIXTURES & set(getattr(item, "fixturenames", ())) for item in items):
-        return browser_session(config).header_line()
-    return None
+    """The browser and its adapter, once page tests are collected; where all the GPU tests are page
+    tests, the session's GPU is the page's (saved runs go under its fingerprint)."""
+    from pytest_dispatch.plugin import uses_gpu
+
+    if not any(uses_page(item) for item in items):
+        return None
+    session = browser_session(config)
+    if not session.unavailable_reason and not any(uses_gpu(item) for item in items):
+        config.hook.pytest_dispatch_gpu_session(config=config).adopt(session.info)
+    return session.header_line()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

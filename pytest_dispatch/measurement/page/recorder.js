@@ -202,15 +202,23 @@ function install(KINDS, UNLABELLED, CHANNEL) {
         return value === undefined ? null : value;
       }), ms);
     },
-    // One call, counted (this page and its workers): {value: {calls, by_kernel}} | {error} | {timeout}.
-    count(target, args, ms, waitMs) {
+    // `calls` awaited calls, counted (this page and its workers), then one sync (not counted):
+    // {value: {calls, by_kernel}} | {error} | {timeout}.
+    count(target, args, ms, waitMs, calls) {
       return bounded(settled(async () => {
         const fn = await resolve(target, ms);
         const before = await totals(waitMs);
-        await fn(...args);
-        return difference(await totals(waitMs), before);
+        for (let i = 0; i < calls; i++) await fn(...args);
+        const counted = difference(await totals(waitMs), before);
+        await sync();
+        return counted;
       }), ms);
     },
+    // This page's and its workers' totals so far (a counting scope's ends).
+    snapshot(waitMs) {
+      return settled(() => totals(waitMs));
+    },
+    difference,
     // A timed round, the wrappers swapped out: an empty sync, perRound calls, one sync.
     round(target, args, ms, perRound) {
       return bounded(settled(async () => {
@@ -219,14 +227,14 @@ function install(KINDS, UNLABELLED, CHANNEL) {
         try {
           let start = performance.now();
           await sync();
-          const syncUs = performance.now() - start;
+          const syncMs = performance.now() - start;
           start = performance.now();
           for (let i = 0; i < perRound; i++) await fn(...args);
           const submitted = performance.now();
           await sync();
           const done = performance.now();
-          return { wall_ns: Math.round((done - start) * 1000), sync_ns: Math.round(syncUs * 1000),
-                   host_ns: Math.round((submitted - start) * 1000) };
+          return { wall_ns: Math.round((done - start) * 1e6), sync_ns: Math.round(syncMs * 1e6),
+                   host_ns: Math.round((submitted - start) * 1e6) };
         } finally {
           setWrapped(true);
         }
