@@ -25,12 +25,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_dispatch import exact
+
 onnx = pytest.importorskip("onnx", reason="this example builds its model with onnx: pip install onnx")
 
 HERE = Path(__file__).resolve().parent
 INPUT, HIDDEN, OUTPUT = 16, 32, 8
 X = np.linspace(-1.0, 1.0, INPUT, dtype=np.float32)
 NPM_TIMEOUT = 600  # seconds: onnxruntime-web and tfjs are a few hundred MB unpacked
+
+pytestmark = [pytest.mark.usefixtures("node_modules"),  # first: without npm, skip before starting a browser
+              pytest.mark.dispatch_timing(max_time="1s")]  # CI gates the counts; 1 s of timed rounds is plenty
+
 
 # ONNX Runtime Web's two WebGPU paths: its build names the WebAssembly module it loads.
 NATIVE_EP = "ort.webgpu.min.mjs"  # the WebGPU EP in C++ (ort-wasm-simd-threaded.asyncify.wasm)
@@ -110,10 +116,6 @@ def node_modules() -> Path:
     return HERE / "node_modules"
 
 
-pytestmark = [pytest.mark.usefixtures("node_modules"),  # first: without npm, skip before starting a browser
-]
-
-
 @pytest.fixture(scope="session")
 def weights() -> dict[str, np.ndarray]:
     return mlp_weights()
@@ -135,16 +137,20 @@ def ort_session(page, weights, build, optimization="all"):
 # Without that fusion (optimization "disabled", or an export that splits the pattern) each of the
 # five nodes is a dispatch, and the budget fails naming the kernels. The JavaScript EP calls its
 # Gemm program "GemmShared".
+@pytest.mark.dispatch_budget(dispatches=exact(3))
 @pytest.mark.parametrize("build, kernels", [(NATIVE_EP, {"Gemm": 2, "Relu": 1}),
                                             (JSEP, {"GemmShared": 2, "Relu": 1})], ids=["webgpu-ep", "jsep"])
-def test_onnx_runtime_web_runs_the_mlp_in_three_dispatches(inference_page, weights, build, kernels):
+def test_onnx_runtime_web_runs_the_mlp_in_three_dispatches(dispatch_meter, inference_page, weights, build, kernels):
     run = ort_session(inference_page, weights, build)
     np.testing.assert_allclose(run(), expected_output(weights), rtol=1e-4, atol=1e-4)
+    measurement = dispatch_meter.measure(run)
+    assert measurement.by_kernel == kernels
 
-    # Every run after the first (which compiles the pipelines) makes the same WebGPU calls.
-    first, *others = [run.count() for _ in range(3)]
-    assert first.dispatches == 3 and first.by_kernel == kernels
-    assert all(counts == first for counts in others), [counts.as_dict() for counts in (first, *others)]
+    # Every run after the first (which compiles the pipelines) makes the same WebGPU calls,
+    # of every kind (passes, submits, writes, copies, readbacks), not only the same dispatches.
+    runs = [run.count() for _ in range(3)]
+    calls = [(counts.calls, counts.by_kernel) for counts in runs]
+    assert calls[0][1] == kernels and calls[1:] == calls[:1] * 2, calls
 
     # Each node a dispatch without the optimizer: what the budget would catch.
     unoptimized = ort_session(inference_page, weights, build, optimization="disabled")
@@ -154,12 +160,13 @@ def test_onnx_runtime_web_runs_the_mlp_in_three_dispatches(inference_page, weigh
 # Why 2: TensorFlow.js's WebGPU backend runs each op as one program; tf.fused.matMul takes the
 # bias and the activation into the matMul's program, one per layer. Unfused, the same MLP is 5
 # (matMul, add, relu, matMul, add).
-def test_tensorflow_js_runs_the_same_mlp_fused_in_two_dispatches(inference_page, weights):
+@pytest.mark.dispatch_budget(dispatches=exact(2))
+def test_tensorflow_js_runs_the_same_mlp_fused_in_two_dispatches(dispatch_meter, inference_page, weights):
     params = {name: [list(array.shape), array.ravel().tolist()] for name, array in weights.items()}
     assert inference_page.function("tfLoad", params, name="tfLoad")() == "webgpu"
     fused = inference_page.function("tfRun", X.tolist(), True, name="tfRun fused")
     np.testing.assert_allclose(fused(), expected_output(weights), rtol=1e-4, atol=1e-4)
-    assert fused.count().by_kernel == {"MatMulReduceProgram": 2}
+    assert dispatch_meter.measure(fused).by_kernel == {"MatMulReduceProgram": 2}
 
     ops = inference_page.function("tfRun", X.tolist(), False, name="tfRun")
     np.testing.assert_allclose(ops(), expected_output(weights), rtol=1e-4, atol=1e-4)
