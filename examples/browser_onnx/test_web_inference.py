@@ -104,13 +104,16 @@ def node_modules() -> Path:
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             pytest.skip(f"npm ci failed in {HERE} (is the npm registry reachable?): {last}")
-        if not installed():
-            shutil.rmtree(HERE / "node_modules", ignore_errors=True)
+        if not installed():  # else another worker's install landed meanwhile
+            target = HERE / "node_modules"
             try:
-                os.replace(staging / "node_modules", HERE / "node_modules")
-            except OSError:
-                if not installed():  # another worker's install did not land either
-                    raise
+                if target.exists():  # a stale install: out of the way, removed with the staging folder
+                    os.replace(target, staging / "stale")
+                os.replace(staging / "node_modules", target)
+            except OSError as error:
+                if not installed():
+                    pytest.fail(f"npm ci installed into {staging}, but it could not be moved to {target}: "
+                                f"{error}", pytrace=False)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return HERE / "node_modules"
