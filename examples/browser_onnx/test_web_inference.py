@@ -35,7 +35,7 @@ X = np.linspace(-1.0, 1.0, INPUT, dtype=np.float32)
 NPM_TIMEOUT = 600  # seconds: onnxruntime-web and tfjs are a few hundred MB unpacked
 
 pytestmark = [pytest.mark.usefixtures("node_modules"),  # first: without npm, skip before starting a browser
-              pytest.mark.dispatch_timing(max_time="1s")]  # CI gates the counts; 1 s of timed rounds is plenty
+              pytest.mark.dispatch_timing(max_time="0.5s")]  # CI gates the counts: little time on timing
 
 
 # ONNX Runtime Web's two WebGPU paths: its build names the WebAssembly module it loads.
