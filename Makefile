@@ -1,4 +1,4 @@
-# make demo: set up (venv, package, lavapipe if no GPU) and run the examples with the report.
+# make demo: set up (venv, package, lavapipe if no GPU, Chromium) and run the examples with the report.
 # make test: set up and run the test suite.
 # make dist: build the sdist and the wheel into dist/ and check them with twine.
 VENV ?= .venv
@@ -10,7 +10,8 @@ setup:
 	./scripts/setup.sh
 
 demo: setup
-	$(PY) -m pytest examples --dispatch-report
+	$(PY) -m pytest examples --dispatch-report --ignore=examples/browser
+	$(PY) -m pytest examples/browser --dispatch-report  # pages in headless Chromium: a report of their own GPU
 
 PYTEST_ARGS ?=
 

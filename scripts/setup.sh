@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Set up a development environment: a venv with pytest-dispatch and its extras, and
-# Mesa's lavapipe (a CPU Vulkan driver) when no Vulkan adapter is found.
+# Mesa's lavapipe (a CPU Vulkan driver) when no Vulkan adapter is found, and Debian's Chromium (for
+# the gpu_page fixture and examples/browser) when no Chromium or Chrome is found.
 # Does nothing when it already ran for this pyproject.toml (a stamp file in the venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
-EXTRAS=dawn,plot,xdist,test
+EXTRAS=dawn,plot,xdist,test,browser
 STAMP="$VENV/.pytest-dispatch-setup"
 # What the installed environment depends on: the package's metadata and the extras chosen.
 wanted_stamp="$( (cat pyproject.toml scripts/setup.sh; echo "extras=$EXTRAS") | sha256sum | cut -d' ' -f1)"
@@ -55,6 +56,14 @@ if ! has_adapter; then
         apt_install mesa-vulkan-drivers
     else
         echo "setup: no Vulkan adapter and no apt-get: install a Vulkan driver (e.g. Mesa lavapipe) yourself" >&2
+    fi
+fi
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && ! command -v google-chrome >/dev/null; then
+    if command -v apt-get >/dev/null; then
+        echo "setup: no Chromium found; installing Debian's chromium (page tests: docs/browser.md)"
+        apt_install chromium
+    else
+        echo "setup: no Chromium and no apt-get: page tests skip until one is installed (or --gpu-browser PATH)" >&2
     fi
 fi
 "$VENV/bin/python" -c "import wgpu; print('setup: adapter', wgpu.gpu.request_adapter_sync().summary)"

@@ -36,11 +36,12 @@ def test_a_page_function_is_counted_by_call_kind_and_pipeline_label(gpu_page):
 
 @needs_browser
 @pytest.mark.gpu
-def test_dispatches_in_a_dedicated_worker_are_counted_in_the_page(gpu_page):
+def test_dispatches_in_dedicated_and_shared_workers_are_counted_in_the_page(gpu_page):
     gpu_page.open(PAGES / "counted")
     counts = gpu_page.count("inWorker", 2)
     assert counts.by_kernel == {"add": 2, "scale": 1}
     assert counts.submits == 1
+    assert gpu_page.count("inSharedWorker", 3).by_kernel == {"add": 3, "scale": 1}
 
 
 @needs_browser
@@ -109,12 +110,18 @@ def test_a_page_run_is_saved_under_the_page_gpu_and_never_beside_a_native_one(py
     import json
 
     pytester.makepyfile(test_stored=STORED)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dispatch-json=out.json", "--timeout=120")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dispatch-json=out.json",
+                                           "--dispatch-save", "--dispatch-storage=runs", "--timeout=120")
     result.assert_outcomes(passed=1)
     assert "dispatch: " not in result.stdout.str()  # no wgpu adapter was looked for
     document = json.loads((pytester.path / "out.json").read_text())
     gpu = document["machine_info"]["gpu"]
     assert gpu["implementation"] == "chromium" and "webgpu-in-a-page" in gpu["fingerprint"]
+    assert [folder.name for folder in (pytester.path / "runs").iterdir()] == [gpu["fingerprint"]]
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dispatch-compare", "--dispatch-report",
+                                           "--dispatch-storage=runs", "--timeout=120")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert "no baseline" not in result.stdout.str()  # compared with the page's own saved run
     pytester.makepyfile(test_native="def test_native(gpu_info):\n    pass\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dispatch-save")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

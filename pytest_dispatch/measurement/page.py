@@ -12,12 +12,14 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pytest_dispatch._meta import PACKAGE_DIR
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
-from pytest_dispatch.measurement.sources import CallCounts, RoundTime
+
+if TYPE_CHECKING:  # sources loads numpy (timestamps): a session's plugin loads this module, not numpy
+    from pytest_dispatch.measurement.sources import CallCounts, RoundTime
 
 RECORDER_JS = PACKAGE_DIR / "measurement" / "page" / "recorder.js"
 CHANNEL = "pytest-dispatch"  # the BroadcastChannel on which workers tell the page their counts
@@ -190,6 +192,8 @@ class PageFunction:
         """``calls`` awaited calls in one counting scope of the page and its workers, then one
         sync; a page gives no GPU time (``gpu_time`` is ignored) and no host time per call kind."""
         __tracebackhide__ = True
+        from pytest_dispatch.measurement.sources import CallCounts
+
         return CallCounts.of(self.count(calls))
 
     def timed_round(self, calls: int) -> RoundTime:
@@ -198,6 +202,8 @@ class PageFunction:
         where cross-origin isolated).  The meter subtracts the empty sync, which carries the
         page's fixed delay of a sync."""
         __tracebackhide__ = True
+        from pytest_dispatch.measurement.sources import RoundTime
+
         value = self._run("round", calls)
         return RoundTime(wall_ns=int(value["wall_ns"]), sync_ns=int(value["sync_ns"]), host_ns=int(value["host_ns"]))
 

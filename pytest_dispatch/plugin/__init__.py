@@ -21,7 +21,7 @@ from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterEr
 from pytest_dispatch import options
 from pytest_dispatch.plugin import page, shader_errors
 from pytest_dispatch.plugin.gating import COUNTED_KEY, counted_software, counts_instructions, gate_for
-from pytest_dispatch.plugin.session import GPU_FIXTURES, GpuSession, worker_index
+from pytest_dispatch.plugin.session import GpuSession, worker_index
 
 if TYPE_CHECKING:
     from pytest_dispatch.judgement import gate
@@ -158,8 +158,7 @@ def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
 
 def uses_gpu(item: pytest.Item) -> bool:
     """Whether the test uses the session's wgpu adapter (a page test's meter measures the page)."""
-    names = set(getattr(item, "fixturenames", ()))
-    return bool((GPU_FIXTURES - page.PAGE_METER) & names if page.uses_page(item) else GPU_FIXTURES & names)
+    return page.uses_wgpu(item)
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
@@ -223,6 +222,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             except settings.SettingError as error:
                 raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{settings.TIMING_MARKER}: "
                                         f"{error}") from None
+    if page.page_gpu(config) is not None and options.of(config).dispatch_compare:
+        _reload_baseline(config)  # the session's GPU became a browser page's once its tests were collected
     baseline = config.stash.get(BASELINE_KEY, None)
     if baseline is not None:
         from pytest_dispatch.judgement.results import sequential_measurements
@@ -232,6 +233,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         family = sum(1 for key in sequential_measurements(baseline.results)
                      if MeasurementKey.parse(key).nodeid in collected)
         config.stash[GATE_KEY] = gate_for(baseline, config, family_size=family)
+
+
+def _reload_baseline(config: pytest.Config) -> None:
+    from pytest_dispatch.plugin.reporter import DispatchReporter
+
+    config.stash[BASELINE_KEY] = _load_baseline(config)
+    reporter = config.pluginmanager.get_plugin(DispatchReporter.PLUGIN_NAME)
+    if reporter is not None:
+        reporter.baseline = config.stash[BASELINE_KEY]
 
 
 MARKERS = (budget.MARKER, settings.TIMING_MARKER)

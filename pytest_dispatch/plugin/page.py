@@ -22,6 +22,7 @@ from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.page import PageCounting, PageError, PageFunction, PageTimeout
+from pytest_dispatch.plugin.session import GPU_FIXTURES
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # WebGPU on (without the flag requestAdapter() gives null on Linux); no network of its own.
@@ -34,6 +35,7 @@ PAGE_FIXTURES = frozenset({"gpu_page", "gpu_browser"})
 PAGE_METER = frozenset({"dispatch_meter"})  # in a page test it measures the page, not the wgpu adapter
 STORING = ("dispatch_save", "dispatch_compare", "dispatch_accept", "dispatch_json")
 _SESSION_KEY = pytest.StashKey["BrowserSession"]()
+PAGE_GPU_KEY = pytest.StashKey[GpuInfo]()
 
 
 def find_browser(named: str | None) -> str | None:
@@ -287,37 +289,45 @@ def uses_page(item: pytest.Item) -> bool:
     return bool(PAGE_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A saved run (or results file) names one GPU: page tests and wgpu tests in one such session
-    would put a page's figures beside a native adapter's."""
-    from pytest_dispatch.plugin import uses_gpu
+def uses_wgpu(item: pytest.Item) -> bool:
+    """Whether the test uses the session's wgpu adapter (a page test's meter measures the page)."""
+    names = set(getattr(item, "fixturenames", ()))
+    return bool((GPU_FIXTURES - PAGE_METER) & names if uses_page(item) else GPU_FIXTURES & names)
 
-    values = options.of(config)
-    storing = [option for option in STORING if getattr(values, option)]
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Where all the GPU tests are page tests, the session's GPU is the page's: saved runs go under
+    its fingerprint and are compared with its own.  A saved run (or results file) names one GPU:
+    page tests and wgpu tests in one such session are a usage error."""
     pages = [item for item in items if uses_page(item)]
-    if not storing or not pages:
+    if not pages:
         return
-    native = next((item for item in items if uses_gpu(item)), None)
-    flag = "--" + storing[0].replace("_", "-")
+    native = next((item for item in items if uses_wgpu(item)), None)
     if native is not None:
-        raise pytest.UsageError(f"{flag}: {pages[0].nodeid} measures a browser page and {native.nodeid} the wgpu "
-                                "adapter; a saved run has one GPU: run page tests in a session of their own")
-    if config.hook.pytest_dispatch_gpu_session(config=config).selected:
-        raise pytest.UsageError(f"{flag}: page tests cannot be compared with a saved run yet (the baseline is "
-                                "chosen before their browser starts); save them with --dispatch-save")
+        values = options.of(config)
+        storing = [option for option in STORING if getattr(values, option)]
+        if storing:
+            raise pytest.UsageError(
+                f"--{storing[0].replace('_', '-')}: {pages[0].nodeid} measures a browser page and {native.nodeid} "
+                "the wgpu adapter; a saved run has one GPU: run page tests in a session of their own")
+        return
+    session = browser_session(config)
+    if not session.unavailable_reason:
+        config.hook.pytest_dispatch_gpu_session(config=config).use(session.info)
+        config.stash[PAGE_GPU_KEY] = session.info
+
+
+def page_gpu(config: pytest.Config) -> GpuInfo | None:
+    """The page's GPU where it is the session's (all the GPU tests are page tests), else None."""
+    return config.stash.get(PAGE_GPU_KEY, None)
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
-    """The browser and its adapter, once page tests are collected; where all the GPU tests are page
-    tests, the session's GPU is the page's (saved runs go under its fingerprint)."""
-    from pytest_dispatch.plugin import uses_gpu
-
+    """The browser and its adapter, once page tests are collected."""
     if not any(uses_page(item) for item in items):
         return None
-    session = browser_session(config)
-    if not session.unavailable_reason and not any(uses_gpu(item) for item in items):
-        config.hook.pytest_dispatch_gpu_session(config=config).adopt(session.info)
-    return session.header_line()
+    return browser_session(config).header_line()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -65,6 +65,12 @@ class GpuSession:
         if not self.selected:
             self._remote_info = info
 
+    def use(self, info: GpuInfo) -> None:
+        """Measure on ``info``'s GPU (a browser page's) instead of a wgpu adapter, even one chosen
+        already (for a baseline, before the tests were collected)."""
+        self._remote_info = info
+        self.__dict__.pop("info", None)
+
     @property
     def unavailable_reason(self) -> str | None:
         """Why there is no adapter, or None when there is one."""
@@ -107,7 +113,7 @@ class GpuSession:
 
     def worker_output(self) -> dict:
         """What a pytest-xdist worker tells the controller about its GPU (JSON-ready)."""
-        if not self.selected:
+        if not self.selected and self._remote_info is None:  # neither a wgpu adapter nor a page's GPU (use)
             return {}
         if self.unavailable_reason:
             return {"unavailable": self.unavailable_reason}

@@ -53,7 +53,8 @@ function install(KINDS, UNLABELLED, CHANNEL) {
     changed();
     return original.call(this, pipeline);
   });
-  for (const [name, kind] of [["dispatchWorkgroups", "dispatch"], ["dispatchWorkgroupsIndirect", "dispatch_indirect"]]) {
+  const DISPATCHES = [["dispatchWorkgroups", "dispatch"], ["dispatchWorkgroupsIndirect", "dispatch_indirect"]];
+  for (const [name, kind] of DISPATCHES) {
     const k = KIND[kind];
     wrapWith(PASS, name, (original) => function (...args) {
       counts[k]++;
@@ -133,7 +134,9 @@ function install(KINDS, UNLABELLED, CHANNEL) {
     const sum = own();
     for (const worker of workers.values()) {
       worker.totals.counts.forEach((n, i) => { sum.counts[i] += n; });
-      for (const [label, n] of Object.entries(worker.totals.by_kernel)) sum.by_kernel[label] = (sum.by_kernel[label] || 0) + n;
+      for (const [label, n] of Object.entries(worker.totals.by_kernel)) {
+        sum.by_kernel[label] = (sum.by_kernel[label] || 0) + n;
+      }
     }
     return sum;
   }
@@ -161,7 +164,8 @@ function install(KINDS, UNLABELLED, CHANNEL) {
         }
         if (typeof value === "function") return (...args) => value.apply(owner, args);
         if (performance.now() > deadline) {
-          throw new TypeError(`${target} is not a function of the page (it is ${value === null ? "null" : typeof value} after ${ms / 2000} s)`);
+          const what = value === null ? "null" : typeof value;
+          throw new TypeError(`${target} is not a function of the page (it is ${what} after ${ms / 2000} s)`);
         }
         await new Promise((done) => setTimeout(done, 10));
       }
@@ -179,7 +183,9 @@ function install(KINDS, UNLABELLED, CHANNEL) {
     return Promise.race([promise, late]).finally(() => clearTimeout(timer));
   }
   function failure(error) {
-    if (error instanceof Error) return { error: { name: error.name, message: error.message, stack: String(error.stack || "") } };
+    if (error instanceof Error) {
+      return { error: { name: error.name, message: error.message, stack: String(error.stack || "") } };
+    }
     return { error: { name: "thrown", message: String(error), stack: "" } };
   }
   async function settled(work) {
@@ -243,7 +249,9 @@ function install(KINDS, UNLABELLED, CHANNEL) {
     // Whether this page has WebGPU: {value: adapter facts} | {error} | {timeout}.
     probe(ms) {
       return bounded(settled(async () => {
-        if (!G.navigator.gpu) return { missing: "navigator.gpu is undefined" + (G.isSecureContext ? "" : " (not a secure context)") };
+        if (!G.navigator.gpu) {
+          return { missing: "navigator.gpu is undefined" + (G.isSecureContext ? "" : " (not a secure context)") };
+        }
         const adapter = await G.navigator.gpu.requestAdapter();
         if (!adapter) return { missing: "navigator.gpu.requestAdapter() returned null" };
         const info = adapter.info || {};

@@ -1,0 +1,154 @@
+"""The page recorder: exact counts across fresh browsers, its cost per wrapped call, the browser's start.
+
+1. Counts: the example page's ``eager`` and ``fused`` functions (examples/browser) counted in
+   ``--browsers`` fresh Chromium processes; every process must give the same counts.
+2. Cost: in one page, ``--calls`` ``dispatchWorkgroups`` calls encoded into one pass with the
+   recorder's wrappers in and out, interleaved over ``--rounds`` rounds; the added µs per call
+   (median of the rounds' differences, the page's clock: 5 µs steps over the whole loop).
+3. Start: seconds from launching the browser to its adapter probed (what the gpu_page fixture
+   pays once per session), and the resident memory of the browser's processes then.
+
+    python benchmarks/browser_counts.py [--browsers 10] [--calls 20000] [--rounds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from pytest_dispatch.measurement import page as page_measurement
+from pytest_dispatch.plugin.page import LAUNCH_ARGS, find_browser
+from pytest_dispatch.plugin.pageserver import PageServer
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "browser" / "pages" / "add_scale"
+
+COST = """async ([calls, wrapped]) => {
+  const adapter = await navigator.gpu.requestAdapter();
+  const device = window.__benchDevice || (window.__benchDevice = await adapter.requestDevice());
+  const module = device.createShaderModule({ code: "@compute @workgroup_size(1) fn main() {}" });
+  const pipeline = window.__benchPipeline ||
+      (window.__benchPipeline = device.createComputePipeline({ label: "empty", layout: "auto",
+                                                               compute: { module, entryPoint: "main" } }));
+  __dispatch.setWrapped(wrapped);
+  try {
+    const encoder = device.createCommandEncoder();
+    const pass = encoder.beginComputePass();
+    pass.setPipeline(pipeline);
+    const start = performance.now();
+    for (let i = 0; i < calls; i++) pass.dispatchWorkgroups(1);
+    const ms = performance.now() - start;
+    pass.end();
+    encoder.finish();
+    return ms;
+  } finally {
+    __dispatch.setWrapped(true);
+  }
+}"""
+
+
+def browser_resident_mib() -> float:
+    """Resident memory of the browser's processes: this process's descendants but Playwright's
+    driver (node), from /proc, MiB."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    total, todo = 0, list(children.get(os.getpid(), ()))
+    while todo:
+        current = todo.pop()
+        todo.extend(children.get(current, ()))
+        try:
+            if Path(f"/proc/{current}/comm").read_text().strip() == "node":
+                continue
+            rss_pages = int(Path(f"/proc/{current}/statm").read_text().split()[1])
+        except OSError:
+            continue
+        total += rss_pages * os.sysconf("SC_PAGE_SIZE")
+    return total / 2**20
+
+
+def start_browser(playwright, executable: str, server: PageServer):
+    """A fresh browser with its context and a page of ``server`` probed for its adapter, and the seconds taken."""
+    args = [*LAUNCH_ARGS, *(("--no-sandbox",) if os.geteuid() == 0 else ())]
+    start = time.perf_counter()
+    browser = playwright.chromium.launch(executable_path=executable, headless=True, args=args)
+    context = browser.new_context()
+    context.add_init_script(script=page_measurement.recorder_script())
+    page = context.new_page()
+    page.goto(server.blank)
+    adapter = page.evaluate("ms => __dispatch.probe(ms)", 10_000)["value"]
+    return browser, context, page, adapter, time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--browsers", type=int, default=10)
+    parser.add_argument("--calls", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=15)
+    options = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    executable = find_browser(None)
+    if executable is None:
+        print("browser_counts: no Chromium found (apt-get install chromium)", file=sys.stderr)
+        return 2
+    server = PageServer()
+    url = server.mount(EXAMPLE) + "index.html"
+    seen, starts, memory = [], [], []
+    with sync_playwright() as playwright:
+        for _ in range(options.browsers):
+            browser, context, page, adapter, seconds = start_browser(playwright, executable, server)
+            starts.append(seconds)
+            memory.append(browser_resident_mib())
+            page.goto(url)
+            counts = []
+            for name, args in (("eager", [8]), ("fused", [8])):
+                function = page_measurement.PageFunction(page.evaluate, name, args=tuple(args))
+                function.count()  # the first call may set up
+                counted = function.count()
+                counts.append((name, counted.calls, counted.by_kernel))
+            seen.append(counts)
+            version = browser.version
+            context.close()
+            browser.close()
+        browser, context, page, adapter, _ = start_browser(playwright, executable, server)
+        page.evaluate(COST, [1000, True])  # warm both paths up
+        page.evaluate(COST, [1000, False])
+        added = []
+        for _ in range(options.rounds):
+            wrapped = page.evaluate(COST, [options.calls, True])
+            plain = page.evaluate(COST, [options.calls, False])
+            added.append((wrapped - plain) * 1000 / options.calls)
+        context.close()
+        browser.close()
+    server.close()
+    info = page_measurement.page_gpu_info(version, adapter)
+    print(f"command: python benchmarks/browser_counts.py --browsers {options.browsers} --calls {options.calls} "
+          f"--rounds {options.rounds}")
+    print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; CPUs: {os.cpu_count()}")
+    print(f"adapter: {page_measurement.describe_adapter(version, adapter)}; fingerprint {info.fingerprint}")
+    same = all(counts == seen[0] for counts in seen)
+    for name, calls, by_kernel in seen[0]:
+        shown = {kind: n for kind, n in calls.items() if n}
+        print(f"counts of {name}(8): {shown}, by kernel {by_kernel}")
+    print(f"counts equal across {len(seen)} fresh browser processes: {'yes' if same else 'NO'}")
+    print(f"recorder cost per wrapped dispatchWorkgroups: {statistics.median(added):.3f} µs median "
+          f"(rounds {min(added):.3f} to {max(added):.3f})")
+    print(f"browser start to adapter probed: median {statistics.median(starts):.2f} s "
+          f"({min(starts):.2f}-{max(starts):.2f}); resident memory of the browser's processes "
+          f"(summed, shared pages counted in each): median "
+          f"{statistics.median(memory):.0f} MiB")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
