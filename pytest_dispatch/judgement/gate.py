@@ -86,8 +86,13 @@ class UnjudgedTiming:
         return {"status": self.status, "summary": f"{self.status}: {self.reason}"}
 
 
-TIMING_OFF = UnjudgedTiming(Status.OFF, "timing disabled (--dispatch-disable-timing) here or in the baseline; "
-                                        "counts compared only")
+def timing_off(current: Measurement, base: Measurement) -> UnjudgedTiming:
+    """Why a measurement's time was not judged, naming only what made it so."""
+    if base.instructions is not None:
+        return UnjudgedTiming(Status.OFF, "the baseline is a counted run (--dispatch-instructions), not timed; "
+                                          "counts compared only; compare with a timed run")
+    where = "here" if not current.timed else "in the baseline"
+    return UnjudgedTiming(Status.OFF, f"timing disabled (--dispatch-disable-timing) {where}; counts compared only")
 INCOMPARABLE = UnjudgedTiming(Status.INCOMPARABLE, "baseline from another GPU (fingerprint differs); "
                                                    "counts compared only")
 BELOW_SYNC_NOISE = UnjudgedTiming(Status.INCONCLUSIVE, "non-positive times (the sync's noise exceeds the work; "
@@ -247,7 +252,7 @@ class Gate:
                                                                   self.software_differences)
                 continue
             verdicts.timing[key] = (self._judge_timing(key, measurement, overrides) if measurement.timed and base.timed
-                                    else TIMING_OFF)
+                                    else timing_off(measurement, base))
         return verdicts
 
     def _judge_timing(self, key: str, current: Measurement, overrides) -> stats.TimingVerdict | UnjudgedTiming:
@@ -318,26 +323,20 @@ def stored_of(documents: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
 
 def find_baseline(store: storage.BaselineStore, fingerprint: str, name: str,
                   software: "Software | None" = None) -> Baseline | None:
-    """The newest run named ``name`` for this GPU (with the stored runs' times), else for
-    another GPU (timing incomparable).  In counted mode (``software``: this run's) the
-    newest counted run of this GPU, where there is one.
+    """The newest run named ``name`` of this run's kind (counted when ``software``, this run's, is
+    given; else timed) for this GPU, with the stored runs' times; else for another GPU (timing
+    incomparable).  A counted run and a timed one are never each other's baseline.
 
     Raises storage.BaselineError for a file that cannot be read."""
-    path = store.find(fingerprint, name)
-    comparable = path is not None
-    document = None
-    if software is not None and comparable:
-        for candidate in reversed(store.files(fingerprint, name)):
-            loaded = storage.load_document(candidate)
-            if storage.counted_of(loaded) is not None:
-                path, document = candidate, loaded
-                break
-    if path is None:
-        path = store.find_other_gpu(name)
-    if path is None:
+    counted = software is not None
+    found = store.newest(fingerprint, name, counted)
+    comparable = found is not None
+    if found is None:
+        found = store.newest(None, name, counted)
+    if found is None:
         return None
-    document = document or storage.load_document(path)
-    stored = stored_medians(store.root, fingerprint, name) if comparable else {}
+    path, document = found
+    stored = stored_medians(store.root, fingerprint, name) if comparable and not counted else {}
     return Baseline(str(path), storage.results_of(document), comparable, stored,
                     counted_differences(document, software))
 
