@@ -201,3 +201,45 @@ def test_xdist_workers_never_measure_one_device_at_the_same_time(pytester, gpu):
     assert len(spans) == 4
     for (_, end), (start, _) in zip(spans, spans[1:]):
         assert end <= start, "two measurements on one device overlapped"
+
+
+MEASURED_TEST = """
+from pytest_dispatch.workloads import AddOne
+def test_measured(dispatch_meter, gpu_device):
+    dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, rounds=2)
+"""
+
+
+@pytest.mark.parametrize("case", ["storage is a file", "json folder is a file", "name too long", "read-only"])
+def test_a_failed_save_is_one_line_exit_1_and_the_summary_kept(pytester, gpu, case):
+    import os
+
+    pytester.makepyfile(MEASURED_TEST)
+    (pytester.path / "a_file").write_text("")
+    if case == "read-only":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into a read-only folder")
+        (pytester.path / "ro").mkdir(mode=0o555)
+    args, flag, where = {
+        "storage is a file": (["--dispatch-save=main", "--dispatch-storage=a_file"], "--dispatch-save", "a_file"),
+        "json folder is a file": (["--dispatch-json=a_file/r.json"], "--dispatch-json", "a_file/r.json"),
+        "name too long": (["--dispatch-save=" + "n" * 300], "--dispatch-save", ".dispatch"),
+        "read-only": (["--dispatch-json=ro/r.json"], "--dispatch-json", "ro/r.json"),
+    }[case]
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=1)
+    assert result.ret == 1
+    out = result.stdout.str()
+    lines = [line for line in out.splitlines() if "dispatch results NOT written" in line]
+    assert lines == [f"dispatch results NOT written ({flag}): {where}: {lines[0].split(': ', 2)[2]}"]
+    assert f"exit status 1 because {flag} was asked for" in lines[0]
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    result.stdout.fnmatch_lines(["*1 passed*"])
+
+
+@pytest.mark.parametrize("flag", ["--dispatch-save", "--dispatch-json", "--dispatch-storage", "--dispatch-compare"])
+def test_an_empty_value_is_a_usage_error_not_silently_off(pytester, flag):
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest(f"{flag}=")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*argument {flag}: an empty * give one, or leave the option out*"])
