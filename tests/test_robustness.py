@@ -243,3 +243,19 @@ def test_an_empty_value_is_a_usage_error_not_silently_off(pytester, flag):
     result = pytester.runpytest(f"{flag}=")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*argument {flag}: an empty * give one, or leave the option out*"])
+
+
+def test_node_ids_do_not_depend_on_an_absolute_storage_path_outside_the_project(pytester, gpu, tmp_path_factory):
+    test_file = pytester.makepyfile(MEASURED_TEST)
+    store = tmp_path_factory.mktemp("elsewhere")  # beside the project: their common ancestor is no test root
+    saved = pytester.runpytest("--dispatch-save", "main", "--dispatch-storage", str(store), "--dispatch-json",
+                               str(store / "run.json"))
+    saved.assert_outcomes(passed=1)
+    tests = json.loads((store / "run.json").read_text())["pytest_dispatch"]["tests"]
+    assert [test["nodeid"] for test in tests] == [f"{test_file.name}::test_measured"]
+    compared = pytester.runpytest("--dispatch-compare", "main", "--dispatch-storage", str(store),
+                                  "--dispatch-threshold=90%")
+    compared.assert_outcomes(passed=1)
+    assert compared.ret == 0
+    compared.stdout.fnmatch_lines(["dispatch gate vs *: 1 timing *"])
+    assert "no baseline" not in compared.stdout.str()

@@ -44,6 +44,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    """Node ids relative to the rootdir of the test paths, never of an option's value."""
+    from pytest_dispatch.plugin import rootdir
+
+    rootdir.settle(early_config, args)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """``--dispatch-instructions``: this process runs the session again under callgrind
     (counted mode) and returns its exit status."""
