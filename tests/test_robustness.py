@@ -1,6 +1,7 @@
 """What happens when things go wrong: each row of the README's table is a test here."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -259,3 +260,29 @@ def test_node_ids_do_not_depend_on_an_absolute_storage_path_outside_the_project(
     assert compared.ret == 0
     compared.stdout.fnmatch_lines(["dispatch gate vs *: 1 timing *"])
     assert "no baseline" not in compared.stdout.str()
+
+
+@pytest.mark.parametrize("mutation, field", [
+    (lambda d: d.__setitem__("machine_info", "a box"), "machine_info: an object expected"),
+    (lambda d: d["pytest_dispatch"]["tests"][0]["measurements"][0].__setitem__("rounds", None), ".rounds: a whole"),
+    (lambda d: d["pytest_dispatch"].__setitem__("schema", 2), "unknown schema 2"),
+])
+def test_dispatch_compare_with_hostile_saved_runs(pytester, gpu, mutation, field):
+    pytester.makepyfile(MEASURED_TEST)
+    pytester.runpytest("--dispatch-save=main", "--dispatch-storage=store").assert_outcomes(passed=1)
+    (saved,) = (pytester.path / "store").glob("*/*.json")
+    hostile = json.loads(saved.read_text())
+    mutation(hostile)
+    older = saved.parent / "20000101T000000000000Z_abc_main.json"
+    older.write_text(json.dumps(hostile))
+    among = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store", "--dispatch-threshold=90%")
+    among.assert_outcomes(passed=1)  # the rest compared, one warning naming the file
+    among.stdout.fnmatch_lines(["dispatch gate vs *: 1 timing *",
+                                f"dispatch gate: warning: *{older.name}: *{field}*(skipped)"])
+    assert among.stdout.str().count(older.name) == 1
+    newest = saved.parent / "29991231T000000000000Z_abc_main.json"
+    os.replace(older, newest)
+    refused = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in refused.stderr.lines if line.strip()]
+    assert len(errors) == 1 and newest.name in errors[0] and field in errors[0], errors
