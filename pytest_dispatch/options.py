@@ -17,7 +17,7 @@ class Option:
     name: str  # ini name; the flag is --name with dashes
     help: str
     default: Any = None
-    type: str = "string"  # "string", "bool", "int", "float", "path"
+    type: str = "string"  # "string", "bool", "int", "float", "path", "name" (a path or name: never empty), ...
     choices: tuple[str, ...] | None = None
     const: Any = None  # value of the bare flag, for options whose value is optional
     # Scopes beyond pytest's own flag and ini name:
@@ -81,9 +81,9 @@ GATE_OPTIONS = (
     Option("dispatch_storage", "Folder of saved results (one sub-folder per GPU fingerprint).", ".dispatch",
            type="path"),
     Option("dispatch_save", "Save this run's results under NAME (default 'run') for later comparison.",
-           None, const="run", coordinator=True),
+           None, type="name", const="run", coordinator=True),
     Option("dispatch_compare", "Compare with the newest saved run named NAME of this GPU "
-           "('latest': any name); regressions fail their tests.", None, const="latest", coordinator=True),
+           "('latest': any name); regressions fail their tests.", None, type="name", const="latest", coordinator=True),
     Option("dispatch_accept", "Make this run the baseline on purpose: saved under the --dispatch-compare "
            "name (or 'accepted'), and regressions do not fail.", False, type="bool", coordinator=True),
     Option("dispatch_alpha", "False-alarm level of one A/B timing comparison (over all its looks; "
@@ -167,6 +167,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "sessions": ("sessions", lambda n, v: settings.count(n, v, 2)),
     "look_every": ("sessions", lambda n, v: settings.count(n, v, 1)),
     "rounds": ("rounds", lambda n, v: settings.count(n, v, 1)), "cpu": ("cpu", settings.cpu),
+    "path": ("path", settings.nonempty), "name": ("name", settings.nonempty),
 }
 
 

@@ -112,6 +112,13 @@ def cpu(name: str, value: Any) -> str | tuple[int, ...]:
         raise SettingError(f"{name}={value!r}: use idle, any or CPU numbers (3 or 3,4)") from None
 
 
+def nonempty(name: str, value: Any) -> str:
+    """A name or a path: never empty (an unset $VARIABLE in a CI line gives an empty one)."""
+    if not str(value).strip():
+        raise SettingError(f"an empty {name}; give one, or leave the option out (an unset $VARIABLE is empty)")
+    return str(value)
+
+
 def flag_type(parse, name: str):
     """``parse`` as an argparse type: the one-line message, as argparse reports a bad value."""
     import argparse

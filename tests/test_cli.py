@@ -165,7 +165,7 @@ def test_a_bad_run_inside_a_merged_file_is_exit_2(tmp_path, capsys):
     document["pytest_dispatch"]["runs"][0]["pytest_dispatch"]["schema"] = 7
     merged.write_text(json.dumps(document))
     assert cli.main(["show", str(merged)]) == 2
-    assert "schema version 7" in capsys.readouterr().err
+    assert "runs[0]: unknown schema 7" in capsys.readouterr().err
 
 
 def two_measurement_file(tmp_path, name, dispatches):

@@ -130,9 +130,9 @@ def test_missing_baseline_says_so_in_output_and_exit_status(gate_project):
     [
         ("{not json", "not valid JSON"),
         ('{"machine_info": {}', "not valid JSON"),
-        ('{"pytest_dispatch": {"schema": 99, "tests": []}}', "schema version 99"),
+        ('{"pytest_dispatch": {"schema": 99, "tests": []}}', "unknown schema 99*re-save it"),
         ('[1, 2]', "not a pytest-dispatch results file"),
-        ('{"pytest_dispatch": {"schema": 1, "tests": [{"nodeid": 3}]}}', "malformed test results"),
+        ('{"pytest_dispatch": {"schema": 4, "tests": [{"nodeid": 3}]}}', "pytest_dispatch.tests[[]0[]].nodeid: a string"),
     ],
 )
 def test_unusable_baseline_is_a_usage_error_naming_the_file(gate_project, gpu_info, content, message):

@@ -1,6 +1,7 @@
 """What happens when things go wrong: each row of the README's table is a test here."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -200,3 +201,87 @@ def test_xdist_workers_never_measure_one_device_at_the_same_time(pytester, gpu):
     assert len(spans) == 4
     for (_, end), (start, _) in zip(spans, spans[1:]):
         assert end <= start, "two measurements on one device overlapped"
+
+
+MEASURED_TEST = """
+from pytest_dispatch.workloads import AddOne
+def test_measured(dispatch_meter, gpu_device):
+    dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, rounds=2)
+"""
+
+
+@pytest.mark.parametrize("case", ["storage is a file", "json folder is a file", "name too long", "read-only"])
+def test_a_failed_save_is_one_line_exit_1_and_the_summary_kept(pytester, gpu, case):
+    import os
+
+    pytester.makepyfile(MEASURED_TEST)
+    (pytester.path / "a_file").write_text("")
+    if case == "read-only":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into a read-only folder")
+        (pytester.path / "ro").mkdir(mode=0o555)
+    args, flag, where = {
+        "storage is a file": (["--dispatch-save=main", "--dispatch-storage=a_file"], "--dispatch-save", "a_file"),
+        "json folder is a file": (["--dispatch-json=a_file/r.json"], "--dispatch-json", "a_file/r.json"),
+        "name too long": (["--dispatch-save=" + "n" * 300], "--dispatch-save", ".dispatch"),
+        "read-only": (["--dispatch-json=ro/r.json"], "--dispatch-json", "ro/r.json"),
+    }[case]
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=1)
+    assert result.ret == 1
+    out = result.stdout.str()
+    lines = [line for line in out.splitlines() if "dispatch results NOT written" in line]
+    assert lines == [f"dispatch results NOT written ({flag}): {where}: {lines[0].split(': ', 2)[2]}"]
+    assert f"exit status 1 because {flag} was asked for" in lines[0]
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    result.stdout.fnmatch_lines(["*1 passed*"])
+
+
+@pytest.mark.parametrize("flag", ["--dispatch-save", "--dispatch-json", "--dispatch-storage", "--dispatch-compare"])
+def test_an_empty_value_is_a_usage_error_not_silently_off(pytester, flag):
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest(f"{flag}=")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*argument {flag}: an empty * give one, or leave the option out*"])
+
+
+def test_node_ids_do_not_depend_on_an_absolute_storage_path_outside_the_project(pytester, gpu, tmp_path_factory):
+    test_file = pytester.makepyfile(MEASURED_TEST)
+    store = tmp_path_factory.mktemp("elsewhere")  # beside the project: their common ancestor is no test root
+    saved = pytester.runpytest("--dispatch-save", "main", "--dispatch-storage", str(store), "--dispatch-json",
+                               str(store / "run.json"))
+    saved.assert_outcomes(passed=1)
+    tests = json.loads((store / "run.json").read_text())["pytest_dispatch"]["tests"]
+    assert [test["nodeid"] for test in tests] == [f"{test_file.name}::test_measured"]
+    compared = pytester.runpytest("--dispatch-compare", "main", "--dispatch-storage", str(store),
+                                  "--dispatch-threshold=90%")
+    compared.assert_outcomes(passed=1)
+    assert compared.ret == 0
+    compared.stdout.fnmatch_lines(["dispatch gate vs *: 1 timing *"])
+    assert "no baseline" not in compared.stdout.str()
+
+
+@pytest.mark.parametrize("mutation, field", [
+    (lambda d: d.__setitem__("machine_info", "a box"), "machine_info: an object expected"),
+    (lambda d: d["pytest_dispatch"]["tests"][0]["measurements"][0].__setitem__("rounds", None), ".rounds: a whole"),
+    (lambda d: d["pytest_dispatch"].__setitem__("schema", 2), "unknown schema 2"),
+])
+def test_dispatch_compare_with_hostile_saved_runs(pytester, gpu, mutation, field):
+    pytester.makepyfile(MEASURED_TEST)
+    pytester.runpytest("--dispatch-save=main", "--dispatch-storage=store").assert_outcomes(passed=1)
+    (saved,) = (pytester.path / "store").glob("*/*.json")
+    hostile = json.loads(saved.read_text())
+    mutation(hostile)
+    older = saved.parent / "20000101T000000000000Z_abc_main.json"
+    older.write_text(json.dumps(hostile))
+    among = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store", "--dispatch-threshold=90%")
+    among.assert_outcomes(passed=1)  # the rest compared, one warning naming the file
+    among.stdout.fnmatch_lines(["dispatch gate vs *: 1 timing *",
+                                f"dispatch gate: warning: *{older.name}: *{field}*(skipped)"])
+    assert among.stdout.str().count(older.name) == 1
+    newest = saved.parent / "29991231T000000000000Z_abc_main.json"
+    os.replace(older, newest)
+    refused = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in refused.stderr.lines if line.strip()]
+    assert len(errors) == 1 and newest.name in errors[0] and field in errors[0], errors

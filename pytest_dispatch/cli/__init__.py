@@ -228,7 +228,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"  {'saved (UTC)':<19} {'commit':<{commit_width}} {'branch':<{branch_width}} "
               f"{'name':<{name_width}} {'tests':>5}  file")
         for run in runs:
-            tests = len({key.rsplit('::', 1)[0] for key in run.measurements})
+            tests = len({MeasurementKey.parse(key).nodeid for key in (*run.measurements, *run.counted)})
             print(f"  {run.time:%Y-%m-%d %H:%M:%S} {run.short_commit:<{commit_width}} "
                   f"{run.branch or '-':<{branch_width}} {run.name:<{name_width}} {tests:>5}  {run.path.name}")
     return EXIT_OK
@@ -237,14 +237,17 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_prune(args: argparse.Namespace) -> int:
     if args.keep < 1:
         raise InputError("--keep takes a count of at least 1")
+    store = storage.BaselineStore(args.storage)
+    verb = "would remove" if args.dry_run else "removed"
     for fingerprint in _fingerprints(args):
-        files = sorted(storage.BaselineStore(args.storage).run_files(fingerprint), key=lambda f: f.name)
-        stale = files[:-args.keep]
-        for path in stale:
-            if not args.dry_run:
-                path.unlink()
-        verb = "would remove" if args.dry_run else "removed"
-        print(f"{fingerprint}: kept {len(files) - len(stale)} newest run(s), {verb} {len(stale)}")
+        pruned = store.prune(fingerprint, args.keep, args.dry_run)
+        print(f"{fingerprint}: kept {len(pruned.kept)} newest run(s), {verb} {len(pruned.removed)}")
+        for path, why in pruned.left:
+            print(f"  left alone: {path.name}: {why}")
+        for path in pruned.temp_removed:
+            print(f"  {verb} {path.name}: the temp file of an interrupted save")
+        for path in pruned.temp_left:
+            print(f"  left alone: {path.name}: the temp file of a save, maybe still running")
     return EXIT_OK
 
 

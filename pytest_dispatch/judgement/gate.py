@@ -121,7 +121,14 @@ class TimeAgainstRuns:
                 "reason": self.reason, "summary": self.line(TIMING_METRIC)}
 
 
-TIMING_OFF = "timing disabled (--dispatch-disable-timing) here or in the baseline"
+def timing_off(current: Measurement, base: Measurement) -> str:
+    """Why a measurement's time is not shown against the saved runs, naming only what made it so."""
+    if base.instructions is not None:
+        return "the baseline is a counted run (--dispatch-instructions), not timed"
+    where = "here" if not current.timed else "in the baseline"
+    return f"timing disabled (--dispatch-disable-timing) {where}"
+
+
 INCOMPARABLE = "baseline from another GPU (fingerprint differs)"
 BELOW_SYNC_NOISE = "non-positive times (the sync's noise exceeds the work; raise per_round)"
 
@@ -272,7 +279,7 @@ class Gate:
 
     def _describe_time(self, key: str, current: Measurement, base: Measurement) -> TimeAgainstRuns:
         if not (current.timed and base.timed):
-            return TimeAgainstRuns(None, reason=TIMING_OFF)
+            return TimeAgainstRuns(None, reason=timing_off(current, base))
         if not self.comparable:
             return TimeAgainstRuns(None, reason=INCOMPARABLE)
         now = current.median_us_per_call
@@ -325,26 +332,20 @@ def stored_of(documents: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
 
 def find_baseline(store: storage.BaselineStore, fingerprint: str, name: str,
                   software: "Software | None" = None) -> Baseline | None:
-    """The newest run named ``name`` for this GPU (with the stored runs' times), else for
-    another GPU (timing incomparable).  In counted mode (``software``: this run's) the
-    newest counted run of this GPU, where there is one.
+    """The newest run named ``name`` of this run's kind (counted when ``software``, this run's, is
+    given; else timed) for this GPU, with the stored runs' times; else for another GPU (timing
+    incomparable).  A counted run and a timed one are never each other's baseline.
 
     Raises storage.BaselineError for a file that cannot be read."""
-    path = store.find(fingerprint, name)
-    comparable = path is not None
-    document = None
-    if software is not None and comparable:
-        for candidate in reversed(store.files(fingerprint, name)):
-            loaded = storage.load_document(candidate)
-            if storage.counted_of(loaded) is not None:
-                path, document = candidate, loaded
-                break
-    if path is None:
-        path = store.find_other_gpu(name)
-    if path is None:
+    counted = software is not None
+    found = store.newest(fingerprint, name, counted)
+    comparable = found is not None
+    if found is None:
+        found = store.newest(None, name, counted)
+    if found is None:
         return None
-    document = document or storage.load_document(path)
-    stored = stored_medians(store.root, fingerprint, name) if comparable else {}
+    path, document = found
+    stored = stored_medians(store.root, fingerprint, name) if comparable and not counted else {}
     return Baseline(str(path), storage.results_of(document), comparable, stored,
                     counted_differences(document, software))
 

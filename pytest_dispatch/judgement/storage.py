@@ -10,6 +10,7 @@ the sync cost and the method.  Files are written atomically (temp file + rename)
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import math
@@ -19,17 +20,13 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-import numpy as np
-
 from pytest_dispatch._meta import __version__
+from pytest_dispatch.judgement import validation
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.key import MeasurementKey
 
-# docs/schema.md; 2 gave every per-call figure its _per_call suffix; 3 counted instructions;
-# 4 made pytest-benchmark's stats per call (they were per dispatch)
-SCHEMA_VERSION = 4
-READABLE_SCHEMAS = (1, 2, 3, 4)
+SCHEMA_VERSION = validation.SCHEMA_VERSION
 
 
 def _stats(samples_seconds: list[float]) -> dict[str, Any]:
@@ -188,9 +185,14 @@ class BaselineError(Exception):
 
 
 def load_document(path: str | os.PathLike) -> dict[str, Any]:
-    """Read and validate a results file written by ``session_json``."""
+    """Read a results file written by ``session_json`` (or ``pytest-dispatch merge``), checked once
+    (``validation.check_document``); BaselineError names the file, the field and what to do."""
     path = Path(path)
     try:
+        size = path.stat().st_size
+        if size > validation.MAX_FILE_BYTES:
+            raise BaselineError(f"{path}: {size} bytes, larger than any results file "
+                                f"({validation.MAX_FILE_BYTES} at most); delete it or save a new run")
         with open(path, encoding="utf-8") as file:
             document = json.load(file, parse_constant=_reject_constant, parse_float=_finite_float)
     except FileNotFoundError:
@@ -203,51 +205,14 @@ def load_document(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def load_document_object(document: Any, path: str | os.PathLike) -> dict[str, Any]:
-    """Validate an already parsed document; BaselineError names ``path`` and the problem."""
-    if not isinstance(document, dict) or not isinstance(document.get("pytest_dispatch"), dict):
-        raise BaselineError(f"{path}: not a pytest-dispatch results file (no 'pytest_dispatch' section); give a "
-                            "file written by --dispatch-json or --dispatch-save, and keep other files out of "
-                            "the storage folder")
-    schema = document["pytest_dispatch"].get("schema")
-    if schema not in READABLE_SCHEMAS:
-        raise BaselineError(
-            f"{path}: schema version {schema!r}, this pytest-dispatch reads "
-            f"{', '.join(map(str, READABLE_SCHEMAS))}; save a new baseline"
-        )
+    """Check an already parsed document; BaselineError names ``path``, the field and the problem."""
     try:
-        for test in document["pytest_dispatch"]["tests"]:
-            _check_result(TestResult.from_dict(test))
-    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
-        raise BaselineError(f"{path}: malformed test results ({type(error).__name__}: {error}); delete it or "
-                            "save a new run") from None
-    runs = document["pytest_dispatch"].get("runs") or []  # a merged file: each run is a document
-    if not isinstance(runs, list):
-        raise BaselineError(f"{path}: 'runs' must be a list of results documents; write merged files with "
-                            "`pytest-dispatch merge`")
-    for run in runs:
-        load_document_object(run, path)
-    return document
-
-
-def _check_result(result: TestResult) -> None:
-    """Types a hostile or hand-edited file could get wrong, checked before any arithmetic."""
-    if not isinstance(result.nodeid, str):
-        raise TypeError(f"nodeid must be a string, not {type(result.nodeid).__name__}")
-    for m in result.measurements:
-        if not isinstance(m.name, str) or not isinstance(m.method, str):
-            raise TypeError("measurement name and method must be strings")
-        for table in (m.calls, m.by_kernel):
-            if not isinstance(table, dict) or not all(
-                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**53
-                for k, v in table.items()
-            ):
-                raise ValueError(f"{m.name}: counts must map names to whole numbers below 2**53")
-        if "dispatch" not in m.calls or "submit" not in m.calls:
-            raise KeyError(f"{m.name}: calls lack 'dispatch'/'submit'")
-        for array in (m.wall_us_per_call, m.host_us_per_call, m.sync_us):
-            if array.ndim != 1 or array.size != m.rounds or (
-                    m.rounds and (not np.all(np.isfinite(array)) or np.abs(array).max() > 1e12)):
-                raise ValueError(f"{m.name}: timing samples must be lists of finite numbers, one per round")
+        return validation.check_document(document)
+    except validation.Invalid as error:
+        message = str(error)
+        if "unknown schema" not in message and "not a pytest-dispatch results file" not in message:
+            message += "; delete it or save a new run"
+        raise BaselineError(f"{path}: {message}") from None
 
 
 def _finite_float(text: str) -> float:
@@ -281,10 +246,29 @@ def gpu_of(document: dict[str, Any]) -> GpuInfo | None:
 
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+_STAMP = "%Y%m%dT%H%M%S%fZ"
+# what ``BaselineStore.save`` names a file: <UTC time>_<commit>_<name>.json
+_RUN_FILE = re.compile(r"(\d{8}T\d{6}(?:\d{6})?Z)_[A-Za-z0-9._-]*_[A-Za-z0-9._-]*\.json")  # µs: optional
+_TEMP_FILE = re.compile(r"\.\d{8}T\d{6}(?:\d{6})?Z_.*\.json\..*\.tmp")  # write_json_atomically's, of a save
+STALE_TEMP_SECONDS = 3600  # a save's temp file this old belongs to an interrupted save
+
+
+@dataclasses.dataclass
+class Pruned:
+    """What ``BaselineStore.prune`` did (or, dry, would do) in one GPU folder."""
+
+    kept: list[Path] = dataclasses.field(default_factory=list)
+    removed: list[Path] = dataclasses.field(default_factory=list)  # saved runs older than the kept ones
+    left: list[tuple[Path, str]] = dataclasses.field(default_factory=list)  # not the store's: why each stays
+    temp_removed: list[Path] = dataclasses.field(default_factory=list)  # interrupted saves' temp files
+    temp_left: list[Path] = dataclasses.field(default_factory=list)  # temp files of saves that may be running
 
 
 class BaselineStore:
-    """Results files under ``root/<GPU fingerprint>/<UTC time>_<commit>_<name>.json``."""
+    """Results files under ``root/<GPU fingerprint>/<UTC time>_<commit>_<name>.json``.
+
+    A file of another name, a link, or a file that does not read as a results document is not a
+    saved run: lookups pass over it and ``prune`` never deletes it."""
 
     def __init__(self, root: str | os.PathLike) -> None:
         self.root = Path(root)
@@ -296,7 +280,7 @@ class BaselineStore:
     def save(self, document: dict[str, Any], name: str) -> Path:
         fingerprint = fingerprint_of(document) or "no-gpu"
         commit = str((document.get("commit_info") or {}).get("id") or "nocommit")
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime(_STAMP)
         path = self.root / fingerprint / f"{stamp}_{self.safe_name(commit)}_{self.safe_name(name)}.json"
         return write_json_atomically(path, document)
 
@@ -306,9 +290,27 @@ class BaselineStore:
         parts = Path(path).stem.split("_", 2)
         return parts[2] if len(parts) == 3 else Path(path).stem
 
+    @staticmethod
+    def saved_time(path: Path) -> datetime.datetime | None:
+        """When a file named as ``save`` names them was saved (UTC); None for any other name."""
+        match = _RUN_FILE.fullmatch(Path(path).name)
+        if match is None:
+            return None
+        try:
+            stamp = match.group(1)
+            return datetime.datetime.strptime(stamp, _STAMP if len(stamp) > 16 else "%Y%m%dT%H%M%SZ").replace(
+                tzinfo=datetime.timezone.utc)
+        except ValueError:
+            return None
+
     def files(self, fingerprint: str | None, name: str = "latest") -> list[Path]:
-        """Files of this fingerprint (None: every one) with this name ("latest": any), oldest first."""
-        return self._files(fingerprint, name)
+        """Saved runs of this fingerprint (None: every one) with this name ("latest": any), oldest
+        first by the time they were saved; files named otherwise and links are passed over."""
+        files = [f for found in ([fingerprint] if fingerprint else self.fingerprints()) for f in self.run_files(found)
+                 if self.saved_time(f) is not None and not f.is_symlink()]
+        if name != "latest":
+            files = [f for f in files if self.name_of(f) == self.safe_name(name)]
+        return sorted(files, key=lambda f: (self.saved_time(f), f.name))
 
     def fingerprints(self) -> list[str]:
         """The GPU fingerprints that have a folder in the storage, sorted."""
@@ -317,24 +319,67 @@ class BaselineStore:
         return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
 
     def run_files(self, fingerprint: str) -> list[Path]:
-        """The saved-run files of one fingerprint (any name), unordered."""
+        """Every results file in one fingerprint's folder (any name; a reader warns about foreign
+        ones), unordered."""
         folder = self.root / fingerprint
         if not folder.is_dir():
             return []
         return [f for f in folder.glob("*.json") if not f.name.startswith(".")]
 
-    def _files(self, fingerprint: str | None, name: str) -> list[Path]:
-        files = [f for found in ([fingerprint] if fingerprint else self.fingerprints()) for f in self.run_files(found)]
-        if name != "latest":
-            files = [f for f in files if self.name_of(f) == self.safe_name(name)]
-        return sorted(files, key=lambda f: f.name.split("_", 1)[0])
-
-    def find(self, fingerprint: str, name: str = "latest") -> Path | None:
-        """The newest file of this fingerprint with this name ("latest": any name)."""
-        files = self._files(fingerprint, name)
+    def find(self, fingerprint: str | None, name: str = "latest") -> Path | None:
+        """The newest saved run of this fingerprint (None: any) with this name, of either kind."""
+        files = self.files(fingerprint, name)
         return files[-1] if files else None
 
-    def find_other_gpu(self, name: str = "latest") -> Path | None:
-        """The newest file of any fingerprint: timing is then incomparable, counts are not."""
-        files = self._files(None, name)
-        return files[-1] if files else None
+    def newest(self, fingerprint: str | None, name: str = "latest", counted: bool = False
+               ) -> tuple[Path, dict[str, Any]] | None:
+        """The newest saved run of this fingerprint (None: any) and name of one kind: counted
+        (``--dispatch-instructions``) or timed, with its document; a counted run and a timed one
+        are never each other's baseline.  BaselineError when a file of that name cannot be read."""
+        for path in reversed(self.files(fingerprint, name)):
+            document = load_document(path)
+            if (counted_of(document) is not None) == counted:
+                return path, document
+        return None
+
+    def prune(self, fingerprint: str, keep: int, dry_run: bool = False) -> Pruned:
+        """Delete all but the newest ``keep`` saved runs of one GPU; touches only files this store
+        wrote (its name and a readable results document), never a link or what one points to.
+        Two prunes at once, or one after another, delete each file once and nothing else."""
+        outcome = Pruned()
+        folder = self.root / fingerprint
+        if folder.is_symlink():
+            outcome.left.append((folder, "a link; prune never follows one out of the storage"))
+            return outcome
+        own = []
+        for path in sorted(self.run_files(fingerprint)):
+            if path.is_symlink():
+                outcome.left.append((path, "a link, not a saved run"))
+            elif self.saved_time(path) is None:
+                outcome.left.append((path, "not a saved run's name (<UTC time>_<commit>_<name>.json)"))
+            else:
+                try:
+                    document = load_document(path)
+                except BaselineError as error:
+                    outcome.left.append((path, str(error).removeprefix(f"{path}: ")))
+                    continue
+                if (fingerprint_of(document) or "no-gpu") != fingerprint:
+                    outcome.left.append((path, f"a run of another GPU ({fingerprint_of(document)})"))
+                    continue
+                own.append(path)
+        own.sort(key=lambda f: (self.saved_time(f), f.name))
+        stale = max(len(own) - keep, 0)
+        outcome.removed, outcome.kept = own[:stale], own[stale:]
+        now = datetime.datetime.now().timestamp()
+        for temp in sorted(folder.glob(".*.tmp")):
+            if not _TEMP_FILE.fullmatch(temp.name) or temp.is_symlink():
+                continue
+            try:
+                stale = now - temp.lstat().st_mtime > STALE_TEMP_SECONDS
+            except FileNotFoundError:
+                continue
+            (outcome.temp_removed if stale else outcome.temp_left).append(temp)
+        if not dry_run:
+            for path in outcome.removed + outcome.temp_removed:
+                path.unlink(missing_ok=True)  # another prune may have been first
+        return outcome

@@ -152,8 +152,8 @@ class Measurement:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Measurement":
-        """From ``as_dict``'s form, or schema 1's (its keys had no unit suffix)."""
-        by_key = {key: field for field, key in JSON_KEYS.items()} | SCHEMA_1_KEYS
+        """From ``as_dict``'s form."""
+        by_key = {key: field for field, key in JSON_KEYS.items()}
         fields = {f.name for f in dataclasses.fields(cls)}
         values = {}
         for key, value in data.items():
@@ -178,10 +178,6 @@ class Measurement:
 # fields: a figure of one call of the measured function ends in _per_call, so the same key
 # means the same thing in the pytest_dispatch section and in pytest-benchmark's extra_info.
 JSON_KEYS = {"dispatches": "dispatches_per_call", "calls": "calls_per_call", "by_kernel": "by_kernel_per_call"}
-# Schema 1's keys had no unit suffix: read back as the fields they became (its other keys
-# were the field names).
-SCHEMA_1_KEYS = {"host_us": "host_us_per_call", "wall_us": "wall_us_per_call",
-                 "host_breakdown_us": "host_breakdown_us_per_call", "gpu_us": "gpu_us_per_call"}
 
 
 def measurement_name(fn: Callable[..., Any] | Source, name: str | None = None) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,10 +38,19 @@ BASELINE_KEY = pytest.StashKey["gate.Baseline | None"]()
 GATE_KEY = pytest.StashKey["gate.Gate"]()
 WORKERS_KEY = pytest.StashKey[dict]()  # xdist controller: worker id -> what it said about its GPU
 WORKER_OUTPUT = "pytest_dispatch"  # the key of xdist's workeroutput we use
+SKIPPED_RUNS_KEY = pytest.StashKey[list]()  # --dispatch-compare: one line per stored run that could not be read
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    """Node ids relative to the rootdir of the test paths, never of an option's value."""
+    from pytest_dispatch.plugin import rootdir
+
+    rootdir.settle(early_config, args)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -137,10 +147,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if wants_reporter and not hasattr(config, "workerinput"):  # xdist workers send their results up
         from pytest_dispatch.plugin.reporter import DispatchReporter
 
-        config.pluginmanager.register(
-            DispatchReporter(config, config.stash[GPU_SESSION_KEY], config.stash.get(BASELINE_KEY, None)),
-            DispatchReporter.PLUGIN_NAME,
-        )
+        reporter = DispatchReporter(config, config.stash[GPU_SESSION_KEY], config.stash.get(BASELINE_KEY, None))
+        reporter.notes.extend(f"dispatch gate: warning: {line}" for line in config.stash.get(SKIPPED_RUNS_KEY, []))
+        config.pluginmanager.register(reporter, DispatchReporter.PLUGIN_NAME)
 
 
 NAMED_OPTIONS = ("dispatch_save", "dispatch_compare")  # alone they mean a default name; "=" and nothing is a slip
@@ -174,7 +183,7 @@ def _refuse_unknown_baseline_name(store, name: str) -> None:
 
 
 def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
-    from pytest_dispatch.judgement import gate, storage
+    from pytest_dispatch.judgement import gate, history, storage
 
     store = storage.BaselineStore(options.of(config).dispatch_storage)
     if not options.of(config).dispatch_accept:  # accepting makes the baseline: a new name is the point
@@ -182,11 +191,19 @@ def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
     gpu_session = config.stash[GPU_SESSION_KEY]
     if gpu_session.unavailable_reason:
         return None  # GPU tests skip; nothing to compare
-    try:
-        return gate.find_baseline(store, gpu_session.info.fingerprint, options.of(config).dispatch_compare,
-                                  software=counted_software(config, gpu_session.info))
-    except storage.BaselineError as error:
-        raise pytest.UsageError(f"--dispatch-compare: {error}") from None
+    with warnings.catch_warnings(record=True) as caught:  # a stored run that cannot be read: one line at the end
+        warnings.simplefilter("always", history.SkippedRunWarning)
+        try:
+            return gate.find_baseline(store, gpu_session.info.fingerprint, options.of(config).dispatch_compare,
+                                      software=counted_software(config, gpu_session.info))
+        except storage.BaselineError as error:
+            raise pytest.UsageError(f"--dispatch-compare: {error}") from None
+        finally:
+            config.stash[SKIPPED_RUNS_KEY] = list(dict.fromkeys(
+                str(w.message) for w in caught if issubclass(w.category, history.SkippedRunWarning)))
+            for w in caught:
+                if not issubclass(w.category, history.SkippedRunWarning):
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def uses_gpu(item: pytest.Item) -> bool:

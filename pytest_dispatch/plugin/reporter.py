@@ -29,6 +29,7 @@ class DispatchReporter:
         self.results: list[TestResult] = []
         self.verdicts: dict[str, gate.TestVerdicts] = {}
         self.saved: list[str] = []
+        self.failed_writes: list[str] = []  # one line each: what was asked, where, why it failed
         self.notes: list[str] = []
         self.stopped = False  # a usage error stopped the session before any test: its one line says it all
         self.idle_cpus = contention.IdleCpus(config)  # now, before pytest-xdist starts its workers
@@ -70,8 +71,9 @@ class DispatchReporter:
         compare_name = options.of(self.config).dispatch_compare
         if compare_name and self.baseline is None and not self.gpu_session.unavailable_reason:
             storage_root = options.of(self.config).dispatch_storage
+            kind = "counted " if counted_software(self.config, self._gpu_info()) is not None else ""
             self.notes.append(
-                f"dispatch gate: no baseline named {compare_name!r} in {storage_root}/ for any GPU: nothing "
+                f"dispatch gate: no {kind}baseline named {compare_name!r} in {storage_root}/ for any GPU: nothing "
                 "was compared (budgets were still checked); save one with --dispatch-save"
             )
             if session.exitstatus == pytest.ExitCode.OK:
@@ -100,13 +102,26 @@ class DispatchReporter:
                 self.notes.append(f"dispatch plot: {error}")
         path = options.of(self.config).dispatch_json
         if path:
-            self.saved.append(str(storage.write_json_atomically(path, document)))
+            self._write("--dispatch-json", path, lambda: storage.write_json_atomically(path, document), session)
         save_name = options.of(self.config).dispatch_save
+        flag = "--dispatch-save"
         if options.of(self.config).dispatch_accept:
             save_name = compare_name if compare_name and compare_name != "latest" else "accepted"
+            flag = "--dispatch-accept"
         if save_name:
             store = storage.BaselineStore(options.of(self.config).dispatch_storage)
-            self.saved.append(str(store.save(document, save_name)))
+            self._write(flag, store.root, lambda: store.save(document, save_name), session)
+
+    def _write(self, flag: str, where, write, session: pytest.Session) -> None:
+        """Write a file the user asked for; a failure is one line and exit status 1, the session's
+        outcome and summary kept."""
+        try:
+            self.saved.append(str(write()))
+        except OSError as error:
+            self.failed_writes.append(f"dispatch results NOT written ({flag}): {where}: "
+                                      f"{error.strerror or error}; exit status 1 because {flag} was asked for")
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def timing_doubt(self) -> str | None:
         """Why this session's timings cannot be trusted (see ``contention``), or None."""
@@ -138,3 +153,5 @@ class DispatchReporter:
             write(line, yellow=True)
         for path in self.saved:
             write(f"dispatch results written to {path}")
+        for line in self.failed_writes:
+            write(line, red=True)
