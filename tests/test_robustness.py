@@ -257,7 +257,7 @@ def test_node_ids_do_not_depend_on_an_absolute_storage_path_outside_the_project(
                                   "--dispatch-threshold=90%")
     compared.assert_outcomes(passed=1)
     assert compared.ret == 0
-    compared.stdout.fnmatch_lines(["dispatch gate vs *: 1 timing *"])
+    compared.stdout.fnmatch_lines(["dispatch gate vs *: 1 counts unchanged*"])
     assert "no baseline" not in compared.stdout.str()
 
 
@@ -276,7 +276,7 @@ def test_dispatch_compare_with_hostile_saved_runs(pytester, gpu, mutation, field
     older.write_text(json.dumps(hostile))
     among = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store", "--dispatch-threshold=90%")
     among.assert_outcomes(passed=1)  # the rest compared, one warning naming the file
-    among.stdout.fnmatch_lines(["dispatch gate vs *: 1 timing *",
+    among.stdout.fnmatch_lines(["dispatch gate vs *: 1 counts unchanged*",
                                 f"dispatch gate: warning: *{older.name}: *{field}*(skipped)"])
     assert among.stdout.str().count(older.name) == 1
     newest = saved.parent / "29991231T000000000000Z_abc_main.json"

@@ -121,7 +121,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", settings.TIMING_MARKER_HELP)
     gpu.ensure_runtime_dir()  # before any wgpu instance, ours or the tests'; xdist workers inherit it
     values = options.of(config)  # a bad ini value stops the session here
-    _refuse_empty_names(config)
     if (values.dispatch_ab or values.dispatch_aa) and not any(
             config.pluginmanager.has_plugin(name) for name in ("dispatch_ab", "pytest_dispatch.ab.plugin")):
         raise pytest.UsageError("--dispatch-ab/--dispatch-aa: the A/B plugin (pytest_dispatch.ab.plugin) is not "
@@ -150,19 +149,6 @@ def pytest_configure(config: pytest.Config) -> None:
         reporter = DispatchReporter(config, config.stash[GPU_SESSION_KEY], config.stash.get(BASELINE_KEY, None))
         reporter.notes.extend(f"dispatch gate: warning: {line}" for line in config.stash.get(SKIPPED_RUNS_KEY, []))
         config.pluginmanager.register(reporter, DispatchReporter.PLUGIN_NAME)
-
-
-NAMED_OPTIONS = ("dispatch_save", "dispatch_compare")  # alone they mean a default name; "=" and nothing is a slip
-
-
-def _refuse_empty_names(config: pytest.Config) -> None:
-    """``--dispatch-compare=$UNSET`` would turn the gate off without a word: a usage error instead."""
-    for name in NAMED_OPTIONS:
-        value = config.getoption(name)
-        if isinstance(value, str) and not value.strip():
-            flag = "--" + name.replace("_", "-")
-            raise pytest.UsageError(f"{flag}= was given an empty name (an unset variable?): give a name "
-                                    f"({flag}=main) or the flag alone")
 
 
 SHOWN_NAMES = 8  # saved names a message lists before "..."
