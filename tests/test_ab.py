@@ -597,3 +597,11 @@ def test_worker_arguments_drop_the_coordinators_options():
     args = ["tests", "--dispatch-ab=main", "--dispatch-report", "--dispatch-json", "x.json", "-k", "fast",
             "--dispatch-ab-max-time=5", "--dispatch-ab-sessions", "3", "--gpu-adapter=H200", "--dispatch-save"]
     assert command.worker_args(args) == ["tests", "-k", "fast", "--gpu-adapter=H200"]
+
+
+@pytest.mark.parametrize("disabled", ["dispatch", "dispatch_ab"])
+def test_either_entry_point_can_be_disabled_alone(pytester, disabled):
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest("-p", f"no:{disabled}")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1)

@@ -1,6 +1,7 @@
 """``pytest --dispatch-ab=REF`` (and ``--dispatch-aa``): this process coordinates an A/B job
 instead of running the tests itself.  A ``pytest11`` entry point of its own, as xdist's
-``--looponfail`` is; the options are in the one option table (pytest_dispatch.options)."""
+``--looponfail`` is; the options are in the one option table (pytest_dispatch.options), which the
+``dispatch`` entry point registers: with that one disabled (``-p no:dispatch``) this one does nothing."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ import pytest
 
 from pytest_dispatch import options
 
+_UNREGISTERED = object()
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    if config.getoption(options.AB_OPTIONS[0].name, default=_UNREGISTERED) is _UNREGISTERED:
+        return None  # the dispatch plugin is not loaded: there is no A/B option to read
     values = options.of(config)
     base = values.dispatch_ab
     if values.dispatch_aa:
