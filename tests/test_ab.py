@@ -161,11 +161,23 @@ def test_tests_and_measurements_only_one_side_has_are_new_and_the_rest_is_compar
     assert "test_work.py::test_new_in_head (head only)" in done.stdout
 
 
-def test_a_side_that_cannot_collect_a_file_is_one_line_and_the_rest_is_compared(project):
+def test_a_side_that_cannot_collect_a_file_fails_the_job_in_one_line_and_the_rest_is_compared(project):
     (project / "test_broken.py").write_text("import no_such_module_here\n")
     done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
-    assert "head: could not collect test_broken.py: " in done.stdout and "no_such_module_here" in done.stdout
-    assert by_name(outcome)["work"]["timing"] is not None
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert ("head: could not collect test_broken.py: ModuleNotFoundError: No module named 'no_such_module_here'"
+            in done.stdout.splitlines())
+    assert by_name(outcome)["work"]["timing"] is not None and "A/B FAILED" in done.stdout
+
+
+def test_a_head_whose_test_module_cannot_be_imported_compares_nothing_and_fails(project):
+    (project / "test_work.py").write_text("import no_such_module_here\n" + TEST_FILE)
+    done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
+    assert done.returncode == 4, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "head: could not collect test_work.py: ModuleNotFoundError: No module named 'no_such_module_here'" in lines
+    assert "nothing compared: no measurement exists on both sides" in lines and "A/B passed" not in done.stdout
+    assert outcome["exit_code"] == 4
 
 
 def test_a_worker_that_crashes_fails_that_test_and_the_job_goes_on(project):

@@ -531,10 +531,11 @@ class Job:
         base_ids, head_ids = (message["nodeids"] for message in collected)
         for index, message in enumerate(collected):
             for error in message["errors"]:
+                self.outcome.collect_failed = True
                 self._problem(f"{SIDE_NAMES[index]}: could not collect {error}")
         common = set(base_ids) & set(head_ids)
         if not common:
-            raise JobError("no test is collected on both sides: nothing to compare")
+            return []  # nothing to compare: _judge says so
         plan = [(nodeid, (BASE, HEAD)) for nodeid in head_ids if nodeid in common]
         plan += [(nodeid, (HEAD,)) for nodeid in head_ids if nodeid not in common]
         plan += [(nodeid, (BASE,)) for nodeid in base_ids if nodeid not in common]
@@ -679,6 +680,8 @@ class Job:
             self.outcome.comparisons.append(verdicts.Comparison(key, base, head, adjusted.get(key),
                                                                 self.notes.get(key, ""),
                                                                 self.session_verdicts.get(key, [])))
+        if not self.outcome.compared:
+            self._problem("nothing compared: no measurement exists on both sides")
 
 
 def _stop(sides: Sequence[_Side]) -> None:

@@ -41,11 +41,13 @@ def with_channel(arguments: list[str], read_fd: int, write_fd: int) -> list[str]
     return [arguments[0], str(read_fd), str(write_fd), *arguments[1:]]
 
 
-def _first_line(longrepr: Any) -> str:
+def _error_line(longrepr: Any, last: bool = False) -> str:
+    """A report's first error line (``E ...``), or its last (a collection error's own message,
+    ``ModuleNotFoundError: No module named 'x'``, after a SyntaxError's source lines)."""
     text = str(longrepr or "").strip()
     lines = [line for line in text.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("E ")]
-    return (errors[0][1:].strip() if errors else lines[-1] if lines else "")[:300]
+    return (errors[-1 if last else 0][1:].strip() if errors else lines[-1] if lines else "")[:300]
 
 
 class Worker:
@@ -67,7 +69,7 @@ class Worker:
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
-            self.collect_errors.append(f"{report.nodeid or 'collection'}: {_first_line(report.longrepr)}")
+            self.collect_errors.append(f"{report.nodeid or 'collection'}: {_error_line(report.longrepr, last=True)}")
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -130,7 +132,7 @@ class Worker:
 
         text = ""
         if report.failed:
-            text = _first_line(report.longreprtext)
+            text = _error_line(report.longreprtext)
         elif report.skipped and isinstance(report.longrepr, tuple):
             text = str(report.longrepr[2])
         self._phases[report.when] = (report.outcome, text)
