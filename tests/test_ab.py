@@ -3,12 +3,15 @@ own tree's code, paired rounds, and one clear line for every kind of bad input."
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -617,3 +620,88 @@ def test_either_entry_point_can_be_disabled_alone(pytester, disabled):
     result = pytester.runpytest("-p", f"no:{disabled}")
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     result.assert_outcomes(passed=1)
+
+
+SLEEPER = """
+import os, time
+
+def test_sleeps(gpu_device):
+    with open(os.environ["SLEEPER_PIDS"], "a") as pids:
+        pids.write(f"{os.getpid()}\\n")
+    time.sleep(300)
+"""
+
+
+@pytest.fixture
+def sleeper(project, tmp_path) -> dict[str, str]:
+    """A job's environment in which both workers write their pid and sleep in their test; its own
+    temporary folder, where the job checks the base out."""
+    (project / "test_sleeps.py").write_text(SLEEPER)
+    git(project, "add", ".")
+    git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "sleeper")
+    (tmp_path / "tmp").mkdir()
+    return {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "SLEEPER_PIDS": str(tmp_path / "pids")}
+
+
+def _start_sleeping_job(project: Path, environment: dict[str, str]) -> tuple[subprocess.Popen, list[int]]:
+    """A job (in a process group of its own) whose two workers are in their test; their pids."""
+    job = subprocess.Popen([sys.executable, "-m", "pytest_dispatch.cli", "ab", "--base", "main", "--test-timeout",
+                            "600", "--", "test_sleeps.py"], cwd=project, env=environment, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    pids = Path(environment["SLEEPER_PIDS"])
+    for _ in range(1200):  # both workers started and reached their test
+        if job.poll() is not None or (pids.exists() and len(pids.read_text().split()) == 2):
+            break
+        time.sleep(0.1)
+    assert job.poll() is None, job.communicate()[0]
+    return job, [int(pid) for pid in pids.read_text().split()]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _checkouts(environment: dict[str, str]) -> list[str]:
+    return sorted(path.name for path in Path(environment["TMPDIR"]).glob("pytest-dispatch-base-*"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("to_group", [False, True], ids=["process", "group"])
+def test_a_stopped_job_removes_its_checkout_and_ends_its_workers(project, sleeper, number, to_group):
+    job, workers = _start_sleeping_job(project, sleeper)
+    try:
+        assert len(_checkouts(sleeper)) == 1 and git(project, "worktree", "list").count("\n") == 2
+        (os.killpg if to_group else os.kill)(job.pid, number)
+        output = job.communicate(timeout=30)[0]  # a polite quit would wait for the sleeping tests
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)
+    assert job.returncode == 128 + number, output
+    assert f"pytest-dispatch ab: stopped by {number.name}; its workers and checkout are gone" in output
+    assert _checkouts(sleeper) == [] and git(project, "worktree", "list").count("\n") == 1
+    assert all(_gone(pid) for pid in workers)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_later_job_removes_the_checkout_of_a_killed_one(project, sleeper):
+    job, workers = _start_sleeping_job(project, sleeper)
+    try:
+        job.kill()
+        job.communicate(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)
+    assert len(_checkouts(sleeper)) == 1 and git(project, "worktree", "list").count("\n") == 2
+    for _ in range(300):  # the workers end with their coordinator
+        if all(_gone(pid) for pid in workers):
+            break
+        time.sleep(0.1)
+    assert all(_gone(pid) for pid in workers)
+    later = subprocess.run([sys.executable, "-m", "pytest_dispatch.cli", "ab", "--base", "no-such-ref"], cwd=project,
+                           env=sleeper, capture_output=True, text=True, timeout=120)
+    assert later.returncode == 2
+    assert _checkouts(sleeper) == [] and git(project, "worktree", "list").count("\n") == 1

@@ -331,6 +331,10 @@ class Job:
                     MeasurementKey.parse(key).nodeid == nodeid and key not in self.timing for key in self.session_verdicts)]
                 if plan:
                     self._next_pair()
+        except KeyboardInterrupt:  # stopped: no polite quit, the workers may be in a test for minutes
+            for side in (*self.sides, *(self._spares or ())):
+                side.kill()
+            raise
         finally:
             _stop(self.sides)
             self._end_warm()

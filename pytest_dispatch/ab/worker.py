@@ -183,8 +183,22 @@ def import_instrument() -> None:
     import pytest_dispatch.plugin  # noqa: F401
 
 
+def _end_with_coordinator() -> None:
+    """Have Linux kill this worker when its coordinator ends, even killed with SIGKILL."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv: list[str]) -> int:
     side, read_fd, write_fd, roots = argv[0], int(argv[1]), int(argv[2]), argv[3]
+    _end_with_coordinator()
     if os.environ.get(CPU_ENV):  # before any thread starts: threads inherit the main thread's CPUs
         os.sched_setaffinity(0, settings.cpu(CPU_ENV, os.environ.pop(CPU_ENV)))
     pytest_args = argv[argv.index("--") + 1:]
