@@ -125,10 +125,6 @@ AB_OPTIONS = (
     Option("dispatch_ab_no_prestart", "Start an A/B session's workers only once the last session's have quit "
            "(by default, where at least three sessions' worth of CPUs are idle, the next pair starts while a "
            "session measures).", False, type="bool", coordinator=True, command_flag="--no-prestart"),
-    Option("dispatch_ab_no_fork", "Start every A/B worker as a new Python process (by default, from the second "
-           "session on, where the next pair does not start early, a session's two workers are forked from one "
-           "process that imported pytest, this plugin and WebGPU for both).", False, type="bool", coordinator=True,
-           command_flag="--no-fork"),
     Option("dispatch_markdown", "Append the A/B (or gate) outcome as Markdown to this file, e.g. "
            "$GITHUB_STEP_SUMMARY.", None, type="path", coordinator=True),
 )

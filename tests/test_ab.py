@@ -17,9 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_dispatch.ab import command, coordinator, zygote
-from pytest_dispatch.ab import worker as ab_worker
-from pytest_dispatch.ab.channel import Channel
+from pytest_dispatch.ab import command, coordinator
 from pytest_dispatch.judgement import paired
 from pytest_dispatch.judgement.status import Status
 
@@ -311,92 +309,6 @@ def test_the_first_pair_starts_again_only_where_its_placement_was_guessed_wrong(
                        out=lines.append)
     assert code == 0, lines
     assert len(list(logs.glob("started-*"))) == (4 if guessed_right else 6), lines  # two sessions' pairs
-
-
-FORK_TEST = """
-import json, os, time
-from pytest_dispatch.workloads import AddOne
-
-def test_forked(dispatch_meter, gpu_device):
-    dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, per_round=2, name="forked")
-    side, parent = os.environ["PYTEST_DISPATCH_AB_SIDE"], os.getppid()
-    with open(f"/proc/{parent}/stat") as stat:
-        grandparent = int(stat.read().rsplit(")", 1)[1].split()[1])
-    with open(os.path.join(os.environ["PLACEMENT_LOG"], f"{side}-{os.getpid()}.json"), "w") as log:
-        json.dump({"side": side, "parent": parent, "grandparent": grandparent, "time": time.time(),
-                   "hash_seed": os.environ.get("PYTHONHASHSEED")}, log)
-"""
-
-
-def _fork_job(project: Path, tmp_path: Path, monkeypatch, **settings) -> tuple[list[list[dict]], list[str]]:
-    """Each session's workers (a list per session, in order) of a two-session job without prestart."""
-    (project / "test_forked.py").write_text(FORK_TEST)
-    logs = tmp_path / "forks"
-    logs.mkdir()
-    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
-    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
-    lines = []
-    command.run(str(project), str(project), ["-p", "no:randomly", "test_forked.py"],
-                coordinator.Settings(seed=11, threshold=1.0, prestart=False, **{**FAST, **TWO_SESSIONS}, **settings),
-                out=lines.append)
-    workers = sorted((json.loads(path.read_text()) for path in logs.iterdir()), key=lambda w: w["time"])
-    sessions: dict[str, list[dict]] = {}
-    for worker in workers:
-        sessions.setdefault(worker["hash_seed"], []).append(worker)
-    assert len(sessions) == 2 and all(len(pair) == 2 for pair in sessions.values()), (workers, lines)
-    return list(sessions.values()), lines
-
-
-@pytest.mark.skipif(not zygote.available(), reason="workers are forked on Linux only")
-def test_from_the_second_session_both_workers_fork_from_one_warm_process_of_their_own(project, tmp_path, monkeypatch):
-    (first, second), lines = _fork_job(project, tmp_path, monkeypatch)
-    job = os.getpid()  # command.run coordinates in this process
-    assert [w["parent"] for w in first] == [job, job], (first, lines)
-    assert second[0]["parent"] == second[1]["parent"] != job, (second, lines)
-    assert second[0]["grandparent"] == job  # the warm process is the job's, started for this session
-    assert {w["side"] for w in second} == {"base", "head"}
-
-
-@pytest.mark.skipif(not zygote.available(), reason="workers are forked on Linux only")
-def test_with_no_fork_every_worker_is_a_new_process_of_the_job(project, tmp_path, monkeypatch):
-    sessions, lines = _fork_job(project, tmp_path, monkeypatch, fork=False)
-    assert all(w["parent"] == os.getpid() for pair in sessions for w in pair), (sessions, lines)
-
-
-@pytest.mark.skipif(not zygote.available(), reason="workers are forked on Linux only")
-def test_a_warm_process_that_cannot_fork_leaves_the_workers_to_start_as_new_processes(project, tmp_path, monkeypatch):
-    def unavailable(*args, **kwargs):
-        raise zygote.Unavailable("an imported module started a thread, so forking is not safe")
-
-    monkeypatch.setattr(coordinator.zygote, "Zygote", unavailable)
-    sessions, lines = _fork_job(project, tmp_path, monkeypatch)
-    assert all(w["parent"] == os.getpid() for pair in sessions for w in pair), (sessions, lines)
-    assert "workers start as new processes from now on: an imported module started a thread, so forking is " \
-               "not safe" in lines
-
-
-@pytest.mark.skipif(not zygote.available(), reason="workers are forked on Linux only")
-def test_a_forked_worker_reports_its_exit_status_and_writes_its_log(project, tmp_path):
-    (project / "test_exit.py").write_text("import os\n\ndef test_exit():\n    os._exit(7)\n")
-    warm = zygote.Zygote(None, [], dict(os.environ), tmp_path / "warm.log")
-    worker_reads, job_writes = os.pipe()
-    job_reads, worker_writes = os.pipe()
-    log = tmp_path / "worker.log"
-    try:
-        with open(log, "w") as output:
-            forked = warm.fork(ab_worker.fork_arguments("base", [str(project)], ["-p", "no:cacheprovider",
-                                                                                 "test_exit.py"]),
-                               project, dict(os.environ), (worker_reads, worker_writes, output.fileno()))
-        for descriptor in (worker_reads, worker_writes):
-            os.close(descriptor)
-        channel = Channel(job_reads, job_writes)
-        assert channel.receive(timeout=120)["event"] == "collected"
-        assert forked.poll() is None
-        channel.send({"cmd": "run", "nodeid": "test_exit.py::test_exit", "next": None})
-        assert forked.wait(timeout=60) == 7
-        assert "test_exit.py" in log.read_text()  # pytest's header went to the worker's log
-    finally:
-        warm.close()
 
 
 EARLY_TEST = """

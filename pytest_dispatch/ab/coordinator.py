@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pytest_dispatch.ab import verdicts, worker, zygote
+from pytest_dispatch.ab import verdicts, worker
 from pytest_dispatch.ab.channel import Channel, ChannelClosed
 from pytest_dispatch.ab.trees import source_roots
 from pytest_dispatch import settings as gate_settings
@@ -79,9 +79,6 @@ class Settings:
     # there are PRESTART_SESSIONS_OF_CPUS sessions' worth of them (not on a 2-core machine);
     # off: --no-prestart.
     prestart: bool = True
-    # From the second session on, where the next pair does not start early, fork a session's two
-    # workers from one process that imported pytest, the plugin and WebGPU for both; off: --no-fork.
-    fork: bool = True
 
     def as_dict(self) -> dict:
         """The job's ``settings`` in its JSON (docs/schema.md), where the pairs' times are ``min_seconds``
@@ -109,11 +106,6 @@ class Settings:
 _PROCESSES = itertools.count(1)
 
 
-def process_environment(placement: dict[str, str]) -> dict[str, str]:
-    """The environment of a process the job starts for a session: this one's, unbuffered, placed."""
-    return {**os.environ, "PYTHONUNBUFFERED": "1", **placement}
-
-
 class _SideLost(Exception):
     def __init__(self, side: int, why: str) -> None:
         super().__init__(why)
@@ -129,29 +121,24 @@ class _Side:
         self.tree, self.pytest_args, self.events = tree, pytest_args, events
         self.log_path = logs / f"{log_name or self.name}.log"
         self.log_shown = False  # a message named the log: it is kept after the job
-        self.process: subprocess.Popen | zygote.ForkedWorker | None = None
+        self.process: subprocess.Popen | None = None
         self.channel: Channel | None = None
         self.generation = 0  # which process of the job this side's messages come from
         self._quit_sent = 0  # the generation told to quit
         self.placement: dict[str, str] = {}  # environment that places the worker (CPU, hash seed)
 
-    def start(self, warm: zygote.Zygote | None = None) -> None:
-        """Start the worker, forked from ``warm`` when given; it and its message pump run on the
-        CPUs the calling thread may use."""
+    def start(self) -> None:
+        """Start the worker; it and its message pump run on the CPUs the calling thread may use."""
         worker_reads, coordinator_writes = os.pipe()
         coordinator_reads, worker_writes = os.pipe()
         roots, pytest_args = source_roots(self.tree), ["-p", "no:cacheprovider", *self.pytest_args]
         log = open(self.log_path, "a")
         try:
-            if warm:
-                self.process = warm.fork(worker.fork_arguments(self.name, roots, pytest_args), self.tree,
-                                         self._environment(), (worker_reads, worker_writes, log.fileno()))
-            else:
-                self.process = subprocess.Popen(
-                    worker.boot_command(sys.executable, self.name, worker_reads, worker_writes, roots, pytest_args),
-                    cwd=self.tree, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    pass_fds=(worker_reads, worker_writes), env=self._environment())
-        except zygote.Unavailable:
+            self.process = subprocess.Popen(
+                worker.boot_command(sys.executable, self.name, worker_reads, worker_writes, roots, pytest_args),
+                cwd=self.tree, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                pass_fds=(worker_reads, worker_writes), env=self._environment())
+        except BaseException:
             for descriptor in (coordinator_reads, coordinator_writes):
                 os.close(descriptor)
             raise
@@ -166,7 +153,7 @@ class _Side:
         threading.Thread(target=self._pump, args=(self.channel, self.generation), daemon=True).start()
 
     def _environment(self) -> dict[str, str]:
-        return {**process_environment(self.placement), SIDE_ENV: self.name}
+        return {**os.environ, "PYTHONUNBUFFERED": "1", **self.placement, SIDE_ENV: self.name}
 
     def _pump(self, channel: Channel, generation: int) -> None:
         while True:
@@ -263,10 +250,6 @@ class Job:
         self._spares: tuple[_Side, _Side] | None = None  # the next session's workers, started early
         self._spare_cpus: tuple[int, ...] = ()
         self._spare_inbox: list[tuple[int, dict | None]] = []  # what they said before their session
-        self._implementation: str | None = None  # the adapter's WebGPU package, once the first pair names it
-        self._warm: zygote.Zygote | None = None  # the process this session's workers were forked from
-        self._ctypes: dict[str, None] = {}  # C types the workers parsed, in order (zygote parses them first)
-        self._fork = settings.fork and zygote.available()
 
     # -- messages
 
@@ -309,7 +292,6 @@ class Job:
         try:
             collected = self._start_both()
             self._check_adapters(collected)
-            self._implementation = collected[HEAD]["adapter"].get("implementation")
             guessed, placed = self._cpus_per_session, len(self._session_cpus)
             self._cpus_per_session = wanted = cpus_per_session(collected[HEAD]["adapter"].get("is_cpu", False))
             if not self._cpus_chosen and wanted != guessed and (
@@ -337,7 +319,6 @@ class Job:
             raise
         finally:
             _stop(self.sides)
-            self._end_warm()
             for side in self._spares or ():
                 side.kill()  # it has run nothing: no need to wait for the end of its start-up
             if own_cpus:
@@ -454,7 +435,6 @@ class Job:
         """This session's workers stopped; the next session's started, or taken over when they
         were started early."""
         _stop(self.sides)
-        self._end_warm()
         if self._spares is None:
             self._start_both()
             return
@@ -472,37 +452,9 @@ class Job:
 
     def _start_both(self) -> list[dict]:
         self._place()
-        self._start_warm()
         for side in self.sides:
-            try:
-                side.start(self._warm)
-            except zygote.Unavailable as why:
-                self._no_fork(str(why))
-                side.start()
+            side.start()
         return self._collected()
-
-    def _start_warm(self) -> None:
-        """Start the process this session's workers fork from (``zygote``); not for the first
-        session (its adapter's package is not known yet), nor where the next pair is started
-        early instead, or where forking is off or failed."""
-        if not (self._fork and self._implementation) or self._prestarts():
-            return
-        try:
-            self._warm = zygote.Zygote(self._implementation, list(self._ctypes),
-                                       process_environment(self.sides[BASE].placement),
-                                       self._logs / "warm.log")
-        except zygote.Unavailable as why:
-            self._no_fork(str(why))
-
-    def _no_fork(self, why: str) -> None:
-        self._fork = False
-        self._end_warm()
-        self.progress(f"workers start as new processes from now on: {why}")
-
-    def _end_warm(self) -> None:
-        if self._warm:
-            self._warm.close()
-            self._warm = None
 
     def _collected(self) -> list[dict]:
         """Both workers' "collected" messages, once they have started."""
@@ -652,7 +604,6 @@ class Job:
 
     def _record_test(self, index: int, nodeid: str, message: dict) -> None:
         outcome = message.get("outcome")
-        self._ctypes.update(dict.fromkeys(name for name in message.get("ctypes") or () if isinstance(name, str)))
         if message.get("result") and nodeid not in self.results[index]:
             self.results[index][nodeid] = TestResult.from_dict(message["result"])  # counts: the first session's
         if outcome in ("failed", "error"):

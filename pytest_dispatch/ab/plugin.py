@@ -40,8 +40,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         max_sessions=values.dispatch_ab_max_sessions,
         min_time=values.dispatch_ab_min_time, max_time=values.dispatch_ab_max_time,
         order=values.dispatch_ab_order,
-        cpu=values.dispatch_ab_cpu, prestart=not values.dispatch_ab_no_prestart,
-        fork=not values.dispatch_ab_no_fork)
+        cpu=values.dispatch_ab_cpu, prestart=not values.dispatch_ab_no_prestart)
     return command.run(base, head, list(config.invocation_params.args), job_settings,
                        json_path=values.dispatch_json,
                        markdown_path=values.dispatch_markdown)

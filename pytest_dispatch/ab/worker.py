@@ -27,18 +27,8 @@ BOOT = ("import sys; sys.path.insert(0, {harness!r}); "
 
 
 def boot_command(python: str, side: str, read_fd: int, write_fd: int, roots: list[str], pytest_args: list[str]):
-    return [python, "-c", BOOT.format(harness=HARNESS),
-            *with_channel(fork_arguments(side, roots, pytest_args), read_fd, write_fd)]
-
-
-def fork_arguments(side: str, roots: list[str], pytest_args: list[str]) -> list[str]:
-    """``main``'s arguments less the channel's descriptors, which a forked worker gets on arrival."""
-    return [side, os.pathsep.join(roots), "--", *pytest_args]
-
-
-def with_channel(arguments: list[str], read_fd: int, write_fd: int) -> list[str]:
-    """``main``'s whole arguments: ``fork_arguments`` with the channel's descriptors put in."""
-    return [arguments[0], str(read_fd), str(write_fd), *arguments[1:]]
+    return [python, "-c", BOOT.format(harness=HARNESS), side, str(read_fd), str(write_fd), os.pathsep.join(roots),
+            "--", *pytest_args]
 
 
 def _error_line(longrepr: Any, last: bool = False) -> str:
@@ -59,8 +49,6 @@ class Worker:
         self.collect_errors: list[str] = []
         self._phases: dict[str, tuple[str, str]] = {}
         self._result: dict | None = None
-        self._implementation: str | None = None
-        self._ctypes_sent: set[str] = set()
 
     def pytest_dispatch_round_server(self, config: pytest.Config) -> "Worker":
         return self
@@ -75,15 +63,13 @@ class Worker:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         gpu_session = session.config.hook.pytest_dispatch_gpu_session(config=session.config)
         reason = gpu_session.unavailable_reason
-        self._implementation = None if reason else gpu_session.info.implementation
         self.channel.send({
             "event": "collected",
             "nodeids": [item.nodeid for item in session.items],
             "errors": self.collect_errors,
             "adapter": None if reason else {"fingerprint": gpu_session.info.fingerprint,
                                             "description": gpu_session.info.describe(),
-                                            "is_cpu": gpu_session.info.is_cpu,
-                                            "implementation": gpu_session.info.implementation},
+                                            "is_cpu": gpu_session.info.is_cpu},
             "no_adapter": reason,
             "pid": os.getpid(),
         })
@@ -101,18 +87,7 @@ class Worker:
             self._phases, self._result = {}, None
             if item is not None:
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=items.get(command.get("next")))
-            self.channel.send({"event": "test_done", "nodeid": command["nodeid"], **self._outcome(item),
-                               "ctypes": self._new_ctypes()})
-
-    def _new_ctypes(self) -> list[str]:
-        """C types parsed since the last test, for the process later workers fork from."""
-        if not self._implementation:
-            return []
-        from pytest_dispatch.measurement.gpu import parsed_ctypes
-
-        new = [name for name in parsed_ctypes(self._implementation) if name not in self._ctypes_sent]
-        self._ctypes_sent.update(new)
-        return new
+            self.channel.send({"event": "test_done", "nodeid": command["nodeid"], **self._outcome(item)})
 
     def _outcome(self, item) -> dict[str, Any]:
         if item is None:

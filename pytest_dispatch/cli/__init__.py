@@ -288,8 +288,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
                                         max_sessions=args.max_sessions,
                                         min_time=args.min_time, max_time=args.max_time, order=args.order,
                                         cpu=args.cpu, seed=args.seed,
-                                        test_timeout=args.test_timeout, prestart=not args.no_prestart,
-                                        fork=not args.no_fork)
+                                        test_timeout=args.test_timeout, prestart=not args.no_prestart)
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
