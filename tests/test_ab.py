@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_dispatch.ab import command, coordinator
-from pytest_dispatch.judgement import paired
+from pytest_dispatch.ab import JobError, command, coordinator
+from pytest_dispatch.ab import placement as ab_placement
+from pytest_dispatch.judgement import paired, sessions
 from pytest_dispatch.judgement.status import Status
 
 TEST_FILE = """
@@ -255,7 +256,7 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
     allowed = sorted(os.sched_getaffinity(0))
     ticks = itertools.count(step=100)  # every CPU equally idle, whatever else loads this machine
-    monkeypatch.setattr(coordinator, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
+    monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
     lines = []
     command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py", "test_work.py"],
                 coordinator.Settings(seed=3, **{**FAST, **TWO_SESSIONS}), out=lines.append)
@@ -266,7 +267,7 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
         sessions.setdefault(placement["hash_seed"], []).append(placement)
     assert len(sessions) == 2 and None not in sessions
     sessions = list(sessions.values())
-    per_session = coordinator.cpus_per_session(any("(CPU) via" in line for line in lines))  # one on lavapipe
+    per_session = ab_placement.cpus_per_session(any("(CPU) via" in line for line in lines))  # one on lavapipe
     for first, second in sessions:
         assert {first["side"], second["side"]} == {"base", "head"}
         assert first["cpus"] == second["cpus"] and set(first["cpus"]) <= set(allowed)
@@ -300,9 +301,9 @@ def test_the_first_pair_starts_again_only_where_its_placement_was_guessed_wrong(
     logs.mkdir()
     monkeypatch.setenv("PLACEMENT_LOG", str(logs))
     # the guess: a GPU's device files where the adapter is a GPU (right), or the other way round
-    monkeypatch.setattr(coordinator, "_gpu_device_files", lambda: (not gpu_info.is_cpu) == guessed_right)
+    monkeypatch.setattr(ab_placement, "_gpu_device_files", lambda: (not gpu_info.is_cpu) == guessed_right)
     ticks = itertools.count(step=100)  # every CPU equally idle
-    monkeypatch.setattr(coordinator, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
+    monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
     lines = []
     code = command.run(str(project), str(project), ["-p", "no:randomly", "test_starts.py"],
                        coordinator.Settings(seed=7, threshold=1.0, prestart=False, **{**FAST, **TWO_SESSIONS}),
@@ -365,12 +366,12 @@ def _early_job(project: Path, tmp_path: Path, monkeypatch, wait_s: float,
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="the OS cannot pin a process to a CPU")
 def test_the_next_sessions_workers_start_while_this_session_measures(project, tmp_path, monkeypatch, gpu_info):
     allowed = sorted(os.sched_getaffinity(0))
-    per_session = coordinator.cpus_per_session(gpu_info.is_cpu)
+    per_session = ab_placement.cpus_per_session(gpu_info.is_cpu)
     if len(allowed) < 2 * per_session:
         pytest.skip(f"two sessions' CPUs ({2 * per_session}) are needed; this process may use {len(allowed)}")
-    monkeypatch.setattr(coordinator, "PRESTART_SESSIONS_OF_CPUS", 2)  # so that a 2-core machine does it
+    monkeypatch.setattr(ab_placement, "PRESTART_SESSIONS_OF_CPUS", 2)  # so that a 2-core machine does it
     ticks = itertools.count(step=100)
-    monkeypatch.setattr(coordinator, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
+    monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
     (first, second), lines = _early_job(project, tmp_path, monkeypatch, wait_s=120)
     assert {m["side"] for m in first} == {m["side"] for m in second} == {"base", "head"}, (first, second, lines)
     # the first session's workers, still in their test, saw the second session's start
@@ -380,7 +381,7 @@ def test_the_next_sessions_workers_start_while_this_session_measures(project, tm
 
 
 def test_without_prestart_each_session_starts_after_the_last(project, tmp_path, monkeypatch):
-    monkeypatch.setattr(coordinator, "PRESTART_SESSIONS_OF_CPUS", 1)
+    monkeypatch.setattr(ab_placement, "PRESTART_SESSIONS_OF_CPUS", 1)
     (first, _), lines = _early_job(project, tmp_path, monkeypatch, wait_s=0, prestart=False)
     assert all(m["first"] and not m["next_started"] for m in first), (first, lines)
 
@@ -399,14 +400,14 @@ def test_cpus_chosen_by_number_are_the_sessions_cpus(project, tmp_path, monkeypa
 
 def test_a_session_goes_to_idle_cpus_and_quiet_ones_take_turns(monkeypatch):
     samples = iter([{0: 100, 1: 100, 2: 100, 3: 100}, {0: 120, 1: 101, 2: 119, 3: 119}] * 2)
-    monkeypatch.setattr(coordinator, "_idle_times", lambda: next(samples))
-    assert [coordinator.idlest_cpus([0, 1, 2, 3], turn, 2, window=0) for turn in (0, 1)] == [[0, 2], [0, 3]]
+    monkeypatch.setattr(ab_placement, "_idle_times", lambda: next(samples))
+    assert [ab_placement.idlest_cpus([0, 1, 2, 3], turn, 2, window=0) for turn in (0, 1)] == [[0, 2], [0, 3]]
 
 
 def test_with_one_quiet_cpu_a_session_gets_that_one_alone(monkeypatch):
     samples = iter([{0: 100, 1: 100}, {0: 120, 1: 102}])  # CPU 1 kept busy by a neighbour
-    monkeypatch.setattr(coordinator, "_idle_times", lambda: next(samples))
-    assert coordinator.idlest_cpus([0, 1], turn=1, count=2, window=0) == [0]
+    monkeypatch.setattr(ab_placement, "_idle_times", lambda: next(samples))
+    assert ab_placement.idlest_cpus([0, 1], turn=1, count=2, window=0) == [0]
 
 
 def test_a_cpu_the_job_may_not_use_is_one_line(project):
@@ -422,15 +423,19 @@ def test_the_jobs_settings_keep_their_json_names():
     assert json.loads(json.dumps(data))["pairs"] == coordinator.Settings().pairs
 
 
-def _job_with_sessions(log_ratios: dict[str, list[float]]) -> coordinator.Job:
-    """A job that has measured these per-session log-ratios (nothing run)."""
-    job = coordinator.Job.__new__(coordinator.Job)
-    job.settings, job.overrides, job.timing, job.progress = coordinator.Settings(), {}, {}, lambda line: None
-    job.results = ({}, {})
-    job.session_verdicts = {key: [paired.PairedVerdict(Status.INCONCLUSIVE, math.exp(x), 0.0, math.inf, 0.99, 10, 0.1,
-                                                       10.0, 10.0 * math.exp(x), 1.0) for x in logs]
-                            for key, logs in log_ratios.items()}
-    return job
+def _verdicts(logs) -> list[paired.PairedVerdict]:
+    """Session verdicts with these log-ratios."""
+    return [paired.PairedVerdict(Status.INCONCLUSIVE, math.exp(x), 0.0, math.inf, 0.99, 10, 0.1, 10.0,
+                                 10.0 * math.exp(x), 1.0) for x in logs]
+
+
+def _decisions(log_ratios: dict[str, list[float]], **settings) -> sessions.Sessions:
+    """A job's decisions that have these per-session log-ratios (nothing run)."""
+    decisions = coordinator.Settings(**settings).decisions()
+    for key, logs in log_ratios.items():
+        for verdict in _verdicts(logs):
+            decisions.add(key, verdict)
+    return decisions
 
 
 def test_a_change_keeps_its_sessions_until_it_holds_across_the_jobs_measurements():
@@ -439,15 +444,15 @@ def test_a_change_keeps_its_sessions_until_it_holds_across_the_jobs_measurements
     rng = np.random.default_rng(5)
     logs = {f"t::{i}": list(rng.normal(0.0, 0.03, 12)) for i in range(20)}
     logs["t::slow"] = list(np.log(1.06) + np.array([0.006, -0.006, 0.004, -0.004] * 3))
-    job = _job_with_sessions({key: values[:4] for key, values in logs.items()})
-    job._look(final=False)
-    alone = paired.judge_sessions(job.session_verdicts["t::slow"], job.settings.question(), job.settings.design())
-    assert alone.status == Status.REGRESSED and "t::slow" not in job.timing
-    for key, verdicts in _job_with_sessions(logs).session_verdicts.items():
-        job.session_verdicts[key] = verdicts[:8]
-    job._look(final=False)
-    assert job.timing["t::slow"].status == Status.REGRESSED
-    assert paired.adjust_family(job.timing, job.settings.alpha)["t::slow"].status == Status.REGRESSED
+    decisions = _decisions({key: values[:4] for key, values in logs.items()})
+    decisions.look(final=False)
+    alone = paired.judge_sessions(decisions.verdicts["t::slow"], decisions.question_for(), decisions.design)
+    assert alone.status == Status.REGRESSED and "t::slow" not in decisions.decided
+    for key in decisions.open:
+        decisions.verdicts[key] = _verdicts(logs[key][:8])
+    looked = decisions.look(final=False)
+    assert decisions.decided["t::slow"].status == Status.REGRESSED and "t::slow" in dict(looked)
+    assert decisions.family()["t::slow"].status == Status.REGRESSED
 
 
 @pytest.mark.slow
@@ -461,16 +466,14 @@ def test_among_many_unchanged_measurements_a_job_catches_ten_percent_and_raises_
     for _ in range(jobs):
         effects = [0.0] * nulls + [math.log(1.10)] * changes
         shared = rng.normal(0, 0.01, settings.max_sessions)
-        logs = {f"t::{i}": list(effect + shared + rng.normal(0, 0.03, settings.max_sessions))
+        logs = {f"t::{i}": effect + shared + rng.normal(0, 0.03, settings.max_sessions)
                 for i, effect in enumerate(effects)}
-        full = _job_with_sessions(logs).session_verdicts
-        job = _job_with_sessions({})
-        for session in range(1, settings.max_sessions + 1):
-            for key in full:
-                if key not in job.timing:
-                    job.session_verdicts[key] = full[key][:session]
-            job._look(final=session == settings.max_sessions)
-        final = paired.adjust_family(job.timing, settings.alpha)
+        decisions = settings.decisions()
+        for session in range(settings.max_sessions):
+            for key in [key for key in logs if key not in decisions.decided]:
+                decisions.add(key, _verdicts(logs[key][session:session + 1])[0])
+            decisions.look(final=session + 1 == settings.max_sessions)
+        final = decisions.family()
         false_alarms += sum(final[f"t::{i}"].status == Status.REGRESSED for i in range(nulls))
         caught += sum(final[f"t::{i}"].status == Status.REGRESSED for i in range(nulls, nulls + changes))
     assert false_alarms <= 2, false_alarms  # of 1,200 unchanged measurements (alpha 0.01: 12 allowed)
@@ -480,43 +483,34 @@ def test_among_many_unchanged_measurements_a_job_catches_ten_percent_and_raises_
 def test_unchanged_code_that_sessions_cannot_resolve_stops_at_the_first_look():
     # the H200's A/A jobs: identical code whose sessions' ratios spread sd 6%, tolerance 2%
     rng = np.random.default_rng(7)
-    job = _job_with_sessions({"t::same": list(rng.normal(0.0, 0.06, 4))})
-    job._look(final=False)
-    verdict = job.timing["t::same"]
+    decisions = _decisions({"t::same": list(rng.normal(0.0, 0.06, 4))})
+    decisions.look(final=False)
+    verdict = decisions.decided["t::same"]
     assert verdict.status == Status.INCONCLUSIVE and verdict.sessions == 4
     assert "stopped after 4 sessions" in verdict.reason and "12 sessions resolve ±" in verdict.reason
     # between the looks too, from the third session: futility spends no alpha
-    job = _job_with_sessions({"t::same": list(rng.normal(0.0, 0.06, 3))})
-    job._look(final=False)
-    assert "stopped after 3 sessions" in job.timing["t::same"].reason
+    decisions = _decisions({"t::same": list(rng.normal(0.0, 0.06, 3))})
+    assert decisions.look(final=False) == []  # not at a look: no line
+    assert "stopped after 3 sessions" in decisions.decided["t::same"].reason
     # a +10% change with the same spread is still worth its sessions
-    job = _job_with_sessions({"t::slow": list(math.log(1.10) + rng.normal(0.0, 0.03, 4))})
-    job._look(final=False)
-    assert job.timing.get("t::slow") is None or job.timing["t::slow"].status == Status.REGRESSED
+    decisions = _decisions({"t::slow": list(math.log(1.10) + rng.normal(0.0, 0.03, 4))})
+    decisions.look(final=False)
+    assert decisions.decided.get("t::slow") is None or decisions.decided["t::slow"].status == Status.REGRESSED
 
 
 def test_a_measurement_whose_counts_regressed_takes_no_more_timing_sessions():
-    from helpers import measurement
-    from pytest_dispatch.judgement.results import TestResult
-
-    def result(dispatches: int) -> TestResult:
-        return TestResult("t", [measurement("work", dispatches=dispatches)], {})
-
-    job = _job_with_sessions({"t::work": [0.01]})
-    job.results = ({"t": result(3)}, {"t": result(4)})
-    job._look(final=False)
-    assert "counts regressed" in job.timing["t::work"].reason
-    job = _job_with_sessions({"t::work": [0.01]})
-    job.results = ({"t": result(3)}, {"t": result(4)})
-    job.settings = coordinator.Settings(time_count_regressions=True)
-    job._look(final=False)
-    assert "t::work" not in job.timing
+    decisions = _decisions({"t::work": [0.01]})
+    decisions.look(final=False, counts_regressed={"t::work"})
+    assert "counts regressed" in decisions.decided["t::work"].reason
+    decisions = _decisions({"t::work": [0.01]}, time_count_regressions=True)
+    decisions.look(final=False, counts_regressed={"t::work"})
+    assert "t::work" not in decisions.decided
 
 
 def test_sides_on_different_adapters_are_refused():
     job = coordinator.Job.__new__(coordinator.Job)
     collected = [{"adapter": {"fingerprint": f, "description": f}, "no_adapter": None} for f in ("gpu-a", "gpu-b")]
-    with pytest.raises(coordinator.JobError, match="different adapters .* refused; pin one with --gpu-adapter"):
+    with pytest.raises(JobError, match="different adapters .* refused; pin one with --gpu-adapter"):
         job._check_adapters(collected)
 
 

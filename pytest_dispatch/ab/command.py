@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from pytest_dispatch import options
-from pytest_dispatch.ab import coordinator, trees, verdicts
+from pytest_dispatch.ab import JobError, coordinator, trees, verdicts
 from pytest_dispatch.judgement import storage
 from pytest_dispatch.presentation import ab as ab_report
 from pytest_dispatch.settings import SettingError
@@ -53,11 +53,11 @@ def describe_folder(folder: Path) -> str:
 
 
 def _head_folder(head: str | None, pytest_args: Sequence[str]) -> Path:
-    """The head's folder (default: here); TreeError or SettingError for a job that cannot run."""
+    """The head's folder (default: here); JobError or SettingError for a job that cannot run."""
     _refuse_parallel(pytest_args)
     head_folder = Path(head or os.getcwd()).resolve()
     if not head_folder.is_dir():
-        raise trees.TreeError(f"head {head!r} is not a folder")
+        raise JobError(f"head {head!r} is not a folder")
     return head_folder
 
 
@@ -103,7 +103,7 @@ def run(base: str, head: str | None, pytest_args: Sequence[str], settings: coord
             with trees.checked_out(base, head_folder) as (base_folder, base_description):
                 outcome = coordinator.run_job(base_folder, head_folder, worker_args(pytest_args), settings,
                                               (base_description, describe_folder(head_folder)), progress=out)
-        except (trees.TreeError, coordinator.JobError, SettingError) as error:
+        except (JobError, SettingError) as error:
             out(f"pytest-dispatch ab: {error}")
             return verdicts.EXIT_BAD_INPUT
         except KeyboardInterrupt:
@@ -135,7 +135,7 @@ def run_counted(base: str, head: str | None, pytest_args: Sequence[str], toleran
             with trees.checked_out(base, head_folder) as (base_folder, base_description):
                 return counted.run_counted_job(base_folder, head_folder, worker_args(pytest_args), tolerance,
                                                (base_description, describe_folder(head_folder)), out)
-        except (trees.TreeError, counted.CountedJobError, SettingError) as error:
+        except (JobError, SettingError) as error:
             out(f"pytest-dispatch ab: {error}")
             return verdicts.EXIT_BAD_INPUT
         except KeyboardInterrupt:

@@ -17,15 +17,12 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from pytest_dispatch.ab import coordinator, verdicts
+from pytest_dispatch.ab import JobError
 from pytest_dispatch.ab.trees import source_roots
 from pytest_dispatch.ab.worker import HARNESS
 from pytest_dispatch.judgement import gate, storage
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement.instructions import Software
-
-
-class CountedJobError(RuntimeError):
-    """A side's session did not produce its counts; the message says which and how it ended."""
 
 
 def _side_command(json_path: Path, pytest_args: Sequence[str]) -> list[str]:
@@ -58,12 +55,12 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
             tail = log.read()[-2000:]
             log.close()
             if not path.exists():
-                raise CountedJobError(f"the {side} side wrote no results (exit {code}); its output ends:\n{tail}")
+                raise JobError(f"the {side} side wrote no results (exit {code}); its output ends:\n{tail}")
             documents[side] = storage.load_document(path)
             head_failed |= side == "head" and code not in (0, 5)
     base_counted, head_counted = (storage.counted_of(documents[s]) for s in ("base", "head"))
     if base_counted is None or head_counted is None:
-        raise CountedJobError("a side was not counted (valgrind missing there?): run the job where valgrind is")
+        raise JobError("a side was not counted (valgrind missing there?): run the job where valgrind is")
     differences = Software.from_dict(head_counted).differences(Software.from_dict(base_counted))
     job_gate = gate.Gate(storage.results_of(documents["base"]), comparable=True, software_differences=differences,
                          instruction_tolerance=tolerance)

@@ -11,13 +11,11 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
+from pytest_dispatch.ab import JobError
+
 
 CHECKOUT_PREFIX = "pytest-dispatch-base-"  # in the temporary folder: a job's checkout of its base
 OWNER_FILE = "owner.json"  # in a checkout's folder: the job's process and repository
-
-
-class TreeError(Exception):
-    """A base or head that cannot be used; the message is one line."""
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
@@ -46,13 +44,13 @@ def checked_out(ref_or_dir: str, repo: Path) -> Iterator[tuple[Path, str]]:
         yield folder.resolve(), f"folder {folder.resolve()}"
         return
     if shutil.which("git") is None:
-        raise TreeError(f"{ref_or_dir!r} is not a folder, and git is not installed to read it as a ref")
+        raise JobError(f"{ref_or_dir!r} is not a folder, and git is not installed to read it as a ref")
     found = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref_or_dir}^{{commit}}")
     if found.returncode != 0:
         where = _git(repo, "rev-parse", "--show-toplevel")
         if where.returncode != 0:
-            raise TreeError(f"{ref_or_dir!r} is not a folder, and {repo} is not in a git repository")
-        raise TreeError(f"{ref_or_dir!r} is neither a folder nor a commit of the git repository at "
+            raise JobError(f"{ref_or_dir!r} is not a folder, and {repo} is not in a git repository")
+        raise JobError(f"{ref_or_dir!r} is neither a folder nor a commit of the git repository at "
                         f"{where.stdout.strip()}: give a branch, tag, commit or folder")
     commit = found.stdout.strip()
     top = Path(_git(repo, "rev-parse", "--show-toplevel").stdout.strip())
@@ -63,7 +61,7 @@ def checked_out(ref_or_dir: str, repo: Path) -> Iterator[tuple[Path, str]]:
         added = _git(top, "worktree", "add", "--detach", "--quiet", str(worktree), commit)
         if added.returncode != 0:
             why = (added.stderr.strip().splitlines() or [f"git exited with status {added.returncode}"])[-1]
-            raise TreeError(f"could not check out {ref_or_dir!r}: {why}")
+            raise JobError(f"could not check out {ref_or_dir!r}: {why}")
         # The same place relative to the repository's top as the head's folder.
         inside = worktree / repo.resolve().relative_to(top.resolve())
         yield inside, f"{ref_or_dir} ({commit[:12]})"
