@@ -49,15 +49,22 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
             sides[side] = (process, path, log)
         out(f"A/B (counted): base {descriptions[0]}, head {descriptions[1]}: both sides under callgrind")
         documents, head_failed = {}, False
-        for side, (process, path, log) in sides.items():
-            code = process.wait()
-            log.seek(0)
-            tail = log.read()[-2000:]
-            log.close()
-            if not path.exists():
-                raise JobError(f"the {side} side wrote no results (exit {code}); its output ends:\n{tail}")
-            documents[side] = storage.load_document(path)
-            head_failed |= side == "head" and code not in (0, 5)
+        try:
+            for side, (process, path, log) in sides.items():
+                code = process.wait()
+                log.seek(0)
+                lines = [line for line in log.read().splitlines() if line.strip()]
+                log.close()
+                if not path.exists():
+                    raise JobError(f"the {side} side wrote no results (exit {code}); its output ends: "
+                                   f"{' | '.join(line[:200] for line in lines[-3:])}")
+                documents[side] = storage.load_document(path)
+                head_failed |= side == "head" and code not in (0, 5)
+        finally:  # stopped, or a side that failed: the other is not left running under callgrind
+            for process, _, _ in sides.values():
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
     base_counted, head_counted = (storage.counted_of(documents[s]) for s in ("base", "head"))
     if base_counted is None or head_counted is None:
         raise JobError("a side was not counted (valgrind missing there?): run the job where valgrind is")
