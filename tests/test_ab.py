@@ -123,17 +123,25 @@ def test_more_dispatches_in_the_head_is_an_exact_count_regression(project):
     assert by_name(outcome)["work"]["counts"]["dispatches"]["status"] == "regressed"
 
 
-def test_the_pytest_twin_runs_the_same_job(project):
-    # the job's timing verdict is test_head_with_an_injected_cost_...'s; here the twin's options
-    # reach the same job, which finds the head's exact count regression in two sessions
+def test_the_pytest_twin_runs_the_same_job_with_the_commands_settings_from_ini(project):
+    # the job's timing verdict is test_head_with_an_injected_cost_...'s; here the twin's ini
+    # settings reach the same job, which finds the head's exact count regression in two sessions
     write_cost(project, dispatches=22)
-    done = subprocess.run([sys.executable, "-m", "pytest", "--dispatch-ab=main", "--dispatch-ab-max-time=3",
-                           "--dispatch-ab-pairs=6", "--dispatch-ab-min-time=0", "--dispatch-ab-sessions=2",
-                           "--dispatch-ab-max-sessions=2",
-                           "-q"], cwd=project, capture_output=True, text=True, timeout=300)
+    (project / "pytest.ini").write_text("[pytest]\ndispatch_ab_max_time = 3\ndispatch_ab_pairs = 6\n"
+                                        "dispatch_ab_min_time = 0\ndispatch_ab_max_sessions = 2\n"
+                                        "dispatch_ab_seed = 4\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "--dispatch-ab=main", "-o", "dispatch_ab_sessions=2",
+                           "--dispatch-json=ab.json", "-q"], cwd=project, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "work regressed: dispatches regressed: 20 -> 22 per call (+2: add_one +2)" in done.stdout
-    assert "steady: x" in done.stdout and " over 2 sessions): " in done.stdout  # --dispatch-ab-sessions=2 reached it
+    assert "steady: x" in done.stdout and " over 2 sessions): " in done.stdout  # dispatch_ab_sessions=2 reached it
+    assert json.loads((project / "ab.json").read_text())["settings"]["seed"] == 4  # as the command's --seed
+
+
+def test_the_jobs_fine_tuning_is_not_a_pytest_flag(pytester):
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest("--dispatch-ab-pairs=8")
+    assert result.ret == 4 and "unrecognized arguments: --dispatch-ab-pairs=8" in result.stderr.str()
 
 
 def test_a_ref_that_does_not_exist_is_one_line(project):
@@ -306,7 +314,7 @@ def test_the_first_pair_starts_again_only_where_its_placement_was_guessed_wrong(
     monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
     lines = []
     code = command.run(str(project), str(project), ["-p", "no:randomly", "test_starts.py"],
-                       coordinator.Settings(seed=7, threshold=1.0, prestart=False, **{**FAST, **TWO_SESSIONS}),
+                       coordinator.Settings(seed=7, threshold=1.0, no_prestart=True, **{**FAST, **TWO_SESSIONS}),
                        out=lines.append)
     assert code == 0, lines
     assert len(list(logs.glob("started-*"))) == (4 if guessed_right else 6), lines  # two sessions' pairs
@@ -382,7 +390,7 @@ def test_the_next_sessions_workers_start_while_this_session_measures(project, tm
 
 def test_without_prestart_each_session_starts_after_the_last(project, tmp_path, monkeypatch):
     monkeypatch.setattr(ab_placement, "PRESTART_SESSIONS_OF_CPUS", 1)
-    (first, _), lines = _early_job(project, tmp_path, monkeypatch, wait_s=0, prestart=False)
+    (first, _), lines = _early_job(project, tmp_path, monkeypatch, wait_s=0, no_prestart=True)
     assert all(m["first"] and not m["next_started"] for m in first), (first, lines)
 
 
@@ -418,8 +426,9 @@ def test_a_cpu_the_job_may_not_use_is_one_line(project):
 
 def test_the_jobs_settings_keep_their_json_names():
     # docs/schema.md: the A/B JSON's `settings` holds the pairs' times as `min_seconds` and `max_seconds`
-    data = coordinator.Settings(min_time=0.25, max_time=7.0).as_dict()
+    data = coordinator.Settings(min_time=0.25, max_time=7.0, no_prestart=True).as_dict()
     assert (data["min_seconds"], data["max_seconds"]) == (0.25, 7.0) and not {"min_time", "max_time"} & set(data)
+    assert data["prestart"] is False and "no_prestart" not in data
     assert json.loads(json.dumps(data))["pairs"] == coordinator.Settings().pairs
 
 
@@ -611,3 +620,17 @@ def test_a_later_job_removes_the_checkout_of_a_killed_one(project, sleeper):
                            env=sleeper, capture_output=True, text=True, timeout=120)
     assert later.returncode == 2
     assert _checkouts(sleeper) == [] and git(project, "worktree", "list").count("\n") == 1
+
+
+def test_both_front_ends_build_the_jobs_settings_from_the_option_table_alike(pytester):
+    from pytest_dispatch import cli, options
+
+    args = cli.build_parser().parse_args(["ab", "--base", "main", "--pairs", "8", "--seed", "3", "--test-timeout",
+                                          "1m", "--no-prestart", "--threshold", "5%"])
+    from_command = coordinator.Settings.of(lambda option: getattr(args, option.setting))
+    pytester.makeini("[pytest]\ndispatch_ab_pairs = 8\ndispatch_ab_seed = 3\ndispatch_ab_test_timeout = 1m\n"
+                     "dispatch_ab_no_prestart = true\ndispatch_threshold = 5%\n")
+    values = options.of(pytester.parseconfig())
+    from_pytest = coordinator.Settings.of(lambda option: getattr(values, option.name))
+    assert from_command == from_pytest
+    assert (from_pytest.seed, from_pytest.test_timeout, from_pytest.no_prestart, from_pytest.pairs) == (3, 60.0, True, 8)

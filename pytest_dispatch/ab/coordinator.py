@@ -22,7 +22,7 @@ from pytest_dispatch.ab import JobError, verdicts, worker
 from pytest_dispatch.ab.placement import Placement
 from pytest_dispatch.ab.channel import Channel, ChannelClosed
 from pytest_dispatch.ab.trees import source_roots
-from pytest_dispatch import settings as gate_settings
+from pytest_dispatch import options, settings as gate_settings
 from pytest_dispatch.judgement import paired, sessions
 from pytest_dispatch.judgement.gate import compare_counts
 from pytest_dispatch.judgement.results import TestResult
@@ -58,21 +58,28 @@ class Settings:
     block: int = gate_settings.AB_DEFAULTS["block"]  # rounds a side takes per turn (their median is the value)
     settle: int = gate_settings.AB_DEFAULTS["settle"]  # rounds dropped at the start of a turn
     cpu: str | tuple[int, ...] = gate_settings.AB_DEFAULTS["cpu"]  # where both workers of a session run
-    test_timeout: float = 900.0  # a test that sends nothing for this long is hung
+    test_timeout: float = gate_settings.AB_DEFAULTS["test_timeout"]  # a test silent this long is hung
     round_timeout: float = 120.0
     seed: int | None = None
     time_count_regressions: bool = False  # keep timing a measurement whose counts regressed
-    # Start the next session's workers while this session measures, on other idle CPUs, where
-    # there are PRESTART_SESSIONS_OF_CPUS sessions' worth of them (not on a 2-core machine);
-    # off: --no-prestart.
-    prestart: bool = True
+    # Start each session's workers only once the last session's have quit; by default the next
+    # session's start while this session measures, on other idle CPUs, where there are
+    # placement.PRESTART_SESSIONS_OF_CPUS sessions' worth of them (not on a 2-core machine).
+    no_prestart: bool = False
+
+    @classmethod
+    def of(cls, value_of: Callable[[options.Option], Any]) -> "Settings":
+        """The settings from the option table (its options with a ``setting``), each option's value
+        as one front end read it: the pytest twin by ini name, the command by flag."""
+        return cls(**{option.setting: value_of(option) for option in options.JOB_OPTIONS})
 
     def as_dict(self) -> dict:
         """The job's ``settings`` in its JSON (docs/schema.md), where the pairs' times are ``min_seconds``
-        and ``max_seconds``."""
+        and ``max_seconds``, and ``prestart`` says whether the next session's workers could start early."""
         data = dataclasses.asdict(self)
         data["min_seconds"] = data.pop("min_time")
         data["max_seconds"] = data.pop("max_time")
+        data["prestart"] = not data.pop("no_prestart")
         return data
 
     @property
@@ -326,7 +333,7 @@ class Job:
         """Start the next session's pair now, on idle CPUs other than this session's, so that its
         start-up (Python, pytest's collection, the adapter: most of a session's seconds) overlaps
         this session's rounds instead of following them."""
-        if not self.placement.prestarts(self.settings.prestart):
+        if not self.placement.prestarts(not self.settings.no_prestart):
             return
         chosen = self.placement.spare(self.session + 1)
         if not chosen:

@@ -12,13 +12,13 @@ import time
 
 from pytest_dispatch.ab import JobError
 from pytest_dispatch.ab.worker import CPU_ENV
-from pytest_dispatch.measurement import cpus
+from pytest_dispatch.measurement.cpus import idle_ticks
 
 # CPUs (in sessions' worth) a job needs before it starts the next session's workers early:
 # this session's, the next one's, and one more for the rest of the machine.
 PRESTART_SESSIONS_OF_CPUS = 3
 
-_idle_times = cpus.idle_ticks
+_idle_times = idle_ticks
 
 
 class Placement:
@@ -69,9 +69,9 @@ class Placement:
         chosen = tuple(idlest_cpus(others, self.offset + turn, self.per_session))
         return chosen if len(chosen) >= self.per_session else ()
 
-    def run_on(self, cpus_: tuple[int, ...]) -> None:
+    def run_on(self, cpus: tuple[int, ...]) -> None:
         """This process (and the threads and processes it starts) on these CPUs."""
-        os.sched_setaffinity(0, set(cpus_))
+        os.sched_setaffinity(0, set(cpus))
 
     def take(self, session_cpus: tuple[int, ...]) -> None:
         """The spare pair's CPUs become the session's."""
@@ -85,8 +85,8 @@ class Placement:
 
     def where(self) -> str:
         """' on CPUs 2,3' for the progress line; '' when not pinned."""
-        cpus_ = self.session_cpus
-        return f" on CPU{'s' if len(cpus_) > 1 else ''} {','.join(map(str, cpus_))}" if cpus_ else ""
+        cpus = self.session_cpus
+        return f" on CPU{'s' if len(cpus) > 1 else ''} {','.join(map(str, cpus))}" if cpus else ""
 
 
 def allowed_cpus(choice: str | tuple[int, ...]) -> list[int]:
@@ -125,7 +125,7 @@ def _gpu_device_files() -> bool:
         or not sys.platform.startswith("linux")
 
 
-def idlest_cpus(cpus_: list[int], turn: int, count: int, window: float = 0.2) -> list[int]:
+def idlest_cpus(cpus: list[int], turn: int, count: int, window: float = 0.2) -> list[int]:
     """``count`` CPUs among those idle most over the last ``window`` seconds (within 10% of
     the idlest), fewer when fewer are that quiet; ``turn`` moves the choice along, so that
     quiet machines use all of them.  Pinned to a CPU that another process keeps busy, a round
@@ -133,9 +133,9 @@ def idlest_cpus(cpus_: list[int], turn: int, count: int, window: float = 0.2) ->
     before = _idle_times()
     time.sleep(window)
     after = _idle_times()
-    idle = {cpu: after.get(cpu, 0) - before.get(cpu, 0) for cpu in cpus_}
+    idle = {cpu: after.get(cpu, 0) - before.get(cpu, 0) for cpu in cpus}
     best = max(idle.values())
-    quiet = [cpu for cpu in cpus_ if idle[cpu] >= 0.9 * best]
+    quiet = [cpu for cpu in cpus if idle[cpu] >= 0.9 * best]
     if len(quiet) <= count:
         return quiet
     start = turn * count

@@ -34,13 +34,6 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if values.dispatch_instructions:
         return command.run_counted(base, head, list(config.invocation_params.args),
                                    values.dispatch_instructions_tolerance)
-    job_settings = coordinator.Settings(
-        **values.gate_settings, pairs=values.dispatch_ab_pairs,
-        sessions=values.dispatch_ab_sessions, look_every=values.dispatch_ab_look_every,
-        max_sessions=values.dispatch_ab_max_sessions,
-        min_time=values.dispatch_ab_min_time, max_time=values.dispatch_ab_max_time,
-        order=values.dispatch_ab_order,
-        cpu=values.dispatch_ab_cpu, prestart=not values.dispatch_ab_no_prestart)
+    job_settings = coordinator.Settings.of(lambda option: getattr(values, option.name))
     return command.run(base, head, list(config.invocation_params.args), job_settings,
-                       json_path=values.dispatch_json,
-                       markdown_path=values.dispatch_markdown)
+                       json_path=values.dispatch_json)
