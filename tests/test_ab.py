@@ -550,12 +550,13 @@ def test_sleeps(gpu_device):
 @pytest.fixture
 def sleeper(project, tmp_path) -> dict[str, str]:
     """A job's environment in which both workers write their pid and sleep in their test; its own
-    temporary folder, where the job checks the base out."""
+    temporary folder, where the job checks the base out (and Mesa's runtime folder is made)."""
     (project / "test_sleeps.py").write_text(SLEEPER)
     git(project, "add", ".")
     git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "sleeper")
     (tmp_path / "tmp").mkdir()
-    return {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "SLEEPER_PIDS": str(tmp_path / "pids")}
+    environment = {name: value for name, value in os.environ.items() if name != "XDG_RUNTIME_DIR"}
+    return {**environment, "TMPDIR": str(tmp_path / "tmp"), "SLEEPER_PIDS": str(tmp_path / "pids")}
 
 
 def _start_sleeping_job(project: Path, environment: dict[str, str]) -> tuple[subprocess.Popen, list[int]]:
@@ -598,6 +599,7 @@ def test_a_stopped_job_removes_its_checkout_and_ends_its_workers(project, sleepe
     assert job.returncode == 128 + number, output
     assert f"pytest-dispatch ab: stopped by {number.name}; its workers and checkout are gone" in output
     assert _checkouts(sleeper) == [] and git(project, "worktree", "list").count("\n") == 1
+    assert list(Path(sleeper["TMPDIR"]).iterdir()) == []  # nor the job's logs or the workers' runtime folders
     assert all(_gone(pid) for pid in workers)
 
 

@@ -27,6 +27,7 @@ from pytest_dispatch.judgement import paired, sessions
 from pytest_dispatch.judgement.gate import compare_counts
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.measurement.gpu import ensure_runtime_dir
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement
 
@@ -275,6 +276,7 @@ class Job:
     def run(self) -> verdicts.Outcome:
         """Sessions of fresh worker pairs until every measurement is decided or the cap."""
         start = time.monotonic()
+        ensure_runtime_dir()  # the workers' too: one that is killed leaves none of its own behind
         design = self.settings.design()
         try:
             collected = self._start_both()
