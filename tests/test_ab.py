@@ -8,6 +8,7 @@ import itertools
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -636,3 +637,19 @@ def test_both_front_ends_build_the_jobs_settings_from_the_option_table_alike(pyt
     from_pytest = coordinator.Settings.of(lambda option: getattr(values, option.name))
     assert from_command == from_pytest
     assert (from_pytest.seed, from_pytest.test_timeout, from_pytest.no_prestart, from_pytest.pairs) == (3, 60.0, True, 8)
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed (apt-get install valgrind)")
+def test_a_counted_job_whose_head_cannot_collect_compares_nothing_and_says_why(pytester, gpu_info):
+    base, head = pytester.mkdir("base"), pytester.mkdir("head")
+    for side in (base, head):
+        (side / "test_counted_work.py").write_text(
+            "from pytest_dispatch.workloads import AddOne\n\ndef test_work(dispatch_meter, gpu_device):\n"
+            "    dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, per_round=2, name='work')\n")
+    (head / "test_broken.py").write_text("import no_such_module_here\n")
+    result = pytester.runpytest_subprocess(f"--dispatch-ab={base}", "-o", f"dispatch_ab_head={head}",
+                                           "--dispatch-instructions", timeout=600)
+    assert result.ret == 4, result.stdout.str()
+    result.stdout.fnmatch_lines(["A/B (counted): head: could not collect test_broken.py: ModuleNotFoundError: "
+                                 "No module named 'no_such_module_here'",
+                                 "A/B (counted): nothing compared: a side collected no tests"])

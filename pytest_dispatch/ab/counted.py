@@ -10,6 +10,7 @@ against the base's exactly as a counted run is judged against its baseline
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -48,23 +49,30 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
                                        stdout=log, stderr=subprocess.STDOUT)
             sides[side] = (process, path, log)
         out(f"A/B (counted): base {descriptions[0]}, head {descriptions[1]}: both sides under callgrind")
-        documents, head_failed = {}, False
+        documents, head_failed, not_collected = {}, False, []
         try:
             for side, (process, path, log) in sides.items():
                 code = process.wait()
                 log.seek(0)
                 lines = [line for line in log.read().splitlines() if line.strip()]
                 log.close()
-                if not path.exists():
+                not_collected += [f"{side}: could not collect {error}" for error in _collection_errors(lines)]
+                if not path.exists() and not not_collected:
                     raise JobError(f"the {side} side wrote no results (exit {code}); its output ends: "
                                    f"{' | '.join(line[:200] for line in lines[-3:])}")
-                documents[side] = storage.load_document(path)
+                if path.exists():
+                    documents[side] = storage.load_document(path)
                 head_failed |= side == "head" and code not in (0, 5)
         finally:  # stopped, or a side that failed: the other is not left running under callgrind
             for process, _, _ in sides.values():
                 if process.poll() is None:
                     process.kill()
                     process.wait()
+    for line in not_collected:
+        out(f"A/B (counted): {line}")
+    if len(documents) < 2:
+        out("A/B (counted): nothing compared: a side collected no tests")
+        return verdicts.EXIT_NOTHING_COMPARED
     base_counted, head_counted = (storage.counted_of(documents[s]) for s in ("base", "head"))
     if base_counted is None or head_counted is None:
         raise JobError("a side was not counted (valgrind missing there?): run the job where valgrind is")
@@ -85,4 +93,20 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
     out(f"A/B (counted): {summary} (host instructions per call, tolerance {100 * tolerance:g}%)")
     if head_failed:
         out("A/B (counted): a head test failed (see its session's output with -p no:dispatch_ab)")
-    return verdicts.EXIT_REGRESSED if regressed or head_failed else verdicts.EXIT_OK
+    return verdicts.EXIT_REGRESSED if regressed or head_failed or not_collected else verdicts.EXIT_OK
+
+
+def _collection_errors(lines: list[str]) -> list[str]:
+    """'file: the error's last line' for each file a pytest session's output says it could not collect."""
+    errors: dict[str, str] = {}
+    current = None
+    for line in lines:
+        header = re.fullmatch(r"_+ ERROR collecting (.+?) _+", line.strip())
+        if header:
+            current = header.group(1)
+            errors[current] = ""
+        elif line.startswith("=") or (line.startswith("_") and line.rstrip("_ ") == ""):
+            current = None
+        elif current and line.startswith("E "):
+            errors[current] = line[1:].strip()[:300]
+    return [f"{name}: {error}" if error else name for name, error in errors.items()]
