@@ -29,7 +29,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from pytest_dispatch.ab import coordinator
+from pytest_dispatch.ab import placement
 
 TEST_TEMPLATE = textwrap.dedent('''
     import time
@@ -87,8 +87,8 @@ def per_call_us(folder: Path, name: str) -> float:
     out = folder.parent / "calibrate.json"
     cpus = None
     if hasattr(os, "sched_setaffinity"):
-        count = coordinator.guessed_cpus_per_session()
-        cpus = set(coordinator.idlest_cpus(sorted(os.sched_getaffinity(0)), 0, count))
+        count = placement.guessed_cpus_per_session()
+        cpus = set(placement.idlest_cpus(sorted(os.sched_getaffinity(0)), 0, count))
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"test_suite.py::test_{name}",
                     f"--dispatch-json={out}"], cwd=folder, check=True, capture_output=True, text=True,
                    preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)

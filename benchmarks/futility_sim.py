@@ -1,9 +1,10 @@
 """Simulated A/B measurements judged over sessions: what the futility rule costs and saves.
 
 Each measurement's sessions have normal log-ratios (a true change, a per-session sd) and are
-judged as the A/B coordinator does (``Job._look``): ``judge_sessions`` at the design's looks,
-``futility`` at a look that did not decide and between looks from ``FUTILITY_FROM`` sessions.
-One measurement alone: Benjamini-Hochberg across a job's measurements is left out.  Rules:
+judged by the A/B coordinator's own decisions (``judgement.sessions.Sessions``): ``judge_sessions``
+at the design's looks, the futility rule at a look that did not decide and between looks from
+``FUTILITY_FROM`` sessions.  One measurement alone: Benjamini-Hochberg across a job's
+measurements does not come in.  Rules:
 ``old`` (the projection of the observed mean and sd to the cap, kept here as ``old_futility``),
 ``p=X`` (the predictive probability of a decision at the cap below X; the real
 ``paired.decision_probability``, of which ``paired.futility`` is the same test at
@@ -21,8 +22,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from pytest_dispatch.ab.coordinator import FUTILITY_FROM
 from pytest_dispatch.judgement import paired
+from pytest_dispatch.judgement.sessions import FUTILITY_FROM, Sessions
 from pytest_dispatch.judgement.status import Status
 
 
@@ -49,18 +50,17 @@ def as_verdicts(logs: np.ndarray) -> list[paired.PairedVerdict]:
 
 def run_measurement(verdicts: list[paired.PairedVerdict], stops: Callable[[int], bool],
                     question: paired.ChangeQuestion, design: paired.SessionDesign) -> tuple[Status, int]:
-    """The status and the sessions used, as ``Job._look`` takes them; ``stops(n)``: futility after n sessions."""
-    for n in range(1, design.max_sessions + 1):
-        last = n >= design.max_sessions
-        if last or n in design.look_points:
-            verdict = paired.judge_sessions(verdicts[:n], question, design)
-            if verdict.status != Status.INCONCLUSIVE or last:
-                return verdict.status, n
-            if stops(n):
-                return Status.INCONCLUSIVE, n
-        elif n >= FUTILITY_FROM and stops(n):
-            return Status.INCONCLUSIVE, n
-    raise AssertionError("unreachable")
+    """The status and the sessions used, session by session as a job takes them; ``stops(n)``:
+    futility after n sessions.  Fewer verdicts than the cap that decide nothing: inconclusive
+    after one more session than there are (they ran out)."""
+    decisions = Sessions(design, question.tolerance,
+                         futility=lambda sessions, *_: "stopped" if stops(len(sessions)) else None)
+    for n, verdict in enumerate(verdicts[:design.max_sessions], 1):
+        decisions.add("m", verdict)
+        decisions.look(final=n >= design.max_sessions)
+        if "m" in decisions.decided:
+            return decisions.decided["m"].status, n
+    return Status.INCONCLUSIVE, len(verdicts) + 1
 
 
 def simulate_cell(sd: float, change: float, measurements: int, thresholds: Sequence[float], max_sessions: int,

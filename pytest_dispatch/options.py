@@ -24,6 +24,8 @@ class Option:
     coordinator: bool = False  # an A/B coordinator's: not passed on to the job's workers
     isolated: bool = False  # passed on to a --dispatch-isolate child
     command_flag: str | None = None  # the same setting's flag of `pytest-dispatch ab` (and compare)
+    ini_only: bool = False  # no pytest flag: an ini name (and its command flag)
+    setting: str | None = None  # the field of the A/B job's settings (ab.coordinator.Settings) it sets
 
     @property
     def flag(self) -> str:
@@ -88,51 +90,59 @@ GATE_OPTIONS = (
            "name (or 'accepted'), and regressions do not fail.", False, type="bool", coordinator=True),
     Option("dispatch_alpha", "False-alarm level of one A/B timing comparison (over all its looks; "
            "Benjamini-Hochberg across the job).", settings.DEFAULTS["alpha"], type="alpha",
-           coordinator=True, command_flag="--alpha"),
+           coordinator=True, command_flag="--alpha", setting="alpha"),
     Option("dispatch_instructions_tolerance", "Counted mode: the largest relative change of host instructions "
            "per call still called unchanged (0.005 or 0.5%%).", settings.INSTRUCTION_TOLERANCE, type="fraction",
            coordinator=True, command_flag="--instructions-tolerance"),
     Option("dispatch_threshold", "Smallest relative change of time an A/B job calls a change: a ratio (0.02 "
            "or 2%%), never µs.", settings.DEFAULTS["threshold"], type="fraction",
-           coordinator=True, command_flag="--threshold"),
+           coordinator=True, command_flag="--threshold", setting="threshold"),
 )
 
 AB_OPTIONS = (
     Option("dispatch_ab", "A/B job: run these tests in two worker processes, this tree (head) and REF (a git "
            "ref, checked out for the job, or a folder), pairing every measurement's rounds; fails on a "
-           "regression (as 'pytest-dispatch ab --base REF').", None, coordinator=True),
+           "regression (as 'pytest-dispatch ab --base REF', whose flags or these ini names set the job).", None,
+           coordinator=True),
     Option("dispatch_aa", "A/A check of this runner: an A/B job of this tree against itself; any regression "
            "it reports is a false alarm.", False, type="bool", coordinator=True),
+    # The job's fine-tuning: flags of `pytest-dispatch ab` and ini names, not pytest flags.
     Option("dispatch_ab_head", "Head folder of the A/B job (default: the current folder).", None, type="path",
-           coordinator=True),
+           coordinator=True, ini_only=True),
     Option("dispatch_ab_pairs", "Pairs of rounds per measurement in each session of an A/B job.",
-           settings.AB_DEFAULTS["pairs"], type="pairs", coordinator=True, command_flag="--pairs"),
+           settings.AB_DEFAULTS["pairs"], type="pairs", coordinator=True, command_flag="--pairs", ini_only=True,
+           setting="pairs"),
     Option("dispatch_ab_sessions", "Sessions (fresh base and head workers) of an A/B job before its first look.",
-           settings.AB_DEFAULTS["sessions"], type="sessions", coordinator=True, command_flag="--sessions"),
+           settings.AB_DEFAULTS["sessions"], type="sessions", coordinator=True, command_flag="--sessions",
+           ini_only=True, setting="sessions"),
     Option("dispatch_ab_look_every", "Sessions of an A/B job between two looks after the first (each look takes "
            "an equal share of alpha).", settings.AB_DEFAULTS["look_every"], type="look_every",
-           coordinator=True, command_flag="--look-every"),
+           coordinator=True, command_flag="--look-every", ini_only=True, setting="look_every"),
     Option("dispatch_ab_max_sessions", "Most sessions of an A/B job.", settings.AB_DEFAULTS["max_sessions"],
-           type="sessions", coordinator=True, command_flag="--max-sessions"),
+           type="sessions", coordinator=True, command_flag="--max-sessions", ini_only=True, setting="max_sessions"),
     Option("dispatch_ab_min_time", "A measurement's pairs in one session go on past the pairs asked for until they "
            "took this long (0.5, 500ms; 0: exactly the pairs asked for).", settings.AB_DEFAULTS["min_time"],
-           type="seconds_or_zero", coordinator=True, command_flag="--min-time"),
+           type="seconds_or_zero", coordinator=True, command_flag="--min-time", ini_only=True, setting="min_time"),
     Option("dispatch_ab_max_time", "Most seconds of one measurement's pairs in one session (20, 20s, 1m).",
-           settings.AB_DEFAULTS["max_time"], type="seconds", coordinator=True, command_flag="--max-time"),
+           settings.AB_DEFAULTS["max_time"], type="seconds", coordinator=True, command_flag="--max-time",
+           ini_only=True, setting="max_time"),
     Option("dispatch_ab_order", "Order of the two rounds of a pair: abba (AB, BA, ...) or random.",
-           settings.AB_DEFAULTS["order"], choices=settings.PAIR_ORDERS, coordinator=True, command_flag="--order"),
+           settings.AB_DEFAULTS["order"], choices=settings.PAIR_ORDERS, coordinator=True, command_flag="--order",
+           ini_only=True, setting="order"),
     Option("dispatch_ab_cpu", "CPUs both workers of an A/B session run on: idle (the two least busy allowed CPUs "
            "at the session's start, or the one quiet CPU), CPU numbers (3 or 3,4), or any (not pinned).",
-           settings.AB_DEFAULTS["cpu"], type="cpu", coordinator=True, command_flag="--cpu"),
+           settings.AB_DEFAULTS["cpu"], type="cpu", coordinator=True, command_flag="--cpu", ini_only=True,
+           setting="cpu"),
     Option("dispatch_ab_no_prestart", "Start an A/B session's workers only once the last session's have quit "
            "(by default, where at least three sessions' worth of CPUs are idle, the next pair starts while a "
-           "session measures).", False, type="bool", coordinator=True, command_flag="--no-prestart"),
-    Option("dispatch_ab_no_fork", "Start every A/B worker as a new Python process (by default, from the second "
-           "session on, where the next pair does not start early, a session's two workers are forked from one "
-           "process that imported pytest, this plugin and WebGPU for both).", False, type="bool", coordinator=True,
-           command_flag="--no-fork"),
-    Option("dispatch_markdown", "Append the A/B (or gate) outcome as Markdown to this file, e.g. "
-           "$GITHUB_STEP_SUMMARY.", None, type="path", coordinator=True),
+           "session measures).", False, type="bool", coordinator=True, command_flag="--no-prestart",
+           ini_only=True, setting="no_prestart"),
+    Option("dispatch_ab_test_timeout", "A worker silent this long in a test is hung: killed, restarted, the test "
+           "failed.", settings.AB_DEFAULTS["test_timeout"], type="seconds", coordinator=True,
+           command_flag="--test-timeout", ini_only=True, setting="test_timeout"),
+    Option("dispatch_ab_seed", "Seed of the job's random choices (the order of pairs, the CPUs' turns, the "
+           "workers' hash seeds); default: a new one each job.", None, type="int", coordinator=True,
+           command_flag="--seed", ini_only=True, setting="seed"),
 )
 
 ALL_OPTIONS = GPU_OPTIONS + MEASURE_OPTIONS + REPORT_OPTIONS + GATE_OPTIONS + AB_OPTIONS
@@ -141,6 +151,14 @@ ALL_OPTIONS = GPU_OPTIONS + MEASURE_OPTIONS + REPORT_OPTIONS + GATE_OPTIONS + AB
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("dispatch", "WebGPU dispatch counting and timing (pytest-dispatch)")
     for option in ALL_OPTIONS:
+        parser.addini(
+            option.name,
+            f"{option.help} (default: {option.default!r})",
+            type="bool" if option.type == "bool" else "string",
+            default=option.default if option.type == "bool" else None,
+        )
+        if option.ini_only:
+            continue
         kwargs: dict[str, Any] = {"dest": option.name, "default": None, "help": option.help}
         if option.type == "bool":
             kwargs["action"] = "store_true"
@@ -150,12 +168,6 @@ def add_options(parser: pytest.Parser) -> None:
             kwargs["choices"] = option.choices
             kwargs["type"] = converter(option.type)
         group.addoption(option.flag, **kwargs)
-        parser.addini(
-            option.name,
-            f"{option.help} (default: {option.default!r})",
-            type="bool" if option.type == "bool" else "string",
-            default=option.default if option.type == "bool" else None,
-        )
 
 
 # The settings' parsers by option type, with the name their messages use on pytest's command line.
@@ -182,7 +194,7 @@ def converter(kind: str, name: str | None = None) -> Callable[[str], Any]:
 def get(config: pytest.Config, name: str) -> Any:
     """The option's value: command line, else ini, else default; ini strings are validated too."""
     option = _BY_NAME[name]
-    value = config.getoption(name)
+    value = None if option.ini_only else config.getoption(name)
     if value is not None and value is not False:
         return value
     ini_value = config.getini(name)
@@ -202,6 +214,7 @@ def get(config: pytest.Config, name: str) -> Any:
 _BY_NAME = {option.name: option for option in ALL_OPTIONS}
 COORDINATOR_OPTIONS = tuple(option for option in ALL_OPTIONS if option.coordinator)
 ISOLATED_OPTIONS = tuple(option for option in ALL_OPTIONS if option.isolated)
+JOB_OPTIONS = tuple(option for option in ALL_OPTIONS if option.setting)  # an A/B job's settings
 
 
 def add_command_argument(parser: argparse.ArgumentParser, name: str, **overrides: Any) -> None:
@@ -210,9 +223,11 @@ def add_command_argument(parser: argparse.ArgumentParser, name: str, **overrides
     option = _BY_NAME[name]
     flag = option.command_flag
     kwargs: dict[str, Any] = {"type": converter(option.type, flag.lstrip("-")), "default": option.default,
-                              "help": f"{option.help} (default %(default)s)"}
+                              "help": f"{option.help}" + ("" if option.default is None else " (default %(default)s)")}
     if option.type == "bool":
         kwargs = {"action": "store_true", "help": option.help}
+    if option.setting:
+        kwargs["dest"] = option.setting
     if option.choices:
         kwargs["choices"] = option.choices
     parser.add_argument(flag, **{**kwargs, **overrides})

@@ -39,8 +39,10 @@ MIN_ROUNDS = 5  # rounds a measurement takes at the least under a time cap (--di
 # ("idle": two on a GPU, one on a CPU adapter; coordinator.cpus_per_session), given ones
 # ("3,4"), or wherever the OS puts them ("any"). On the H200, two workers left to the
 # scheduler differed by 15-20% for their whole life; on two CPUs, by 3% (docs/RESULTS.md, section 4).
+# `test_timeout`: a worker that sends nothing for this long in a test is hung.
 AB_DEFAULTS: dict[str, Any] = {"pairs": 10, "sessions": 4, "look_every": 2, "max_sessions": 12, "min_time": 0.5,
-                               "max_time": 20.0, "order": "abba", "block": 5, "settle": 1, "cpu": "idle"}
+                               "max_time": 20.0, "order": "abba", "block": 5, "settle": 1, "cpu": "idle",
+                               "test_timeout": 900.0}
 CPU_CHOICES = ("idle", "any")  # or CPU numbers, "3,4"
 
 

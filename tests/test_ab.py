@@ -3,21 +3,24 @@ own tree's code, paired rounds, and one clear line for every kind of bad input."
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pytest_dispatch.ab import command, coordinator, zygote
-from pytest_dispatch.ab import worker as ab_worker
-from pytest_dispatch.ab.channel import Channel
-from pytest_dispatch.judgement import paired
+from pytest_dispatch.ab import JobError, command, coordinator
+from pytest_dispatch.ab import placement as ab_placement
+from pytest_dispatch.judgement import paired, sessions
 from pytest_dispatch.judgement.status import Status
 
 TEST_FILE = """
@@ -121,17 +124,25 @@ def test_more_dispatches_in_the_head_is_an_exact_count_regression(project):
     assert by_name(outcome)["work"]["counts"]["dispatches"]["status"] == "regressed"
 
 
-def test_the_pytest_twin_runs_the_same_job(project):
-    # the job's timing verdict is test_head_with_an_injected_cost_...'s; here the twin's options
-    # reach the same job, which finds the head's exact count regression in two sessions
+def test_the_pytest_twin_runs_the_same_job_with_the_commands_settings_from_ini(project):
+    # the job's timing verdict is test_head_with_an_injected_cost_...'s; here the twin's ini
+    # settings reach the same job, which finds the head's exact count regression in two sessions
     write_cost(project, dispatches=22)
-    done = subprocess.run([sys.executable, "-m", "pytest", "--dispatch-ab=main", "--dispatch-ab-max-time=3",
-                           "--dispatch-ab-pairs=6", "--dispatch-ab-min-time=0", "--dispatch-ab-sessions=2",
-                           "--dispatch-ab-max-sessions=2",
-                           "-q"], cwd=project, capture_output=True, text=True, timeout=300)
+    (project / "pytest.ini").write_text("[pytest]\ndispatch_ab_max_time = 3\ndispatch_ab_pairs = 6\n"
+                                        "dispatch_ab_min_time = 0\ndispatch_ab_max_sessions = 2\n"
+                                        "dispatch_ab_seed = 4\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "--dispatch-ab=main", "-o", "dispatch_ab_sessions=2",
+                           "--dispatch-json=ab.json", "-q"], cwd=project, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "work regressed: dispatches regressed: 20 -> 22 per call (+2: add_one +2)" in done.stdout
-    assert "steady: x" in done.stdout and " over 2 sessions): " in done.stdout  # --dispatch-ab-sessions=2 reached it
+    assert "steady: x" in done.stdout and " over 2 sessions): " in done.stdout  # dispatch_ab_sessions=2 reached it
+    assert json.loads((project / "ab.json").read_text())["settings"]["seed"] == 4  # as the command's --seed
+
+
+def test_the_jobs_fine_tuning_is_not_a_pytest_flag(pytester):
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest("--dispatch-ab-pairs=8")
+    assert result.ret == 4 and "unrecognized arguments: --dispatch-ab-pairs=8" in result.stderr.str()
 
 
 def test_a_ref_that_does_not_exist_is_one_line(project):
@@ -161,11 +172,23 @@ def test_tests_and_measurements_only_one_side_has_are_new_and_the_rest_is_compar
     assert "test_work.py::test_new_in_head (head only)" in done.stdout
 
 
-def test_a_side_that_cannot_collect_a_file_is_one_line_and_the_rest_is_compared(project):
+def test_a_side_that_cannot_collect_a_file_fails_the_job_in_one_line_and_the_rest_is_compared(project):
     (project / "test_broken.py").write_text("import no_such_module_here\n")
     done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
-    assert "head: could not collect test_broken.py: " in done.stdout and "no_such_module_here" in done.stdout
-    assert by_name(outcome)["work"]["timing"] is not None
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert ("head: could not collect test_broken.py: ModuleNotFoundError: No module named 'no_such_module_here'"
+            in done.stdout.splitlines())
+    assert by_name(outcome)["work"]["timing"] is not None and "A/B FAILED" in done.stdout
+
+
+def test_a_head_whose_test_module_cannot_be_imported_compares_nothing_and_fails(project):
+    (project / "test_work.py").write_text("import no_such_module_here\n" + TEST_FILE)
+    done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
+    assert done.returncode == 4, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "head: could not collect test_work.py: ModuleNotFoundError: No module named 'no_such_module_here'" in lines
+    assert "nothing compared: no measurement exists on both sides" in lines and "A/B passed" not in done.stdout
+    assert outcome["exit_code"] == 4
 
 
 def test_a_worker_that_crashes_fails_that_test_and_the_job_goes_on(project):
@@ -242,7 +265,7 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
     allowed = sorted(os.sched_getaffinity(0))
     ticks = itertools.count(step=100)  # every CPU equally idle, whatever else loads this machine
-    monkeypatch.setattr(coordinator, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
+    monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
     lines = []
     command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py", "test_work.py"],
                 coordinator.Settings(seed=3, **{**FAST, **TWO_SESSIONS}), out=lines.append)
@@ -253,7 +276,7 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
         sessions.setdefault(placement["hash_seed"], []).append(placement)
     assert len(sessions) == 2 and None not in sessions
     sessions = list(sessions.values())
-    per_session = coordinator.cpus_per_session(any("(CPU) via" in line for line in lines))  # one on lavapipe
+    per_session = ab_placement.cpus_per_session(any("(CPU) via" in line for line in lines))  # one on lavapipe
     for first, second in sessions:
         assert {first["side"], second["side"]} == {"base", "head"}
         assert first["cpus"] == second["cpus"] and set(first["cpus"]) <= set(allowed)
@@ -287,101 +310,15 @@ def test_the_first_pair_starts_again_only_where_its_placement_was_guessed_wrong(
     logs.mkdir()
     monkeypatch.setenv("PLACEMENT_LOG", str(logs))
     # the guess: a GPU's device files where the adapter is a GPU (right), or the other way round
-    monkeypatch.setattr(coordinator, "_gpu_device_files", lambda: (not gpu_info.is_cpu) == guessed_right)
+    monkeypatch.setattr(ab_placement, "_gpu_device_files", lambda: (not gpu_info.is_cpu) == guessed_right)
     ticks = itertools.count(step=100)  # every CPU equally idle
-    monkeypatch.setattr(coordinator, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
+    monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
     lines = []
     code = command.run(str(project), str(project), ["-p", "no:randomly", "test_starts.py"],
-                       coordinator.Settings(seed=7, threshold=1.0, prestart=False, **{**FAST, **TWO_SESSIONS}),
+                       coordinator.Settings(seed=7, threshold=1.0, no_prestart=True, **{**FAST, **TWO_SESSIONS}),
                        out=lines.append)
     assert code == 0, lines
     assert len(list(logs.glob("started-*"))) == (4 if guessed_right else 6), lines  # two sessions' pairs
-
-
-FORK_TEST = """
-import json, os, time
-from pytest_dispatch.workloads import AddOne
-
-def test_forked(dispatch_meter, gpu_device):
-    dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, per_round=2, name="forked")
-    side, parent = os.environ["PYTEST_DISPATCH_AB_SIDE"], os.getppid()
-    with open(f"/proc/{parent}/stat") as stat:
-        grandparent = int(stat.read().rsplit(")", 1)[1].split()[1])
-    with open(os.path.join(os.environ["PLACEMENT_LOG"], f"{side}-{os.getpid()}.json"), "w") as log:
-        json.dump({"side": side, "parent": parent, "grandparent": grandparent, "time": time.time(),
-                   "hash_seed": os.environ.get("PYTHONHASHSEED")}, log)
-"""
-
-
-def _fork_job(project: Path, tmp_path: Path, monkeypatch, **settings) -> tuple[list[list[dict]], list[str]]:
-    """Each session's workers (a list per session, in order) of a two-session job without prestart."""
-    (project / "test_forked.py").write_text(FORK_TEST)
-    logs = tmp_path / "forks"
-    logs.mkdir()
-    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
-    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
-    lines = []
-    command.run(str(project), str(project), ["-p", "no:randomly", "test_forked.py"],
-                coordinator.Settings(seed=11, threshold=1.0, prestart=False, **{**FAST, **TWO_SESSIONS}, **settings),
-                out=lines.append)
-    workers = sorted((json.loads(path.read_text()) for path in logs.iterdir()), key=lambda w: w["time"])
-    sessions: dict[str, list[dict]] = {}
-    for worker in workers:
-        sessions.setdefault(worker["hash_seed"], []).append(worker)
-    assert len(sessions) == 2 and all(len(pair) == 2 for pair in sessions.values()), (workers, lines)
-    return list(sessions.values()), lines
-
-
-@pytest.mark.skipif(not zygote.available(), reason="workers are forked on Linux only")
-def test_from_the_second_session_both_workers_fork_from_one_warm_process_of_their_own(project, tmp_path, monkeypatch):
-    (first, second), lines = _fork_job(project, tmp_path, monkeypatch)
-    job = os.getpid()  # command.run coordinates in this process
-    assert [w["parent"] for w in first] == [job, job], (first, lines)
-    assert second[0]["parent"] == second[1]["parent"] != job, (second, lines)
-    assert second[0]["grandparent"] == job  # the warm process is the job's, started for this session
-    assert {w["side"] for w in second} == {"base", "head"}
-
-
-@pytest.mark.skipif(not zygote.available(), reason="workers are forked on Linux only")
-def test_with_no_fork_every_worker_is_a_new_process_of_the_job(project, tmp_path, monkeypatch):
-    sessions, lines = _fork_job(project, tmp_path, monkeypatch, fork=False)
-    assert all(w["parent"] == os.getpid() for pair in sessions for w in pair), (sessions, lines)
-
-
-@pytest.mark.skipif(not zygote.available(), reason="workers are forked on Linux only")
-def test_a_warm_process_that_cannot_fork_leaves_the_workers_to_start_as_new_processes(project, tmp_path, monkeypatch):
-    def unavailable(*args, **kwargs):
-        raise zygote.Unavailable("an imported module started a thread, so forking is not safe")
-
-    monkeypatch.setattr(coordinator.zygote, "Zygote", unavailable)
-    sessions, lines = _fork_job(project, tmp_path, monkeypatch)
-    assert all(w["parent"] == os.getpid() for pair in sessions for w in pair), (sessions, lines)
-    assert "workers start as new processes from now on: an imported module started a thread, so forking is " \
-               "not safe" in lines
-
-
-@pytest.mark.skipif(not zygote.available(), reason="workers are forked on Linux only")
-def test_a_forked_worker_reports_its_exit_status_and_writes_its_log(project, tmp_path):
-    (project / "test_exit.py").write_text("import os\n\ndef test_exit():\n    os._exit(7)\n")
-    warm = zygote.Zygote(None, [], dict(os.environ), tmp_path / "warm.log")
-    worker_reads, job_writes = os.pipe()
-    job_reads, worker_writes = os.pipe()
-    log = tmp_path / "worker.log"
-    try:
-        with open(log, "w") as output:
-            forked = warm.fork(ab_worker.fork_arguments("base", [str(project)], ["-p", "no:cacheprovider",
-                                                                                 "test_exit.py"]),
-                               project, dict(os.environ), (worker_reads, worker_writes, output.fileno()))
-        for descriptor in (worker_reads, worker_writes):
-            os.close(descriptor)
-        channel = Channel(job_reads, job_writes)
-        assert channel.receive(timeout=120)["event"] == "collected"
-        assert forked.poll() is None
-        channel.send({"cmd": "run", "nodeid": "test_exit.py::test_exit", "next": None})
-        assert forked.wait(timeout=60) == 7
-        assert "test_exit.py" in log.read_text()  # pytest's header went to the worker's log
-    finally:
-        warm.close()
 
 
 EARLY_TEST = """
@@ -438,12 +375,12 @@ def _early_job(project: Path, tmp_path: Path, monkeypatch, wait_s: float,
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="the OS cannot pin a process to a CPU")
 def test_the_next_sessions_workers_start_while_this_session_measures(project, tmp_path, monkeypatch, gpu_info):
     allowed = sorted(os.sched_getaffinity(0))
-    per_session = coordinator.cpus_per_session(gpu_info.is_cpu)
+    per_session = ab_placement.cpus_per_session(gpu_info.is_cpu)
     if len(allowed) < 2 * per_session:
         pytest.skip(f"two sessions' CPUs ({2 * per_session}) are needed; this process may use {len(allowed)}")
-    monkeypatch.setattr(coordinator, "PRESTART_SESSIONS_OF_CPUS", 2)  # so that a 2-core machine does it
+    monkeypatch.setattr(ab_placement, "PRESTART_SESSIONS_OF_CPUS", 2)  # so that a 2-core machine does it
     ticks = itertools.count(step=100)
-    monkeypatch.setattr(coordinator, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
+    monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
     (first, second), lines = _early_job(project, tmp_path, monkeypatch, wait_s=120)
     assert {m["side"] for m in first} == {m["side"] for m in second} == {"base", "head"}, (first, second, lines)
     # the first session's workers, still in their test, saw the second session's start
@@ -453,8 +390,8 @@ def test_the_next_sessions_workers_start_while_this_session_measures(project, tm
 
 
 def test_without_prestart_each_session_starts_after_the_last(project, tmp_path, monkeypatch):
-    monkeypatch.setattr(coordinator, "PRESTART_SESSIONS_OF_CPUS", 1)
-    (first, _), lines = _early_job(project, tmp_path, monkeypatch, wait_s=0, prestart=False)
+    monkeypatch.setattr(ab_placement, "PRESTART_SESSIONS_OF_CPUS", 1)
+    (first, _), lines = _early_job(project, tmp_path, monkeypatch, wait_s=0, no_prestart=True)
     assert all(m["first"] and not m["next_started"] for m in first), (first, lines)
 
 
@@ -472,14 +409,14 @@ def test_cpus_chosen_by_number_are_the_sessions_cpus(project, tmp_path, monkeypa
 
 def test_a_session_goes_to_idle_cpus_and_quiet_ones_take_turns(monkeypatch):
     samples = iter([{0: 100, 1: 100, 2: 100, 3: 100}, {0: 120, 1: 101, 2: 119, 3: 119}] * 2)
-    monkeypatch.setattr(coordinator, "_idle_times", lambda: next(samples))
-    assert [coordinator.idlest_cpus([0, 1, 2, 3], turn, 2, window=0) for turn in (0, 1)] == [[0, 2], [0, 3]]
+    monkeypatch.setattr(ab_placement, "_idle_times", lambda: next(samples))
+    assert [ab_placement.idlest_cpus([0, 1, 2, 3], turn, 2, window=0) for turn in (0, 1)] == [[0, 2], [0, 3]]
 
 
 def test_with_one_quiet_cpu_a_session_gets_that_one_alone(monkeypatch):
     samples = iter([{0: 100, 1: 100}, {0: 120, 1: 102}])  # CPU 1 kept busy by a neighbour
-    monkeypatch.setattr(coordinator, "_idle_times", lambda: next(samples))
-    assert coordinator.idlest_cpus([0, 1], turn=1, count=2, window=0) == [0]
+    monkeypatch.setattr(ab_placement, "_idle_times", lambda: next(samples))
+    assert ab_placement.idlest_cpus([0, 1], turn=1, count=2, window=0) == [0]
 
 
 def test_a_cpu_the_job_may_not_use_is_one_line(project):
@@ -490,20 +427,25 @@ def test_a_cpu_the_job_may_not_use_is_one_line(project):
 
 def test_the_jobs_settings_keep_their_json_names():
     # docs/schema.md: the A/B JSON's `settings` holds the pairs' times as `min_seconds` and `max_seconds`
-    data = coordinator.Settings(min_time=0.25, max_time=7.0).as_dict()
+    data = coordinator.Settings(min_time=0.25, max_time=7.0, no_prestart=True).as_dict()
     assert (data["min_seconds"], data["max_seconds"]) == (0.25, 7.0) and not {"min_time", "max_time"} & set(data)
+    assert data["prestart"] is False and "no_prestart" not in data
     assert json.loads(json.dumps(data))["pairs"] == coordinator.Settings().pairs
 
 
-def _job_with_sessions(log_ratios: dict[str, list[float]]) -> coordinator.Job:
-    """A job that has measured these per-session log-ratios (nothing run)."""
-    job = coordinator.Job.__new__(coordinator.Job)
-    job.settings, job.overrides, job.timing, job.progress = coordinator.Settings(), {}, {}, lambda line: None
-    job.results = ({}, {})
-    job.session_verdicts = {key: [paired.PairedVerdict(Status.INCONCLUSIVE, math.exp(x), 0.0, math.inf, 0.99, 10, 0.1,
-                                                       10.0, 10.0 * math.exp(x), 1.0) for x in logs]
-                            for key, logs in log_ratios.items()}
-    return job
+def _verdicts(logs) -> list[paired.PairedVerdict]:
+    """Session verdicts with these log-ratios."""
+    return [paired.PairedVerdict(Status.INCONCLUSIVE, math.exp(x), 0.0, math.inf, 0.99, 10, 0.1, 10.0,
+                                 10.0 * math.exp(x), 1.0) for x in logs]
+
+
+def _decisions(log_ratios: dict[str, list[float]], **settings) -> sessions.Sessions:
+    """A job's decisions that have these per-session log-ratios (nothing run)."""
+    decisions = coordinator.Settings(**settings).decisions()
+    for key, logs in log_ratios.items():
+        for verdict in _verdicts(logs):
+            decisions.add(key, verdict)
+    return decisions
 
 
 def test_a_change_keeps_its_sessions_until_it_holds_across_the_jobs_measurements():
@@ -512,15 +454,15 @@ def test_a_change_keeps_its_sessions_until_it_holds_across_the_jobs_measurements
     rng = np.random.default_rng(5)
     logs = {f"t::{i}": list(rng.normal(0.0, 0.03, 12)) for i in range(20)}
     logs["t::slow"] = list(np.log(1.06) + np.array([0.006, -0.006, 0.004, -0.004] * 3))
-    job = _job_with_sessions({key: values[:4] for key, values in logs.items()})
-    job._look(final=False)
-    alone = paired.judge_sessions(job.session_verdicts["t::slow"], job.settings.question(), job.settings.design())
-    assert alone.status == Status.REGRESSED and "t::slow" not in job.timing
-    for key, verdicts in _job_with_sessions(logs).session_verdicts.items():
-        job.session_verdicts[key] = verdicts[:8]
-    job._look(final=False)
-    assert job.timing["t::slow"].status == Status.REGRESSED
-    assert paired.adjust_family(job.timing, job.settings.alpha)["t::slow"].status == Status.REGRESSED
+    decisions = _decisions({key: values[:4] for key, values in logs.items()})
+    decisions.look(final=False)
+    alone = paired.judge_sessions(decisions.verdicts["t::slow"], decisions.question_for(), decisions.design)
+    assert alone.status == Status.REGRESSED and "t::slow" not in decisions.decided
+    for key in decisions.open:
+        decisions.verdicts[key] = _verdicts(logs[key][:8])
+    looked = decisions.look(final=False)
+    assert decisions.decided["t::slow"].status == Status.REGRESSED and "t::slow" in dict(looked)
+    assert decisions.family()["t::slow"].status == Status.REGRESSED
 
 
 @pytest.mark.slow
@@ -534,16 +476,14 @@ def test_among_many_unchanged_measurements_a_job_catches_ten_percent_and_raises_
     for _ in range(jobs):
         effects = [0.0] * nulls + [math.log(1.10)] * changes
         shared = rng.normal(0, 0.01, settings.max_sessions)
-        logs = {f"t::{i}": list(effect + shared + rng.normal(0, 0.03, settings.max_sessions))
+        logs = {f"t::{i}": effect + shared + rng.normal(0, 0.03, settings.max_sessions)
                 for i, effect in enumerate(effects)}
-        full = _job_with_sessions(logs).session_verdicts
-        job = _job_with_sessions({})
-        for session in range(1, settings.max_sessions + 1):
-            for key in full:
-                if key not in job.timing:
-                    job.session_verdicts[key] = full[key][:session]
-            job._look(final=session == settings.max_sessions)
-        final = paired.adjust_family(job.timing, settings.alpha)
+        decisions = settings.decisions()
+        for session in range(settings.max_sessions):
+            for key in [key for key in logs if key not in decisions.decided]:
+                decisions.add(key, _verdicts(logs[key][session:session + 1])[0])
+            decisions.look(final=session + 1 == settings.max_sessions)
+        final = decisions.family()
         false_alarms += sum(final[f"t::{i}"].status == Status.REGRESSED for i in range(nulls))
         caught += sum(final[f"t::{i}"].status == Status.REGRESSED for i in range(nulls, nulls + changes))
     assert false_alarms <= 2, false_alarms  # of 1,200 unchanged measurements (alpha 0.01: 12 allowed)
@@ -553,43 +493,34 @@ def test_among_many_unchanged_measurements_a_job_catches_ten_percent_and_raises_
 def test_unchanged_code_that_sessions_cannot_resolve_stops_at_the_first_look():
     # the H200's A/A jobs: identical code whose sessions' ratios spread sd 6%, tolerance 2%
     rng = np.random.default_rng(7)
-    job = _job_with_sessions({"t::same": list(rng.normal(0.0, 0.06, 4))})
-    job._look(final=False)
-    verdict = job.timing["t::same"]
+    decisions = _decisions({"t::same": list(rng.normal(0.0, 0.06, 4))})
+    decisions.look(final=False)
+    verdict = decisions.decided["t::same"]
     assert verdict.status == Status.INCONCLUSIVE and verdict.sessions == 4
     assert "stopped after 4 sessions" in verdict.reason and "12 sessions resolve ±" in verdict.reason
     # between the looks too, from the third session: futility spends no alpha
-    job = _job_with_sessions({"t::same": list(rng.normal(0.0, 0.06, 3))})
-    job._look(final=False)
-    assert "stopped after 3 sessions" in job.timing["t::same"].reason
+    decisions = _decisions({"t::same": list(rng.normal(0.0, 0.06, 3))})
+    assert decisions.look(final=False) == []  # not at a look: no line
+    assert "stopped after 3 sessions" in decisions.decided["t::same"].reason
     # a +10% change with the same spread is still worth its sessions
-    job = _job_with_sessions({"t::slow": list(math.log(1.10) + rng.normal(0.0, 0.03, 4))})
-    job._look(final=False)
-    assert job.timing.get("t::slow") is None or job.timing["t::slow"].status == Status.REGRESSED
+    decisions = _decisions({"t::slow": list(math.log(1.10) + rng.normal(0.0, 0.03, 4))})
+    decisions.look(final=False)
+    assert decisions.decided.get("t::slow") is None or decisions.decided["t::slow"].status == Status.REGRESSED
 
 
 def test_a_measurement_whose_counts_regressed_takes_no_more_timing_sessions():
-    from helpers import measurement
-    from pytest_dispatch.judgement.results import TestResult
-
-    def result(dispatches: int) -> TestResult:
-        return TestResult("t", [measurement("work", dispatches=dispatches)], {})
-
-    job = _job_with_sessions({"t::work": [0.01]})
-    job.results = ({"t": result(3)}, {"t": result(4)})
-    job._look(final=False)
-    assert "counts regressed" in job.timing["t::work"].reason
-    job = _job_with_sessions({"t::work": [0.01]})
-    job.results = ({"t": result(3)}, {"t": result(4)})
-    job.settings = coordinator.Settings(time_count_regressions=True)
-    job._look(final=False)
-    assert "t::work" not in job.timing
+    decisions = _decisions({"t::work": [0.01]})
+    decisions.look(final=False, counts_regressed={"t::work"})
+    assert "counts regressed" in decisions.decided["t::work"].reason
+    decisions = _decisions({"t::work": [0.01]}, time_count_regressions=True)
+    decisions.look(final=False, counts_regressed={"t::work"})
+    assert "t::work" not in decisions.decided
 
 
 def test_sides_on_different_adapters_are_refused():
     job = coordinator.Job.__new__(coordinator.Job)
     collected = [{"adapter": {"fingerprint": f, "description": f}, "no_adapter": None} for f in ("gpu-a", "gpu-b")]
-    with pytest.raises(coordinator.JobError, match="different adapters .* refused; pin one with --gpu-adapter"):
+    with pytest.raises(JobError, match="different adapters .* refused; pin one with --gpu-adapter"):
         job._check_adapters(collected)
 
 
@@ -597,3 +528,128 @@ def test_worker_arguments_drop_the_coordinators_options():
     args = ["tests", "--dispatch-ab=main", "--dispatch-report", "--dispatch-json", "x.json", "-k", "fast",
             "--dispatch-ab-max-time=5", "--dispatch-ab-sessions", "3", "--gpu-adapter=H200", "--dispatch-save"]
     assert command.worker_args(args) == ["tests", "-k", "fast", "--gpu-adapter=H200"]
+
+
+@pytest.mark.parametrize("disabled", ["dispatch", "dispatch_ab"])
+def test_either_entry_point_can_be_disabled_alone(pytester, disabled):
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest("-p", f"no:{disabled}")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1)
+
+
+SLEEPER = """
+import os, time
+
+def test_sleeps(gpu_device):
+    with open(os.environ["SLEEPER_PIDS"], "a") as pids:
+        pids.write(f"{os.getpid()}\\n")
+    time.sleep(300)
+"""
+
+
+@pytest.fixture
+def sleeper(project, tmp_path) -> dict[str, str]:
+    """A job's environment in which both workers write their pid and sleep in their test; its own
+    temporary folder, where the job checks the base out (and Mesa's runtime folder is made)."""
+    (project / "test_sleeps.py").write_text(SLEEPER)
+    git(project, "add", ".")
+    git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "sleeper")
+    (tmp_path / "tmp").mkdir()
+    environment = {name: value for name, value in os.environ.items() if name != "XDG_RUNTIME_DIR"}
+    return {**environment, "TMPDIR": str(tmp_path / "tmp"), "SLEEPER_PIDS": str(tmp_path / "pids")}
+
+
+def _start_sleeping_job(project: Path, environment: dict[str, str]) -> tuple[subprocess.Popen, list[int]]:
+    """A job (in a process group of its own) whose two workers are in their test; their pids."""
+    job = subprocess.Popen([sys.executable, "-m", "pytest_dispatch.cli", "ab", "--base", "main", "--test-timeout",
+                            "600", "--", "test_sleeps.py"], cwd=project, env=environment, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    pids = Path(environment["SLEEPER_PIDS"])
+    for _ in range(1200):  # both workers started and reached their test
+        if job.poll() is not None or (pids.exists() and len(pids.read_text().split()) == 2):
+            break
+        time.sleep(0.1)
+    assert job.poll() is None, job.communicate()[0]
+    return job, [int(pid) for pid in pids.read_text().split()]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _checkouts(environment: dict[str, str]) -> list[str]:
+    return sorted(path.name for path in Path(environment["TMPDIR"]).glob("pytest-dispatch-base-*"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("to_group", [False, True], ids=["process", "group"])
+def test_a_stopped_job_removes_its_checkout_and_ends_its_workers(project, sleeper, number, to_group):
+    job, workers = _start_sleeping_job(project, sleeper)
+    try:
+        assert len(_checkouts(sleeper)) == 1 and git(project, "worktree", "list").count("\n") == 2
+        (os.killpg if to_group else os.kill)(job.pid, number)
+        output = job.communicate(timeout=30)[0]  # a polite quit would wait for the sleeping tests
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)
+    assert job.returncode == 128 + number, output
+    assert f"pytest-dispatch ab: stopped by {number.name}; its workers and checkout are gone" in output
+    assert _checkouts(sleeper) == [] and git(project, "worktree", "list").count("\n") == 1
+    assert list(Path(sleeper["TMPDIR"]).iterdir()) == []  # nor the job's logs or the workers' runtime folders
+    assert all(_gone(pid) for pid in workers)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_later_job_removes_the_checkout_of_a_killed_one(project, sleeper):
+    job, workers = _start_sleeping_job(project, sleeper)
+    try:
+        job.kill()
+        job.communicate(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)
+    assert len(_checkouts(sleeper)) == 1 and git(project, "worktree", "list").count("\n") == 2
+    for _ in range(300):  # the workers end with their coordinator
+        if all(_gone(pid) for pid in workers):
+            break
+        time.sleep(0.1)
+    assert all(_gone(pid) for pid in workers)
+    later = subprocess.run([sys.executable, "-m", "pytest_dispatch.cli", "ab", "--base", "no-such-ref"], cwd=project,
+                           env=sleeper, capture_output=True, text=True, timeout=120)
+    assert later.returncode == 2
+    assert _checkouts(sleeper) == [] and git(project, "worktree", "list").count("\n") == 1
+
+
+def test_both_front_ends_build_the_jobs_settings_from_the_option_table_alike(pytester):
+    from pytest_dispatch import cli, options
+
+    args = cli.build_parser().parse_args(["ab", "--base", "main", "--pairs", "8", "--seed", "3", "--test-timeout",
+                                          "1m", "--no-prestart", "--threshold", "5%"])
+    from_command = coordinator.Settings.of(lambda option: getattr(args, option.setting))
+    pytester.makeini("[pytest]\ndispatch_ab_pairs = 8\ndispatch_ab_seed = 3\ndispatch_ab_test_timeout = 1m\n"
+                     "dispatch_ab_no_prestart = true\ndispatch_threshold = 5%\n")
+    values = options.of(pytester.parseconfig())
+    from_pytest = coordinator.Settings.of(lambda option: getattr(values, option.name))
+    assert from_command == from_pytest
+    assert (from_pytest.seed, from_pytest.test_timeout, from_pytest.no_prestart, from_pytest.pairs) == (3, 60.0, True, 8)
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed (apt-get install valgrind)")
+def test_a_counted_job_whose_head_cannot_collect_compares_nothing_and_says_why(pytester, gpu_info):
+    base, head = pytester.mkdir("base"), pytester.mkdir("head")
+    for side in (base, head):
+        (side / "test_counted_work.py").write_text(
+            "from pytest_dispatch.workloads import AddOne\n\ndef test_work(dispatch_meter, gpu_device):\n"
+            "    dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, per_round=2, name='work')\n")
+    (head / "test_broken.py").write_text("import no_such_module_here\n")
+    result = pytester.runpytest_subprocess(f"--dispatch-ab={base}", "-o", f"dispatch_ab_head={head}",
+                                           "--dispatch-instructions", timeout=600)
+    assert result.ret == 4, result.stdout.str()
+    result.stdout.fnmatch_lines(["A/B (counted): head: could not collect test_broken.py: ModuleNotFoundError: "
+                                 "No module named 'no_such_module_here'",
+                                 "A/B (counted): nothing compared: a side collected no tests"])

@@ -91,7 +91,7 @@ def test_a_counted_ab_job_compares_the_two_trees_exactly(pytester, monkeypatch):
     base, head = pytester.mkdir("base"), pytester.mkdir("head")
     (base / "test_counted_addone.py").write_text(TEST_FILE)
     (head / "test_counted_addone.py").write_text(TEST_FILE.replace('os.environ.get("EXTRA_WORK", "0")', '"2000"'))
-    result = pytester.runpytest_subprocess(f"--dispatch-ab={base}", f"--dispatch-ab-head={head}",
+    result = pytester.runpytest_subprocess(f"--dispatch-ab={base}", "-o", f"dispatch_ab_head={head}",
                                            "--dispatch-instructions", "test_counted_addone.py", timeout=600)
     assert result.ret == 1
     result.stdout.fnmatch_lines(["A/B (counted): base folder */base, head */head*: both sides under callgrind",

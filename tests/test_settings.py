@@ -44,7 +44,6 @@ def test_the_ab_command_and_the_pytest_flags_share_the_option_table(capsys):
     assert cli.build_parser().parse_args(["ab", "--base", "main", "--min-time", "0"]).min_time == 0.0
     assert cli.build_parser().parse_args(["ab", "--base", "main", "--min-time", "250ms"]).min_time == 0.25
     assert not args.no_prestart and cli.build_parser().parse_args(["ab", "--base", "main", "--no-prestart"]).no_prestart
-    assert not args.no_fork and cli.build_parser().parse_args(["ab", "--base", "main", "--no-fork"]).no_fork
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["ab", "--base", "main", "--pairs", "3"])
     assert "pairs='3' must be at least 6" in capsys.readouterr().err

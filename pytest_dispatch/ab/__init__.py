@@ -9,5 +9,10 @@ taken hours apart (see pytest_dispatch.judgement.paired).
 
 Modules: ``channel`` (JSON lines over inherited pipes), ``trees`` (a git ref as a
 temporary worktree), ``worker`` (the pytest side), ``coordinator`` (the job),
-``verdicts`` (what is compared and how it is shown).
+``verdicts`` (what is compared and how it is shown), ``placement`` (the sessions' CPUs).
 """
+
+
+class JobError(Exception):
+    """An A/B job that cannot run or go on: a base or head that cannot be used, sides on different
+    adapters, a side that cannot start or was not counted. The message is one line."""

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
+import threading
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from pytest_dispatch import options
-from pytest_dispatch.ab import coordinator, trees, verdicts
+from pytest_dispatch.ab import JobError, coordinator, trees, verdicts
 from pytest_dispatch.judgement import storage
 from pytest_dispatch.presentation import ab as ab_report
 from pytest_dispatch.settings import SettingError
@@ -50,26 +53,61 @@ def describe_folder(folder: Path) -> str:
 
 
 def _head_folder(head: str | None, pytest_args: Sequence[str]) -> Path:
-    """The head's folder (default: here); TreeError or SettingError for a job that cannot run."""
+    """The head's folder (default: here); JobError or SettingError for a job that cannot run."""
     _refuse_parallel(pytest_args)
     head_folder = Path(head or os.getcwd()).resolve()
     if not head_folder.is_dir():
-        raise trees.TreeError(f"head {head!r} is not a folder")
+        raise JobError(f"head {head!r} is not a folder")
     return head_folder
+
+
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[list[int]]:
+    """SIGINT, SIGTERM and SIGHUP stop the job as Ctrl-C does (KeyboardInterrupt), so that on
+    the way out its workers are killed and its checkout removed; a second signal while that
+    happens is ignored.  Yields the list the signal's number is put in."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def stop(signum: int, _frame) -> None:
+        if not received:
+            received.append(signum)
+            raise KeyboardInterrupt
+
+    previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS}
+    try:
+        yield received
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _stopped(received: list[int], out: Callable[[str], None]) -> int:
+    number = received[0] if received else signal.SIGINT
+    out(f"pytest-dispatch ab: stopped by {signal.Signals(number).name}; its workers and checkout are gone")
+    return 128 + number
 
 
 def run(base: str, head: str | None, pytest_args: Sequence[str], settings: coordinator.Settings, *,
         json_path: str | None = None, markdown_path: str | None = None,
         out: Callable[[str], None] = print) -> int:
     """Run the job, print its outcome, write the files asked for; the exit status."""
-    try:
-        head_folder = _head_folder(head, pytest_args)
-        with trees.checked_out(base, head_folder) as (base_folder, base_description):
-            outcome = coordinator.run_job(base_folder, head_folder, worker_args(pytest_args), settings,
-                                          (base_description, describe_folder(head_folder)), progress=out)
-    except (trees.TreeError, coordinator.JobError, SettingError) as error:
-        out(f"pytest-dispatch ab: {error}")
-        return verdicts.EXIT_BAD_INPUT
+    with _stopped_by_signals() as received:
+        try:
+            head_folder = _head_folder(head, pytest_args)
+            with trees.checked_out(base, head_folder) as (base_folder, base_description):
+                outcome = coordinator.run_job(base_folder, head_folder, worker_args(pytest_args), settings,
+                                              (base_description, describe_folder(head_folder)), progress=out)
+        except (JobError, SettingError) as error:
+            out(f"pytest-dispatch ab: {error}")
+            return verdicts.EXIT_BAD_INPUT
+        except KeyboardInterrupt:
+            return _stopped(received, out)
     for line in ab_report.job_lines(outcome):
         out(line)
     if json_path:
@@ -91,12 +129,15 @@ def run_counted(base: str, head: str | None, pytest_args: Sequence[str], toleran
     exactly (pytest_dispatch.ab.counted); the exit status."""
     from pytest_dispatch.ab import counted
 
-    try:
-        head_folder = _head_folder(head, pytest_args)
-        with trees.checked_out(base, head_folder) as (base_folder, base_description):
-            return counted.run_counted_job(base_folder, head_folder, worker_args(pytest_args), tolerance,
-                                           (base_description, describe_folder(head_folder)), out)
-    except (trees.TreeError, counted.CountedJobError, SettingError) as error:
-        out(f"pytest-dispatch ab: {error}")
-        return verdicts.EXIT_BAD_INPUT
+    with _stopped_by_signals() as received:
+        try:
+            head_folder = _head_folder(head, pytest_args)
+            with trees.checked_out(base, head_folder) as (base_folder, base_description):
+                return counted.run_counted_job(base_folder, head_folder, worker_args(pytest_args), tolerance,
+                                               (base_description, describe_folder(head_folder)), out)
+        except (JobError, SettingError) as error:
+            out(f"pytest-dispatch ab: {error}")
+            return verdicts.EXIT_BAD_INPUT
+        except KeyboardInterrupt:
+            return _stopped(received, out)
 

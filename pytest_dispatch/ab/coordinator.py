@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import glob
 import itertools
 import os
 import queue
@@ -19,35 +18,24 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pytest_dispatch.ab import verdicts, worker, zygote
+from pytest_dispatch.ab import JobError, verdicts, worker
+from pytest_dispatch.ab.placement import Placement
 from pytest_dispatch.ab.channel import Channel, ChannelClosed
 from pytest_dispatch.ab.trees import source_roots
-from pytest_dispatch import settings as gate_settings
-from pytest_dispatch.judgement import paired
+from pytest_dispatch import options, settings as gate_settings
+from pytest_dispatch.judgement import paired, sessions
 from pytest_dispatch.judgement.gate import compare_counts
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.judgement.status import Status
-from pytest_dispatch.measurement import cpus
+from pytest_dispatch.measurement.gpu import ensure_runtime_dir
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement
 
 SIDE_ENV = "PYTEST_DISPATCH_AB_SIDE"  # set in workers: the pytest twin must not start a job there
-CPU_ENV = worker.CPU_ENV
 BASE, HEAD = 0, 1
 SIDE_NAMES = ("base", "head")
-# Sessions before a futility look between the looks: the predictive rule needs a spread from at
-# least two differences. Simulated (benchmarks/futility_sim.py, sd 0.06), a real +10% is still
-# stopped at 3 sessions about 1 time in 20 (caught 80% of the time at the cap, 84% with no futility).
-FUTILITY_FROM = 3
-# CPUs (in sessions' worth) a job needs before it starts the next session's workers early:
-# this session's, the next one's, and one more for the rest of the machine.
-PRESTART_SESSIONS_OF_CPUS = 3
 _LOG_TAIL_LINES = 6
 _LOG_LINE_CHARS = 200  # a pytest error can print a whole plugin registry on one line
-
-
-class JobError(Exception):
-    """The job cannot go on (no tests, different adapters, a side that cannot start)."""
 
 
 # A worker's start (Python, wgpu, pytest's collection, the adapter) is not a test: on a loaded
@@ -71,24 +59,28 @@ class Settings:
     block: int = gate_settings.AB_DEFAULTS["block"]  # rounds a side takes per turn (their median is the value)
     settle: int = gate_settings.AB_DEFAULTS["settle"]  # rounds dropped at the start of a turn
     cpu: str | tuple[int, ...] = gate_settings.AB_DEFAULTS["cpu"]  # where both workers of a session run
-    test_timeout: float = 900.0  # a test that sends nothing for this long is hung
+    test_timeout: float = gate_settings.AB_DEFAULTS["test_timeout"]  # a test silent this long is hung
     round_timeout: float = 120.0
     seed: int | None = None
     time_count_regressions: bool = False  # keep timing a measurement whose counts regressed
-    # Start the next session's workers while this session measures, on other idle CPUs, where
-    # there are PRESTART_SESSIONS_OF_CPUS sessions' worth of them (not on a 2-core machine);
-    # off: --no-prestart.
-    prestart: bool = True
-    # From the second session on, where the next pair does not start early, fork a session's two
-    # workers from one process that imported pytest, the plugin and WebGPU for both; off: --no-fork.
-    fork: bool = True
+    # Start each session's workers only once the last session's have quit; by default the next
+    # session's start while this session measures, on other idle CPUs, where there are
+    # placement.PRESTART_SESSIONS_OF_CPUS sessions' worth of them (not on a 2-core machine).
+    no_prestart: bool = False
+
+    @classmethod
+    def of(cls, value_of: Callable[[options.Option], Any]) -> "Settings":
+        """The settings from the option table (its options with a ``setting``), each option's value
+        as one front end read it: the pytest twin by ini name, the command by flag."""
+        return cls(**{option.setting: value_of(option) for option in options.JOB_OPTIONS})
 
     def as_dict(self) -> dict:
         """The job's ``settings`` in its JSON (docs/schema.md), where the pairs' times are ``min_seconds``
-        and ``max_seconds``."""
+        and ``max_seconds``, and ``prestart`` says whether the next session's workers could start early."""
         data = dataclasses.asdict(self)
         data["min_seconds"] = data.pop("min_time")
         data["max_seconds"] = data.pop("max_time")
+        data["prestart"] = not data.pop("no_prestart")
         return data
 
     @property
@@ -96,22 +88,18 @@ class Settings:
         """How long a worker may be silent while it starts, or restarts after a hang or crash."""
         return max(self.test_timeout, START_TIMEOUT)
 
-    def design(self, overrides: dict[str, float] | None = None) -> paired.SessionDesign:
-        alpha = (overrides or {}).get("alpha", self.alpha)
+    def design(self) -> paired.SessionDesign:
         return paired.SessionDesign(pairs=self.pairs, first=self.sessions, step=self.look_every,
                                     max_sessions=self.max_sessions, min_time=self.min_time, max_time=self.max_time,
-                                    alpha=alpha, order=self.order)
+                                    alpha=self.alpha, order=self.order)
 
-    def question(self, overrides: dict[str, float] | None = None) -> paired.ChangeQuestion:
-        return paired.ChangeQuestion((overrides or {}).get("threshold", self.threshold))
+    def decisions(self) -> sessions.Sessions:
+        """A new job's decisions over its sessions."""
+        return sessions.Sessions(self.design(), self.threshold, self.time_count_regressions)
+
 
 
 _PROCESSES = itertools.count(1)
-
-
-def process_environment(placement: dict[str, str]) -> dict[str, str]:
-    """The environment of a process the job starts for a session: this one's, unbuffered, placed."""
-    return {**os.environ, "PYTHONUNBUFFERED": "1", **placement}
 
 
 class _SideLost(Exception):
@@ -129,29 +117,24 @@ class _Side:
         self.tree, self.pytest_args, self.events = tree, pytest_args, events
         self.log_path = logs / f"{log_name or self.name}.log"
         self.log_shown = False  # a message named the log: it is kept after the job
-        self.process: subprocess.Popen | zygote.ForkedWorker | None = None
+        self.process: subprocess.Popen | None = None
         self.channel: Channel | None = None
         self.generation = 0  # which process of the job this side's messages come from
         self._quit_sent = 0  # the generation told to quit
         self.placement: dict[str, str] = {}  # environment that places the worker (CPU, hash seed)
 
-    def start(self, warm: zygote.Zygote | None = None) -> None:
-        """Start the worker, forked from ``warm`` when given; it and its message pump run on the
-        CPUs the calling thread may use."""
+    def start(self) -> None:
+        """Start the worker; it and its message pump run on the CPUs the calling thread may use."""
         worker_reads, coordinator_writes = os.pipe()
         coordinator_reads, worker_writes = os.pipe()
         roots, pytest_args = source_roots(self.tree), ["-p", "no:cacheprovider", *self.pytest_args]
         log = open(self.log_path, "a")
         try:
-            if warm:
-                self.process = warm.fork(worker.fork_arguments(self.name, roots, pytest_args), self.tree,
-                                         self._environment(), (worker_reads, worker_writes, log.fileno()))
-            else:
-                self.process = subprocess.Popen(
-                    worker.boot_command(sys.executable, self.name, worker_reads, worker_writes, roots, pytest_args),
-                    cwd=self.tree, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    pass_fds=(worker_reads, worker_writes), env=self._environment())
-        except zygote.Unavailable:
+            self.process = subprocess.Popen(
+                worker.boot_command(sys.executable, self.name, worker_reads, worker_writes, roots, pytest_args),
+                cwd=self.tree, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                pass_fds=(worker_reads, worker_writes), env=self._environment())
+        except BaseException:
             for descriptor in (coordinator_reads, coordinator_writes):
                 os.close(descriptor)
             raise
@@ -166,7 +149,7 @@ class _Side:
         threading.Thread(target=self._pump, args=(self.channel, self.generation), daemon=True).start()
 
     def _environment(self) -> dict[str, str]:
-        return {**process_environment(self.placement), SIDE_ENV: self.name}
+        return {**os.environ, "PYTHONUNBUFFERED": "1", **self.placement, SIDE_ENV: self.name}
 
     def _pump(self, channel: Channel, generation: int) -> None:
         while True:
@@ -248,25 +231,14 @@ class Job:
                       _Side(HEAD, head_tree, pytest_args, self.events, self._logs))
         self.outcome = verdicts.Outcome(descriptions[0], descriptions[1], "", settings.as_dict())
         self.rng = random.Random(settings.seed)
-        self.session_verdicts: dict[str, list[paired.PairedVerdict]] = {}  # per key, one per session
-        self.overrides: dict[str, dict[str, float]] = {}
-        self.timing: dict[str, paired.PairedVerdict] = {}  # decided (or final) verdicts
+        self.decisions = settings.decisions()
         self.session = 0
         self.notes: dict[str, str] = {}
         self.results: tuple[dict[str, TestResult], dict[str, TestResult]] = ({}, {})
-        self._cpus = _allowed_cpus(settings.cpu)
-        self._cpu_offset = self.rng.randrange(len(self._cpus)) if self._cpus else 0
-        self._cpus_chosen = settings.cpu if isinstance(settings.cpu, tuple) else None
-        # a guess until the workers name their adapter: a wrong one costs the first pair a restart
-        self._cpus_per_session = guessed_cpus_per_session()
-        self._session_cpus: tuple[int, ...] = ()  # where the present session runs (() when not pinned)
+        self.placement = Placement(settings.cpu, self.rng)
         self._spares: tuple[_Side, _Side] | None = None  # the next session's workers, started early
         self._spare_cpus: tuple[int, ...] = ()
         self._spare_inbox: list[tuple[int, dict | None]] = []  # what they said before their session
-        self._implementation: str | None = None  # the adapter's WebGPU package, once the first pair names it
-        self._warm: zygote.Zygote | None = None  # the process this session's workers were forked from
-        self._ctypes: dict[str, None] = {}  # C types the workers parsed, in order (zygote parses them first)
-        self._fork = settings.fork and zygote.available()
 
     # -- messages
 
@@ -304,22 +276,18 @@ class Job:
     def run(self) -> verdicts.Outcome:
         """Sessions of fresh worker pairs until every measurement is decided or the cap."""
         start = time.monotonic()
+        ensure_runtime_dir()  # the workers' too: one that is killed leaves none of its own behind
         design = self.settings.design()
-        own_cpus = os.sched_getaffinity(0) if self._cpus else None
         try:
             collected = self._start_both()
             self._check_adapters(collected)
-            self._implementation = collected[HEAD]["adapter"].get("implementation")
-            guessed, placed = self._cpus_per_session, len(self._session_cpus)
-            self._cpus_per_session = wanted = cpus_per_session(collected[HEAD]["adapter"].get("is_cpu", False))
-            if not self._cpus_chosen and wanted != guessed and (
-                    placed > wanted or placed < min(wanted, len(self._cpus))):
+            if self.placement.adapter_named(collected[HEAD]["adapter"].get("is_cpu", False)):
                 _stop(self.sides)
                 collected = self._start_both()
             plan = self._plan(collected)
             while plan:
                 self.session += 1
-                self.progress(f"session {self.session} (fresh base and head workers{self._where()})")
+                self.progress(f"session {self.session} (fresh base and head workers{self.placement.where()})")
                 if self.session < design.max_sessions:
                     self._prestart()
                 for position, (nodeid, running) in enumerate(plan):
@@ -327,17 +295,19 @@ class Job:
                                  for side in (BASE, HEAD)]
                     self._run_test(nodeid, running, following, f"[{position + 1}/{len(plan)}]")
                 self._look(final=self.session >= design.max_sessions)
-                plan = [(nodeid, running) for nodeid, running in plan if len(running) == 2 and any(
-                    MeasurementKey.parse(key).nodeid == nodeid and key not in self.timing for key in self.session_verdicts)]
+                open_tests = {MeasurementKey.parse(key).nodeid for key in self.decisions.open}
+                plan = [(nodeid, running) for nodeid, running in plan if len(running) == 2 and nodeid in open_tests]
                 if plan:
                     self._next_pair()
+        except KeyboardInterrupt:  # stopped: no polite quit, the workers may be in a test for minutes
+            for side in (*self.sides, *(self._spares or ())):
+                side.kill()
+            raise
         finally:
             _stop(self.sides)
-            self._end_warm()
             for side in self._spares or ():
                 side.kill()  # it has run nothing: no need to wait for the end of its start-up
-            if own_cpus:
-                os.sched_setaffinity(0, own_cpus)
+            self.placement.restore()
             if not any(side.log_shown for side in (*self.sides, *(self._spares or ()))):
                 shutil.rmtree(self._logs, ignore_errors=True)
         self._judge()
@@ -345,160 +315,64 @@ class Job:
         return self.outcome
 
     def _look(self, final: bool) -> None:
-        """Decide every open measurement at a look (or at the cap, whatever it shows).
+        """The job's decisions at the end of a session; a line for each measurement decided at a look."""
+        for key, verdict in self.decisions.look(final, self._counts_regressed()):
+            self.progress(f"    {_name(key)}: x{verdict.ratio:.3f} ({verdict.interval_text} over "
+                          f"{verdict.sessions} sessions): {verdict.status}")
 
-        A change stops a measurement only when it also holds across the job's measurements
-        (Benjamini-Hochberg, as at the end): among many unchanged tests, a real regression
-        that stopped at its own first look would be demoted to inconclusive at the end,
-        having stopped gathering the sessions that would have carried it."""
-        current: dict[str, paired.PairedVerdict] = {}
-        due: dict[str, bool] = {}  # measurements at a look: whether it is their last
-        for key, sessions in self.session_verdicts.items():
-            if key in self.timing:
-                continue
-            overrides = self.overrides.get(key, {})
-            design = self.settings.design(overrides)
-            current[key] = paired.judge_sessions(sessions, self.settings.question(overrides), design)
-            needless = self._needless_sessions(key)
-            if needless:
-                self.timing[key] = dataclasses.replace(current.pop(key), status=Status.INCONCLUSIVE, reason=needless)
-                continue
-            last = final or len(sessions) >= design.max_sessions
-            if last or len(sessions) in design.look_points:
-                due[key] = last
-            elif len(sessions) >= FUTILITY_FROM:  # stopping for futility spends no alpha: any session may
-                futile = paired.futility(sessions, self.settings.question(overrides), design)
-                if futile:
-                    self.timing[key] = dataclasses.replace(current.pop(key), status=Status.INCONCLUSIVE,
-                                                           reason=futile)
-        if not due:
-            return
-        adjusted = paired.adjust_family({**self.timing, **current}, self.settings.alpha)
-        for key, last in due.items():
-            verdict = current[key]
-            overrides = self.overrides.get(key, {})
-            futile = None if last or adjusted[key].status != Status.INCONCLUSIVE else paired.futility(
-                self.session_verdicts[key], self.settings.question(overrides), self.settings.design(overrides))
-            if futile:
-                verdict = dataclasses.replace(verdict, status=Status.INCONCLUSIVE, reason=futile)
-            if adjusted[key].status != Status.INCONCLUSIVE or last or futile:
-                self.timing[key] = verdict
-                self.progress(f"    {_name(key)}: x{verdict.ratio:.3f} ({verdict.interval_text} over "
-                              f"{verdict.sessions} sessions): {verdict.status}")
-
-    def _needless_sessions(self, key: str) -> str | None:
-        """Why a measurement whose counts already regressed takes no more timing sessions."""
-        if self.settings.time_count_regressions:
-            return None
-        nodeid, name = MeasurementKey.parse(key).nodeid, MeasurementKey.parse(key).name
-        sides = [next((m for m in results[nodeid].measurements if m.name == name), None)
-                 if nodeid in results else None for results in self.results]
-        if None in sides or not any(v.status == Status.REGRESSED for v in compare_counts(*sides)):
-            return None
-        return (f"counts regressed, so no timing sessions after the first {len(self.session_verdicts[key])} "
-                f"(time them anyway with time_count_regressions)")
-
-    def _place(self) -> None:
-        """Both workers of a session on the same idle CPUs (when pinned) and with one hash seed:
-        what differs between two processes of the same code then differs between sessions, not sides."""
-        if self._cpus:
-            self._session_cpus = self._cpus_chosen or tuple(
-                idlest_cpus(self._cpus, self._cpu_offset + self.session, self._cpus_per_session))
-            # The coordinator too: its messages start every turn (on the H200, sessions with all
-            # three on one CPU differed by 2-3%, with the coordinator elsewhere by 5%).
-            os.sched_setaffinity(0, set(self._session_cpus))
-        placement = self._placement(self._session_cpus)
-        for side in self.sides:
-            side.placement = placement
-
-    def _placement(self, session_cpus: tuple[int, ...]) -> dict[str, str]:
-        placement = {CPU_ENV: ",".join(map(str, session_cpus))} if session_cpus else {}
-        if "PYTHONHASHSEED" not in os.environ:
-            placement["PYTHONHASHSEED"] = str(self.rng.randrange(2 ** 32))
-        return placement
-
-    def _prestarts(self) -> bool:
-        """Whether the next session's pair starts while this session measures: only where the CPUs
-        are many and chosen by idleness; on a small machine the start-up would share this session's CPUs."""
-        return bool(self.settings.prestart and self._cpus and not self._cpus_chosen
-                    and len(self._cpus) >= PRESTART_SESSIONS_OF_CPUS * self._cpus_per_session)
+    def _counts_regressed(self) -> set[str]:
+        """The open measurements whose counts regressed (both sides measured them)."""
+        regressed = set()
+        for key in self.decisions.open:
+            nodeid, name = MeasurementKey.parse(key).nodeid, MeasurementKey.parse(key).name
+            sides = [next((m for m in results[nodeid].measurements if m.name == name), None)
+                     if nodeid in results else None for results in self.results]
+            if None not in sides and any(v.status == Status.REGRESSED for v in compare_counts(*sides)):
+                regressed.add(key)
+        return regressed
 
     def _prestart(self) -> None:
         """Start the next session's pair now, on idle CPUs other than this session's, so that its
         start-up (Python, pytest's collection, the adapter: most of a session's seconds) overlaps
         this session's rounds instead of following them."""
-        if not self._prestarts():
+        if not self.placement.prestarts(not self.settings.no_prestart):
             return
-        others = [cpu for cpu in self._cpus if cpu not in self._session_cpus]
-        chosen = tuple(idlest_cpus(others, self._cpu_offset + self.session + 1, self._cpus_per_session))
-        if len(chosen) < self._cpus_per_session:
+        chosen = self.placement.spare(self.session + 1)
+        if not chosen:
             return
-        placement = self._placement(chosen)
+        environment = self.placement.environment(chosen)
         # two log names in turn: this session's pair still writes to the other one
         spares = tuple(_Side(side.index, side.tree, side.pytest_args, self.events, self._logs,
                              f"{side.name}-2" if self.session % 2 else side.name) for side in self.sides)
         self._spares, self._spare_cpus, self._spare_inbox = spares, chosen, []
-        os.sched_setaffinity(0, set(chosen))  # the new workers and their message pumps start there
+        self.placement.run_on(chosen)  # the new workers and their message pumps start there
         try:
             for side in spares:
-                side.placement = placement
+                side.placement = environment
                 side.start()
         finally:
-            os.sched_setaffinity(0, set(self._session_cpus))
+            self.placement.run_on(self.placement.session_cpus)
 
     def _next_pair(self) -> None:
         """This session's workers stopped; the next session's started, or taken over when they
         were started early."""
         _stop(self.sides)
-        self._end_warm()
         if self._spares is None:
             self._start_both()
             return
         self.sides, self._spares = self._spares, None
-        self._session_cpus = self._spare_cpus
-        os.sched_setaffinity(0, set(self._session_cpus))
+        self.placement.take(self._spare_cpus)
         for index, message in self._spare_inbox:  # their "collected", at least, came early
             self.events.put((index, self.sides[index].generation, message))
         self._spare_inbox = []
         self._collected()
 
-    def _where(self) -> str:
-        cpus = self._session_cpus
-        return f" on CPU{'s' if len(cpus) > 1 else ''} {','.join(map(str, cpus))}" if cpus else ""
-
     def _start_both(self) -> list[dict]:
-        self._place()
-        self._start_warm()
+        environment = self.placement.session(self.session)
         for side in self.sides:
-            try:
-                side.start(self._warm)
-            except zygote.Unavailable as why:
-                self._no_fork(str(why))
-                side.start()
+            side.placement = environment
+            side.start()
         return self._collected()
-
-    def _start_warm(self) -> None:
-        """Start the process this session's workers fork from (``zygote``); not for the first
-        session (its adapter's package is not known yet), nor where the next pair is started
-        early instead, or where forking is off or failed."""
-        if not (self._fork and self._implementation) or self._prestarts():
-            return
-        try:
-            self._warm = zygote.Zygote(self._implementation, list(self._ctypes),
-                                       process_environment(self.sides[BASE].placement),
-                                       self._logs / "warm.log")
-        except zygote.Unavailable as why:
-            self._no_fork(str(why))
-
-    def _no_fork(self, why: str) -> None:
-        self._fork = False
-        self._end_warm()
-        self.progress(f"workers start as new processes from now on: {why}")
-
-    def _end_warm(self) -> None:
-        if self._warm:
-            self._warm.close()
-            self._warm = None
 
     def _collected(self) -> list[dict]:
         """Both workers' "collected" messages, once they have started."""
@@ -531,10 +405,11 @@ class Job:
         base_ids, head_ids = (message["nodeids"] for message in collected)
         for index, message in enumerate(collected):
             for error in message["errors"]:
+                self.outcome.collect_failed = True
                 self._problem(f"{SIDE_NAMES[index]}: could not collect {error}")
         common = set(base_ids) & set(head_ids)
         if not common:
-            raise JobError("no test is collected on both sides: nothing to compare")
+            return []  # nothing to compare: _judge says so
         plan = [(nodeid, (BASE, HEAD)) for nodeid in head_ids if nodeid in common]
         plan += [(nodeid, (HEAD,)) for nodeid in head_ids if nodeid not in common]
         plan += [(nodeid, (BASE,)) for nodeid in base_ids if nodeid not in common]
@@ -619,16 +494,15 @@ class Job:
             self.sides[HEAD].send({"cmd": "solo"})
             return
         overrides = pending[HEAD].get("overrides") or {}
-        self.overrides[head_key] = overrides
         pending.clear()
         try:
-            verdict = paired.run_sequential(self._take_block, self.settings.question(overrides),
-                                            self.settings.design(overrides).within, rng=self.rng)
+            verdict = paired.run_sequential(self._take_block, self.decisions.question_for(overrides),
+                                            self.decisions.design_for(overrides).within, rng=self.rng)
         except _SideLost as lost:
             self.notes[head_key] = f"the {SIDE_NAMES[lost.side]} worker was lost during the pairs"
             self.sides[1 - lost.side].send({"cmd": "finish"})
             raise
-        self.session_verdicts.setdefault(head_key, []).append(verdict)
+        self.decisions.add(head_key, verdict, overrides)
         for side in self.sides:
             side.send({"cmd": "finish"})
         self.progress(f"    {_name(head_key)}: x{verdict.ratio:.3f} in this session ({verdict.pairs} pairs, "
@@ -647,7 +521,6 @@ class Job:
 
     def _record_test(self, index: int, nodeid: str, message: dict) -> None:
         outcome = message.get("outcome")
-        self._ctypes.update(dict.fromkeys(name for name in message.get("ctypes") or () if isinstance(name, str)))
         if message.get("result") and nodeid not in self.results[index]:
             self.results[index][nodeid] = TestResult.from_dict(message["result"])  # counts: the first session's
         if outcome in ("failed", "error"):
@@ -661,7 +534,7 @@ class Job:
 
     def _judge(self) -> None:
         self._look(final=True)
-        adjusted = paired.adjust_family(self.timing, self.settings.alpha)
+        adjusted = self.decisions.family()
         keys: dict[str, tuple[Measurement | None, Measurement | None]] = {}
         for index, results in enumerate(self.results):
             for nodeid, result in results.items():
@@ -678,7 +551,9 @@ class Job:
                 continue
             self.outcome.comparisons.append(verdicts.Comparison(key, base, head, adjusted.get(key),
                                                                 self.notes.get(key, ""),
-                                                                self.session_verdicts.get(key, [])))
+                                                                self.decisions.verdicts.get(key, [])))
+        if not self.outcome.compared:
+            self._problem("nothing compared: no measurement exists on both sides")
 
 
 def _stop(sides: Sequence[_Side]) -> None:
@@ -687,72 +562,6 @@ def _stop(sides: Sequence[_Side]) -> None:
         side.request_quit()
     for side in sides:
         side.stop()
-
-
-def _allowed_cpus(choice: str | tuple[int, ...]) -> list[int]:
-    """The CPUs a session may be put on ([] when not pinned, or where the OS cannot pin)."""
-    if choice == "any" or not hasattr(os, "sched_getaffinity"):
-        return []
-    allowed = sorted(os.sched_getaffinity(0))
-    if choice == "idle":
-        return allowed
-    if not set(choice) <= set(allowed):
-        raise JobError(f"--cpu {','.join(map(str, choice))}: this job may run on CPUs {_ranges(allowed)} only; "
-                       f"pick among them, or idle")
-    return list(choice)
-
-
-_idle_times = cpus.idle_ticks
-
-
-def cpus_per_session(cpu_adapter: bool) -> int:
-    """How many CPUs the two workers of a session share (docs/RESULTS.md, section 4).
-
-    On a GPU, two: one for the test's thread, one for the driver's.  The NVIDIA driver's
-    submission thread works as much as the test's own; sharing one CPU with it, a process's
-    time per call doubled at random moments and stayed so (H200: sessions' log-ratios sd 0.3-0.7
-    against 0.03 on two CPUs).  On a CPU adapter (lavapipe), one: its threads are the GPU, and
-    on two CPUs each dispatch crossed between them (8x slower per call, sessions sd 0.23)."""
-    return 1 if cpu_adapter else 2
-
-
-def guessed_cpus_per_session() -> int:
-    """``cpus_per_session`` before any worker has named its adapter, from the host's device files."""
-    return cpus_per_session(cpu_adapter=not _gpu_device_files())
-
-
-def _gpu_device_files() -> bool:
-    """Whether this host shows a GPU's device files (a DRM render node, NVIDIA's, WSL's): where
-    none is, the workers' adapter is a CPU one (lavapipe) and the first pair starts placed so."""
-    return any(glob.glob(pattern) for pattern in ("/dev/dri/renderD*", "/dev/nvidia[0-9]*", "/dev/dxg")) \
-        or not sys.platform.startswith("linux")
-
-
-def idlest_cpus(cpus: list[int], turn: int, count: int, window: float = 0.2) -> list[int]:
-    """``count`` CPUs among those idle most over the last ``window`` seconds (within 10% of
-    the idlest), fewer when fewer are that quiet; ``turn`` moves the choice along, so that
-    quiet machines use all of them.  Pinned to a CPU that another process keeps busy, a round
-    can stall for a whole time slice."""
-    before = _idle_times()
-    time.sleep(window)
-    after = _idle_times()
-    idle = {cpu: after.get(cpu, 0) - before.get(cpu, 0) for cpu in cpus}
-    best = max(idle.values())
-    quiet = [cpu for cpu in cpus if idle[cpu] >= 0.9 * best]
-    if len(quiet) <= count:
-        return quiet
-    start = turn * count
-    return sorted(quiet[(start + index) % len(quiet)] for index in range(count))
-
-
-def _ranges(numbers: list[int]) -> str:
-    runs: list[list[int]] = []
-    for number in numbers:
-        if runs and number == runs[-1][-1] + 1:
-            runs[-1].append(number)
-        else:
-            runs.append([number])
-    return ",".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
 
 
 def _name(key: str) -> str:

@@ -10,6 +10,7 @@ against the base's exactly as a counted run is judged against its baseline
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -17,15 +18,12 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from pytest_dispatch.ab import coordinator, verdicts
+from pytest_dispatch.ab import JobError
 from pytest_dispatch.ab.trees import source_roots
 from pytest_dispatch.ab.worker import HARNESS
 from pytest_dispatch.judgement import gate, storage
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement.instructions import Software
-
-
-class CountedJobError(RuntimeError):
-    """A side's session did not produce its counts; the message says which and how it ended."""
 
 
 def _side_command(json_path: Path, pytest_args: Sequence[str]) -> list[str]:
@@ -51,19 +49,33 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
                                        stdout=log, stderr=subprocess.STDOUT)
             sides[side] = (process, path, log)
         out(f"A/B (counted): base {descriptions[0]}, head {descriptions[1]}: both sides under callgrind")
-        documents, head_failed = {}, False
-        for side, (process, path, log) in sides.items():
-            code = process.wait()
-            log.seek(0)
-            tail = log.read()[-2000:]
-            log.close()
-            if not path.exists():
-                raise CountedJobError(f"the {side} side wrote no results (exit {code}); its output ends:\n{tail}")
-            documents[side] = storage.load_document(path)
-            head_failed |= side == "head" and code not in (0, 5)
+        documents, head_failed, not_collected = {}, False, []
+        try:
+            for side, (process, path, log) in sides.items():
+                code = process.wait()
+                log.seek(0)
+                lines = [line for line in log.read().splitlines() if line.strip()]
+                log.close()
+                not_collected += [f"{side}: could not collect {error}" for error in _collection_errors(lines)]
+                if not path.exists() and not not_collected:
+                    raise JobError(f"the {side} side wrote no results (exit {code}); its output ends: "
+                                   f"{' | '.join(line[:200] for line in lines[-3:])}")
+                if path.exists():
+                    documents[side] = storage.load_document(path)
+                head_failed |= side == "head" and code not in (0, 5)
+        finally:  # stopped, or a side that failed: the other is not left running under callgrind
+            for process, _, _ in sides.values():
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+    for line in not_collected:
+        out(f"A/B (counted): {line}")
+    if len(documents) < 2:
+        out("A/B (counted): nothing compared: a side collected no tests")
+        return verdicts.EXIT_NOTHING_COMPARED
     base_counted, head_counted = (storage.counted_of(documents[s]) for s in ("base", "head"))
     if base_counted is None or head_counted is None:
-        raise CountedJobError("a side was not counted (valgrind missing there?): run the job where valgrind is")
+        raise JobError("a side was not counted (valgrind missing there?): run the job where valgrind is")
     differences = Software.from_dict(head_counted).differences(Software.from_dict(base_counted))
     job_gate = gate.Gate(storage.results_of(documents["base"]), comparable=True, software_differences=differences,
                          instruction_tolerance=tolerance)
@@ -81,4 +93,20 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
     out(f"A/B (counted): {summary} (host instructions per call, tolerance {100 * tolerance:g}%)")
     if head_failed:
         out("A/B (counted): a head test failed (see its session's output with -p no:dispatch_ab)")
-    return verdicts.EXIT_REGRESSED if regressed or head_failed else verdicts.EXIT_OK
+    return verdicts.EXIT_REGRESSED if regressed or head_failed or not_collected else verdicts.EXIT_OK
+
+
+def _collection_errors(lines: list[str]) -> list[str]:
+    """'file: the error's last line' for each file a pytest session's output says it could not collect."""
+    errors: dict[str, str] = {}
+    current = None
+    for line in lines:
+        header = re.fullmatch(r"_+ ERROR collecting (.+?) _+", line.strip())
+        if header:
+            current = header.group(1)
+            errors[current] = ""
+        elif line.startswith("=") or (line.startswith("_") and line.rstrip("_ ") == ""):
+            current = None
+        elif current and line.startswith("E "):
+            errors[current] = line[1:].strip()[:300]
+    return [f"{name}: {error}" if error else name for name, error in errors.items()]

@@ -1,6 +1,7 @@
 """``pytest --dispatch-ab=REF`` (and ``--dispatch-aa``): this process coordinates an A/B job
 instead of running the tests itself.  A ``pytest11`` entry point of its own, as xdist's
-``--looponfail`` is; the options are in the one option table (pytest_dispatch.options)."""
+``--looponfail`` is; the options are in the one option table (pytest_dispatch.options), which the
+``dispatch`` entry point registers: with that one disabled (``-p no:dispatch``) this one does nothing."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ import pytest
 
 from pytest_dispatch import options
 
+_UNREGISTERED = object()
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    if config.getoption(options.AB_OPTIONS[0].name, default=_UNREGISTERED) is _UNREGISTERED:
+        return None  # the dispatch plugin is not loaded: there is no A/B option to read
     values = options.of(config)
     base = values.dispatch_ab
     if values.dispatch_aa:
@@ -29,14 +34,6 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if values.dispatch_instructions:
         return command.run_counted(base, head, list(config.invocation_params.args),
                                    values.dispatch_instructions_tolerance)
-    job_settings = coordinator.Settings(
-        **values.gate_settings, pairs=values.dispatch_ab_pairs,
-        sessions=values.dispatch_ab_sessions, look_every=values.dispatch_ab_look_every,
-        max_sessions=values.dispatch_ab_max_sessions,
-        min_time=values.dispatch_ab_min_time, max_time=values.dispatch_ab_max_time,
-        order=values.dispatch_ab_order,
-        cpu=values.dispatch_ab_cpu, prestart=not values.dispatch_ab_no_prestart,
-        fork=not values.dispatch_ab_no_fork)
+    job_settings = coordinator.Settings.of(lambda option: getattr(values, option.name))
     return command.run(base, head, list(config.invocation_params.args), job_settings,
-                       json_path=values.dispatch_json,
-                       markdown_path=values.dispatch_markdown)
+                       json_path=values.dispatch_json)

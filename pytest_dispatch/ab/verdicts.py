@@ -20,7 +20,7 @@ from pytest_dispatch.measurement.meter import Measurement
 
 TALLY_ORDER = (Status.REGRESSED, Status.IMPROVED, Status.UNCHANGED, Status.INCONCLUSIVE, Status.NEW, Status.REMOVED)
 SCHEMA = "pytest-dispatch-ab/2"  # docs/schema.md
-EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT, EXIT_NOTHING_COMPARED = 0, 1, 2, 4
 
 
 @dataclasses.dataclass
@@ -125,6 +125,7 @@ class Outcome:
     comparisons: list[Comparison] = dataclasses.field(default_factory=list)
     problems: list[str] = dataclasses.field(default_factory=list)  # one line each: crashes, failures, errors
     head_failed: list[str] = dataclasses.field(default_factory=list)  # tests failing on the head
+    collect_failed: bool = False  # a side could not collect a file: its tests were not compared
     seconds: float = 0.0
 
     @property
@@ -132,8 +133,15 @@ class Outcome:
         return [c for c in self.comparisons if c.failed]
 
     @property
+    def compared(self) -> bool:
+        """Whether any measurement exists on both sides."""
+        return any(c.base is not None and c.head is not None for c in self.comparisons)
+
+    @property
     def exit_code(self) -> int:
-        return EXIT_REGRESSED if self.regressed or self.head_failed else EXIT_OK
+        if not self.compared:
+            return EXIT_NOTHING_COMPARED
+        return EXIT_REGRESSED if self.regressed or self.head_failed or self.collect_failed else EXIT_OK
 
     def tally(self) -> str:
         counts = {status: sum(c.status == status for c in self.comparisons) for status in TALLY_ORDER}

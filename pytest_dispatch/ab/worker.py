@@ -27,25 +27,17 @@ BOOT = ("import sys; sys.path.insert(0, {harness!r}); "
 
 
 def boot_command(python: str, side: str, read_fd: int, write_fd: int, roots: list[str], pytest_args: list[str]):
-    return [python, "-c", BOOT.format(harness=HARNESS),
-            *with_channel(fork_arguments(side, roots, pytest_args), read_fd, write_fd)]
+    return [python, "-c", BOOT.format(harness=HARNESS), side, str(read_fd), str(write_fd), os.pathsep.join(roots),
+            "--", *pytest_args]
 
 
-def fork_arguments(side: str, roots: list[str], pytest_args: list[str]) -> list[str]:
-    """``main``'s arguments less the channel's descriptors, which a forked worker gets on arrival."""
-    return [side, os.pathsep.join(roots), "--", *pytest_args]
-
-
-def with_channel(arguments: list[str], read_fd: int, write_fd: int) -> list[str]:
-    """``main``'s whole arguments: ``fork_arguments`` with the channel's descriptors put in."""
-    return [arguments[0], str(read_fd), str(write_fd), *arguments[1:]]
-
-
-def _first_line(longrepr: Any) -> str:
+def _error_line(longrepr: Any, last: bool = False) -> str:
+    """A report's first error line (``E ...``), or its last (a collection error's own message,
+    ``ModuleNotFoundError: No module named 'x'``, after a SyntaxError's source lines)."""
     text = str(longrepr or "").strip()
     lines = [line for line in text.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("E ")]
-    return (errors[0][1:].strip() if errors else lines[-1] if lines else "")[:300]
+    return (errors[-1 if last else 0][1:].strip() if errors else lines[-1] if lines else "")[:300]
 
 
 class Worker:
@@ -57,8 +49,6 @@ class Worker:
         self.collect_errors: list[str] = []
         self._phases: dict[str, tuple[str, str]] = {}
         self._result: dict | None = None
-        self._implementation: str | None = None
-        self._ctypes_sent: set[str] = set()
 
     def pytest_dispatch_round_server(self, config: pytest.Config) -> "Worker":
         return self
@@ -67,21 +57,19 @@ class Worker:
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
-            self.collect_errors.append(f"{report.nodeid or 'collection'}: {_first_line(report.longrepr)}")
+            self.collect_errors.append(f"{report.nodeid or 'collection'}: {_error_line(report.longrepr, last=True)}")
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         gpu_session = session.config.hook.pytest_dispatch_gpu_session(config=session.config)
         reason = gpu_session.unavailable_reason
-        self._implementation = None if reason else gpu_session.info.implementation
         self.channel.send({
             "event": "collected",
             "nodeids": [item.nodeid for item in session.items],
             "errors": self.collect_errors,
             "adapter": None if reason else {"fingerprint": gpu_session.info.fingerprint,
                                             "description": gpu_session.info.describe(),
-                                            "is_cpu": gpu_session.info.is_cpu,
-                                            "implementation": gpu_session.info.implementation},
+                                            "is_cpu": gpu_session.info.is_cpu},
             "no_adapter": reason,
             "pid": os.getpid(),
         })
@@ -99,18 +87,7 @@ class Worker:
             self._phases, self._result = {}, None
             if item is not None:
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=items.get(command.get("next")))
-            self.channel.send({"event": "test_done", "nodeid": command["nodeid"], **self._outcome(item),
-                               "ctypes": self._new_ctypes()})
-
-    def _new_ctypes(self) -> list[str]:
-        """C types parsed since the last test, for the process later workers fork from."""
-        if not self._implementation:
-            return []
-        from pytest_dispatch.measurement.gpu import parsed_ctypes
-
-        new = [name for name in parsed_ctypes(self._implementation) if name not in self._ctypes_sent]
-        self._ctypes_sent.update(new)
-        return new
+            self.channel.send({"event": "test_done", "nodeid": command["nodeid"], **self._outcome(item)})
 
     def _outcome(self, item) -> dict[str, Any]:
         if item is None:
@@ -130,7 +107,7 @@ class Worker:
 
         text = ""
         if report.failed:
-            text = _first_line(report.longreprtext)
+            text = _error_line(report.longreprtext)
         elif report.skipped and isinstance(report.longrepr, tuple):
             text = str(report.longrepr[2])
         self._phases[report.when] = (report.outcome, text)
@@ -181,8 +158,22 @@ def import_instrument() -> None:
     import pytest_dispatch.plugin  # noqa: F401
 
 
+def _end_with_coordinator() -> None:
+    """Have Linux kill this worker when its coordinator ends, even killed with SIGKILL."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv: list[str]) -> int:
     side, read_fd, write_fd, roots = argv[0], int(argv[1]), int(argv[2]), argv[3]
+    _end_with_coordinator()
     if os.environ.get(CPU_ENV):  # before any thread starts: threads inherit the main thread's CPUs
         os.sched_setaffinity(0, settings.cpu(CPU_ENV, os.environ.pop(CPU_ENV)))
     pytest_args = argv[argv.index("--") + 1:]

@@ -310,13 +310,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def cmd_ab(args: argparse.Namespace) -> int:
     from pytest_dispatch.ab import command, coordinator
 
-    job_settings = coordinator.Settings(threshold=args.threshold, alpha=args.alpha, pairs=args.pairs,
-                                        sessions=args.sessions, look_every=args.look_every,
-                                        max_sessions=args.max_sessions,
-                                        min_time=args.min_time, max_time=args.max_time, order=args.order,
-                                        cpu=args.cpu, seed=args.seed,
-                                        test_timeout=args.test_timeout, prestart=not args.no_prestart,
-                                        fork=not args.no_fork)
+    job_settings = coordinator.Settings.of(lambda option: getattr(args, option.setting))
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
@@ -398,13 +392,9 @@ def build_parser() -> argparse.ArgumentParser:
     for option in options.ALL_OPTIONS:  # the A/B job's settings, as the pytest flags take them
         if option.command_flag and option.coordinator:
             options.add_command_argument(ab, option.name)
-    ab.add_argument("--test-timeout", type=settings.flag_type(settings.seconds, "test-timeout"), default=900.0,
-                    help="a worker silent this long in a test is hung: killed, restarted, the test failed "
-                         "(default 900 s)")
     ab.add_argument("--instructions", action="store_true",
                     help="counted mode: count both sides' host instructions once under callgrind and compare "
                          "them exactly, instead of timing sessions (docs/counted.md)")
-    ab.add_argument("--seed", type=int, help="seed of the random order")
     ab.add_argument("--json", help="write the outcome to this JSON file")
     ab.add_argument("--markdown", help="append the outcome as Markdown to this file ('-': print it)")
     ab.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then pytest's arguments")

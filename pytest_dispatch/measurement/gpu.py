@@ -142,35 +142,6 @@ def import_implementation(implementation: str):
     return module
 
 
-_FFI_MODULES = {"wgpu-native": "wgpu.backends.wgpu_native._ffi", "dawn": "wgpudawn.backends.dawn._ffi"}
-
-
-def _loaded_ffi(implementation: str):
-    """The implementation's cffi object where its package is already imported, else None."""
-    module = sys.modules.get(_FFI_MODULES.get(implementation, ""))
-    return getattr(module, "ffi", None)
-
-
-def parsed_ctypes(implementation: str) -> list[str]:
-    """The C types this process's cffi has parsed for the implementation so far.
-
-    cffi parses a type on its first use; wgpu-native's (a cdef of the whole header) take about
-    13 ms each on lavapipe, 0.4 s of a worker's first adapter and dispatch, so that an A/B job
-    can have them parsed once in the process its workers fork from (ab.zygote)."""
-    parsed = getattr(_loaded_ffi(implementation), "_parsed_types", None) or {}  # cffi's cache
-    return [name for name in parsed if isinstance(name, str) and not name.startswith("__")]
-
-
-def parse_ctypes(implementation: str, names: list[str]) -> None:
-    """Have cffi parse these types now (see ``parsed_ctypes``); a name it rejects is skipped."""
-    ffi = _loaded_ffi(implementation)
-    for name in names if ffi else ():
-        try:
-            ffi.typeof(name)
-        except Exception:  # noqa: BLE001  a function type is parsed, then refused by typeof
-            pass
-
-
 def gpu_entry(implementation: str):
     """The ``gpu`` object of an implementation's package (``wgpu.gpu`` or ``wgpudawn.gpu``)."""
     ensure_runtime_dir()
