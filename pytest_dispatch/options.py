@@ -90,13 +90,13 @@ GATE_OPTIONS = (
            "name (or 'accepted'), and regressions do not fail.", False, type="bool", coordinator=True),
     Option("dispatch_alpha", "False-alarm level of one A/B timing comparison (over all its looks; "
            "Benjamini-Hochberg across the job).", settings.DEFAULTS["alpha"], type="alpha",
-           coordinator=True, command_flag="--alpha", setting="alpha"),
+           coordinator=True, command_flag="--alpha", ini_only=True, setting="alpha"),
     Option("dispatch_instructions_tolerance", "Counted mode: the largest relative change of host instructions "
            "per call still called unchanged (0.005 or 0.5%%).", settings.INSTRUCTION_TOLERANCE, type="fraction",
            coordinator=True, command_flag="--instructions-tolerance"),
     Option("dispatch_threshold", "Smallest relative change of time an A/B job calls a change: a ratio (0.02 "
            "or 2%%), never µs.", settings.DEFAULTS["threshold"], type="fraction",
-           coordinator=True, command_flag="--threshold", setting="threshold"),
+           coordinator=True, command_flag="--threshold", ini_only=True, setting="threshold"),
 )
 
 AB_OPTIONS = (

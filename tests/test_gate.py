@@ -176,7 +176,7 @@ def test_assert_speedup_passes_a_clear_speedup_and_fails_an_impossible_one(pytes
 
 
 def test_bad_gate_settings_are_one_line_usage_errors(gate_project):
-    result = run(gate_project, "--dispatch-alpha", "2")
+    result = run(gate_project, "-o", "dispatch_alpha=2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*argument --dispatch-alpha: alpha='2' must be between 0 and 0.5*"])
+    result.stderr.fnmatch_lines(["*dispatch_alpha*alpha='2' must be between 0 and 0.5*"])
     assert "Traceback" not in result.stderr.str() and "INTERNALERROR" not in result.stdout.str()

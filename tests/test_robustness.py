@@ -253,8 +253,7 @@ def test_node_ids_do_not_depend_on_an_absolute_storage_path_outside_the_project(
     saved.assert_outcomes(passed=1)
     tests = json.loads((store / "run.json").read_text())["pytest_dispatch"]["tests"]
     assert [test["nodeid"] for test in tests] == [f"{test_file.name}::test_measured"]
-    compared = pytester.runpytest("--dispatch-compare", "main", "--dispatch-storage", str(store),
-                                  "--dispatch-threshold=90%")
+    compared = pytester.runpytest("--dispatch-compare", "main", "--dispatch-storage", str(store))
     compared.assert_outcomes(passed=1)
     assert compared.ret == 0
     compared.stdout.fnmatch_lines(["dispatch gate vs *: 1 counts unchanged*"])
@@ -274,7 +273,7 @@ def test_dispatch_compare_with_hostile_saved_runs(pytester, gpu, mutation, field
     mutation(hostile)
     older = saved.parent / "20000101T000000000000Z_abc_main.json"
     older.write_text(json.dumps(hostile))
-    among = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store", "--dispatch-threshold=90%")
+    among = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store")
     among.assert_outcomes(passed=1)  # the rest compared, one warning naming the file
     among.stdout.fnmatch_lines(["dispatch gate vs *: 1 counts unchanged*",
                                 f"dispatch gate: warning: *{older.name}: *{field}*(skipped)"])
