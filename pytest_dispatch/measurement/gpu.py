@@ -256,11 +256,6 @@ def compute_unavailable_reason(adapter) -> str | None:
     return f"no compute shaders ({missing[0]} is 0)" if missing else None
 
 
-def describe_adapter(adapter) -> str:
-    """``name (type, backend)``, for one-line messages."""
-    return _summary(adapter)
-
-
 def request_device(adapter, label: str = "pytest-dispatch"):
     """A device with the adapter's useful features and its maximum buffer sizes, as the
     ``gpu_device`` fixture's: for a test module that needs a device of its own (a fixture named

@@ -19,8 +19,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-# Fields that decide the dispatch structure; everything else is a width.
-STRUCTURE_FIELDS = ("n_layers", "qkv_bias", "tie_embeddings")
+# Fields that are widths: the dispatch structure does not depend on them.
 WIDTH_FIELDS = ("d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size")
 ROPE_SCALINGS = ("linear", "llama3")
 
