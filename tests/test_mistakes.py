@@ -75,9 +75,10 @@ def test_the_caret_sits_under_the_column_given():
 
 @pytest.mark.parametrize("content, advice", [
     ('{"results": []}', "give a file written by --dispatch-json or --dispatch-save"),
-    ('{"pytest_dispatch": {"schema": 99}}', "save a new baseline"),
-    ('{"pytest_dispatch": {"schema": 2, "tests": [{"nodeid": 3}]}}', "delete it or save a new run"),
-    ('{"pytest_dispatch": {"schema": 2, "tests": [], "runs": 7}}', "`pytest-dispatch merge`"),
+    ('{"pytest_dispatch": {"schema": 99}}', "re-save it"),
+    ('{"pytest_dispatch": {"schema": 2, "tests": []}}', "re-save it"),
+    ('{"pytest_dispatch": {"schema": 4, "tests": [{"nodeid": 3}]}}', "delete it or save a new run"),
+    ('{"pytest_dispatch": {"schema": 4, "tests": [], "runs": 7}}', "delete it or save a new run"),
     ("{not json", "delete it or save a new baseline"),
 ])
 def test_every_refused_file_says_what_to_do(tmp_path, capsys, content, advice):
