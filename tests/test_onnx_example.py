@@ -1,7 +1,7 @@
-"""examples/browser_onnx: its npm packages pinned and locked; its set-up skips in one line without npm.
+"""examples/browser/onnx: its npm packages pinned and locked; its set-up skips in one line without npm.
 
 The example itself (ONNX Runtime Web and TensorFlow.js in headless Chromium) runs with the
-examples: `pytest examples/browser_onnx`."""
+examples: `pytest examples/browser/onnx`."""
 
 import importlib.util
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "browser_onnx"
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "browser" / "onnx"
 
 
 def test_the_npm_packages_are_pinned_and_the_lock_file_matches():

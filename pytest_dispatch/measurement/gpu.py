@@ -84,10 +84,9 @@ class GpuInfo:
 
     def describe(self) -> str:
         """One line for headers: adapter, backend, type, implementation, driver."""
-        return (
-            f"{self.adapter_name} ({self.adapter_type}) via {self.backend}, "
-            f"{self.implementation} {self.implementation_version}, driver {self.driver or '?'}"
-        )
+        driver = f", driver {self.driver}" if self.driver else ""  # a browser does not name its driver
+        return f"{self.adapter_name} ({self.adapter_type}) via {self.backend}, " \
+               f"{self.implementation} {self.implementation_version}{driver}"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form, with the fingerprint."""

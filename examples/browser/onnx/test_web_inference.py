@@ -12,7 +12,7 @@ The npm packages are pinned in package.json and package-lock.json and installed 
 use, with ``npm ci`` (into node_modules beside this file).  The tests skip with one line where
 onnx, npm (or the registry), Playwright or Chromium is missing.  Run them with the report:
 
-    pytest examples/browser_onnx --dispatch-report
+    pytest examples/browser/onnx --dispatch-report
 """
 
 import json
