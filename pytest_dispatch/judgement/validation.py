@@ -40,20 +40,20 @@ def _field(where: str, key: str | int) -> str:
     return f"{where}.{key}" if where else key
 
 
-def obj(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise Invalid(where, f"an object expected, not {_kind(value)}")
+def _container(value: Any, where: str, kind: type, name: str) -> Any:
+    if not isinstance(value, kind):
+        raise Invalid(where, f"{name} expected, not {_kind(value)}")
     if len(value) > MAX_ITEMS:
         raise Invalid(where, f"{len(value)} entries, at most {MAX_ITEMS} are read")
     return value
+
+
+def obj(value: Any, where: str) -> dict[str, Any]:
+    return _container(value, where, dict, "an object")
 
 
 def array(value: Any, where: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise Invalid(where, f"a list expected, not {_kind(value)}")
-    if len(value) > MAX_ITEMS:
-        raise Invalid(where, f"{len(value)} entries, at most {MAX_ITEMS} are read")
-    return value
+    return _container(value, where, list, "a list")
 
 
 def text(value: Any, where: str) -> str:
