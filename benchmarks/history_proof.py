@@ -14,7 +14,7 @@ commits 5 .. runs - 3, at least 4 runs a side).  ``--step 0.2`` sizes the change
 instead: 20% of commit 1's cost.  Then runs ``pytest-dispatch history`` on the storage and
 checks that each changed series is named at its step's commit and nowhere else, its steady twin
 not at all, and no count change (with several series: in >= 90% and >= 95% of them, the targets
-of issue 26).  With ``--sessions K``, each commit is measured by K sessions (all kept; a change
+the proof sets).  With ``--sessions K``, each commit is measured by K sessions (all kept; a change
 can only fall between commits).  With ``--counted``, each session counts host instructions
 (``--dispatch-instructions``) and the change is ``--extra-turns`` turns of an empty Python loop
 after every dispatch (a spin's instructions would depend on time; ``--step`` prices a turn with

@@ -15,11 +15,11 @@ A sample's ratio is the median of its measure blocks over the median of its plai
   the same idle CPUs as an A/B session's two workers are, taking turns.
 
 Each sample runs on idle CPUs chosen as the A/B engine chooses them.  On the H200 a fresh
-process settles at one of two speeds, a third apart (2026-12-01): the ratio of two processes,
+process settles at one of two speeds, a third apart: the ratio of two processes,
 even taking turns, is mostly which speeds they drew (x0.72-1.71 over 8 pairs), which only
 ``within`` cancels.  Workloads: one pass of 100 and of 1000 dispatches, and a submit per
 dispatch (100).  Prints, per workload, the median µs per dispatch of each kind and the median
-of the samples' ratios (measure / plain).  Target (issue 11): within 2%, median of at least 8.
+of the samples' ratios (measure / plain).  Target: within 2%, median of at least 8.
 """
 
 from __future__ import annotations

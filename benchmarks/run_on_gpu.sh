@@ -32,7 +32,7 @@ step() { echo; echo "=== $* ($(date -u +%FT%TZ))"; }
         --encodings submit-per-dispatch,single-pass --json "$out/reference_f16.json"
     # 12 mixed jobs (26 unchanged tests and 4 at +10% each, ~125 s a job on the H200): 312 A/A comparisons.
     # Under a per-call limit, run it in parts: keep OUT/gate_calibration.json, --stop-after, then --from-trials.
-    # On the H200 the GPU hides part of the host work: start from docs/results/gate-ab-2026-12-01/
+    # On the H200 the GPU hides part of the host work: start from the calibration in docs/results/gate-ab-2026-12-01/
     # h200_run7_calibration.json copied to OUT/gate_calibration.json (docs/RESULTS.md section 4).
     wants gate && step "the A/B gate on real measurements" && timeout 540 $py benchmarks/gate_proof.py "$out/gate" --aa-per-job 26 --mixed-trials 12 --aa-trials 0 --regression-trials 0 --calibration-pairs 40 --calibrated "$out/gate_calibration.json" --stop-after 480 --pytest-arg=-p --pytest-arg=pytest_dispatch.plugin
     wants aa && step "A/A mode on the examples" && timeout 60 $py -m pytest examples/test_measure_your_own_code.py $plugin -p no:cacheprovider -q --dispatch-aa

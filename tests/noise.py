@@ -59,7 +59,7 @@ def simulate_lavapipe_rounds(
     quantile (median included) between two settings is exactly ``ratio``.
     Returns shape ``(rounds,)``, or ``(trials, rounds)`` when ``trials`` is set.
 
-    Defaults follow lavapipe noise measured on 2026-11-30 (Mesa 22.3.6
+    Defaults follow measured lavapipe noise (Mesa 22.3.6
     lavapipe, 2 shared cores; 20 rounds of 100 dispatches, one sync per round,
     per-dispatch µs): one-pass median 30-42 µs, MAD/median 0.04-0.08, CV
     0.25-0.5 from occasional rounds 2-3x slower; sequential median 89-95 µs,

@@ -392,7 +392,7 @@ def test_small_counted_steps_that_add_up_are_named_where_their_sum_crosses_the_t
 
 
 def test_a_lone_counted_run_beyond_the_first_by_noise_is_not_named_as_a_creep(tmp_path, capsys):
-    # the H200's steady series of 2026-12-04: a first run 0.27% high, one run 0.43% low later,
+    # an H200 steady series (RESULTS.md §6): a first run 0.27% high, one run 0.43% low later,
     # each within 0.5% of the run before it, 0.70% apart, and the run after it back at the level
     values = [2_635_595, 2_628_109, 2_628_403, 2_617_049, 2_628_781, 2_627_777]
     for index, value in enumerate(values):

@@ -95,7 +95,7 @@ def pass_seconds(device, record: Callable[[object], None], *, tries: int = 3,
     less the same for an empty pass (and its heat). ``heat()``, if given, submits work (without waiting)
     before each try, so that the pass runs at the clocks of a busy GPU, not of an idle one:
     on an H200 the same kernels took 2-5x longer when timed from idle, and a copy reached 1.6
-    instead of 4.0 TB/s after a few idle seconds (2026-12-01). Before the tries, ``heat`` runs
+    instead of 4.0 TB/s after a few idle seconds. Before the tries, ``heat`` runs
     again and again, each time waited for, for ``warm_up`` seconds: clocks take that long to rise."""
     import time
 

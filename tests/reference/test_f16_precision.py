@@ -1,6 +1,6 @@
 """In f16 the eager level rounds an activation to f16 only where the fused kernels store one:
 its extra kernels hand f32 values to each other, so eager f16 is as precise as fused f16
-(issue 27: tests/reference/test_hf_parity.py holds every level to one f16 tolerance)."""
+(tests/reference/test_hf_parity.py holds every level to one f16 tolerance)."""
 
 import numpy as np
 import pytest
