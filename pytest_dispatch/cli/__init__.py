@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_dispatch.cli.progress import Progress
-from pytest_dispatch import options, settings
+from pytest_dispatch import options
 from pytest_dispatch.judgement import gate, history, storage
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.instructions import Software

@@ -299,7 +299,7 @@ def breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH, host_c
     # and statistics, and another unit: said so, with the timed rounds' figure per call beside it.
     timed = ""
     if measurement.timed and len(measurement.host_us_per_call):
-        timed = (f"; the host column is per dispatch, its timed rounds' median " if host_column
+        timed = ("; the host column is per dispatch, its timed rounds' median " if host_column
                  else "; the timed rounds' median ") + f"{np.median(measurement.host_us_per_call):.1f} per call"
     lines += wrap(f"host µs per call inside API calls, {host_sum:.1f} in all (mean of the counted rounds, the "
                   f"recorder's wrappers on{timed}): {calls}", width, initial_indent="    ", subsequent_indent=indent)

@@ -15,7 +15,6 @@ token the previous one's argmax wrote into the log, and the K tokens come back i
 from __future__ import annotations
 
 import math
-import time
 import weakref
 from collections import Counter
 from typing import Mapping, Sequence
@@ -23,21 +22,20 @@ from typing import Mapping, Sequence
 import numpy as np
 import wgpu
 
-from pytest_dispatch.measurement import encoding, timestamps
+from pytest_dispatch.measurement import encoding
 from pytest_dispatch.measurement.gpu import gpu_info
 
 from .config import ModelConfig, get_config
 from .graph import ACT, ACTIVATION, CACHE, F32, LEVELS, NEXT_TOKEN, OUTPUT, Kernel, build_graph, schedule
 from .kernels import Binding, BuildContext, Pack, Program, Stack, build_program, rebound_source
 from .checkpoint import eos_token_ids, load_pretrained, load_tokenizer
+from . import profiling
 from .weights import load_weights, random_weights
 
 ENCODINGS = encoding.ENCODINGS
 DTYPES = ("f32", "f16")
 FORWARD_UNIFORM_BYTES = 16  # kernels.Forward: n_tokens, start_pos and padding
-MAX_QUERIES = 4096  # timestamps in one query set (WebGPU's limit)
 UPLOAD_FLUSH_BYTES = 256 << 20  # weights uploaded between waits for the GPU (see _create_weight_buffers)
-HEATING_FORWARDS = 8  # before each timed pass of time_kernels: milliseconds of work on a large GPU
 
 # Pipelines and layouts are shared by every model on a device: a pipeline is keyed by (label,
 # WGSL, layout), a layout by its storage bindings' writability.
@@ -249,103 +247,16 @@ class ReferenceModel:
         return {"dispatches": n, "passes": passes, "encoders": encoders, "submits": submits}
 
     def time_kernels(self, *, n_tokens: int = 1, repeats: int = 20) -> dict[str, float]:
-        """Profiling aid: GPU microseconds per dispatch of each kernel label. Every instance
-        of the label (one per layer, so weights come from memory, not cache) is dispatched
-        ``repeats`` times in one compute pass, timed by ``timestamps.pass_seconds`` right after
-        a few whole forwards (and, once, half a second of them) that bring the GPU to its working clocks; the pass's time is
-        divided by its dispatches. Encoding is not included. Runs at the current cache
-        position; call after a ``forward``."""
-        start_pos = max(0, self.position - n_tokens)
-        self._write_tokens(np.zeros(n_tokens, dtype=np.int64), start_pos)
-        self._write_forwards([(n_tokens, start_pos)])
-        whole = self._work_for(n_tokens, start_pos)
-        by_label: dict[str, list] = {}
-        for kernel, item in zip(self.kernels, whole):
-            by_label.setdefault(kernel.name, []).append(item)
-
-        def record(items):
-            def dispatches(compute) -> None:
-                for _ in range(repeats):
-                    for pipeline, bind_group, grid, offsets in items:
-                        compute.set_pipeline(pipeline)
-                        compute.set_bind_group(0, bind_group, offsets)
-                        compute.dispatch_workgroups(*grid)
-            return dispatches
-
-        def heat() -> None:
-            encoding.submit(self.device, whole * HEATING_FORWARDS, encoding.SINGLE_PASS)
-
-        timestamps.warm(self.device, heat, timestamps.WARM_UP_SECONDS)  # once: each label's pass follows a heat
-        return {label: 1e6 * timestamps.pass_seconds(self.device, record(items), heat=heat, warm_up=0)
-                / (repeats * len(items)) for label, items in by_label.items()}
+        """Profiling aid: GPU µs per dispatch of each kernel label (``profiling.time_kernels``)."""
+        return profiling.time_kernels(self, n_tokens=n_tokens, repeats=repeats)
 
     def time_kernels_in_loop(self, n: int = 20) -> dict[str, float] | None:
-        """Profiling aid: GPU microseconds per dispatch of each kernel label inside the decode
-        loop: ``n`` GPU-resident decode forwards from the current position in one pass, with a
-        timestamp before the first dispatch and after each; a dispatch's interval includes the
-        wait for the one before it, and its weights come from wherever the loop leaves them.
-        Timed after half a second of the same forwards. None where the device cannot write
-        timestamps inside a pass (wgpu-native's "timestamp-query-inside-passes"). The position
-        does not advance. Call after a ``forward``."""
-        if not {timestamps.FEATURE, "timestamp-query-inside-passes"} <= set(self.device.features):
-            return None
-        n = min(n, self.max_seq_len - self.position, (MAX_QUERIES - 1) // len(self.kernels))
-        if n < 1:
-            raise ValueError(f"time_kernels_in_loop needs room for a forward (position {self.position}, "
-                             f"max_seq_len {self.max_seq_len})")
-        forwards = [(1, self.position + i) for i in range(n)]
-        self._write_forwards(forwards)
-        work = [item for n_tokens, start_pos in forwards for item in self._work_for(n_tokens, start_pos)]
-        timestamps.warm(self.device, lambda: encoding.submit(self.device, work, encoding.SINGLE_PASS),
-                        timestamps.WARM_UP_SECONDS)
-        count = len(work) + 1
-        query_set = self.device.create_query_set(type="timestamp", count=count)
-        resolved = self.device.create_buffer(size=8 * count,
-                                             usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
-        encoding.submit(self.device, work, encoding.SINGLE_PASS)  # the GPU busy when the timed pass starts
-        encoder = self.device.create_command_encoder()
-        compute = encoder.begin_compute_pass()
-        compute._write_timestamp(query_set, 0)  # wgpu-native's, behind the feature checked above
-        for index, (pipeline, bind_group, grid, offsets) in enumerate(work):
-            compute.set_pipeline(pipeline)
-            compute.set_bind_group(0, bind_group, offsets)
-            compute.dispatch_workgroups(*grid)
-            compute._write_timestamp(query_set, index + 1)
-        compute.end()
-        encoder.resolve_query_set(query_set, 0, count, resolved, 0)
-        self.device.queue.submit([encoder.finish()])
-        stamps = np.frombuffer(self.device.queue.read_buffer(resolved), dtype=np.uint64).astype(np.int64)
-        query_set.destroy()
-        resolved.destroy()
-        by_label: dict[str, list[float]] = {}
-        for kernel, ns in zip([k.name for k in self.kernels] * n, np.diff(stamps)):
-            by_label.setdefault(kernel, []).append(ns / 1000.0)
-        return {label: float(np.mean(us)) for label, us in by_label.items()}
+        """Profiling aid: GPU µs per dispatch of each label in the decode loop (``profiling``)."""
+        return profiling.time_kernels_in_loop(self, n)
 
     def time_decode_loop(self, n: int = 50) -> dict[str, float]:
-        """Profiling aid: microseconds per forward of ``n`` GPU-resident decode forwards from
-        the current position in one single-pass submission: host encoding of the dispatches,
-        ``finish`` + ``submit``, and the wait for the GPU after the submit (the GPU time left
-        once the host is done). The position does not advance. Call after a ``forward``."""
-        if self.last_token is None or self.position + n > self.max_seq_len:
-            raise ValueError(f"time_decode_loop needs a previous forward and room for {n} more positions "
-                             f"(position {self.position}, max_seq_len {self.max_seq_len})")
-        forwards = [(1, self.position + i) for i in range(n)]
-        self._write_forwards(forwards)
-        work = [item for n_tokens, start_pos in forwards for item in self._work_for(n_tokens, start_pos)]
-        marks = {}
-
-        def copy_and_mark(encoder) -> None:
-            self._copy(encoder, [(self._buffers[NEXT_TOKEN], 0, self._token_staging[0], 4)])
-            marks["encoded"] = time.perf_counter()
-
-        start = time.perf_counter()
-        encoding.submit(self.device, work, encoding.SINGLE_PASS, before_finish=copy_and_mark)
-        submitted = time.perf_counter()
-        self._read_staging(self._token_staging[0], np.uint32, 1)
-        done = time.perf_counter()
-        return {"encode_us": 1e6 * (marks["encoded"] - start) / n, "finish_submit_us": 1e6 * (submitted - marks[
-            "encoded"]) / n, "gpu_wait_us": 1e6 * (done - submitted) / n}
+        """Profiling aid: µs per forward of encoding, finish + submit and GPU wait (``profiling``)."""
+        return profiling.time_decode_loop(self, n)
 
     def weight_bytes(self) -> dict[str, int]:
         """Bytes of weights each dispatch of a kernel label binds (per dispatch, averaged over
