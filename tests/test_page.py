@@ -274,3 +274,15 @@ def test_without_playwright_the_skip_says_what_to_install(pytester, monkeypatch)
     result.assert_outcomes(skipped=1)
     result.stdout.re_match_lines([r"SKIPPED .* gpu_page: Playwright is not installed; "
                                   r"pip install 'pytest-dispatch\[browser\]'$"])
+
+
+def test_page_tests_skip_in_one_line_under_counted_mode(pytester):
+    # callgrind counts this process's host instructions, not a browser's: no INTERNALERROR, a reason
+    pytester.makepyfile(test_in_page=f"""
+        def test_in_page(gpu_page):
+            gpu_page.open({str(PAGES / "counted")!r})
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", "--dispatch-instructions")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*gpu_page: page tests do not run under --dispatch-instructions*"])
+    assert "INTERNALERROR" not in result.stdout.str()

@@ -63,6 +63,11 @@ class BrowserSession:
     @functools.cached_property
     def unavailable_reason(self) -> str | None:
         """Why pages cannot run here, or None (the browser then runs, its adapter probed)."""
+        if options.of(self.config).dispatch_instructions:
+            # callgrind counts this process's host instructions, not a browser's; and under it the
+            # page server answers too slowly for the browser to load a page
+            return ("gpu_page: page tests do not run under --dispatch-instructions (it counts wgpu-py's host "
+                    "instructions, not a browser's): run them in a session without it")
         try:
             from playwright.sync_api import Error, sync_playwright
         except ImportError:
@@ -90,6 +95,8 @@ class BrowserSession:
             page = context.new_page()
             page.goto(self.server.blank)
             self.adapter, missing = probe_adapter(page, f"Chromium {self.version}")
+        except Error as error:
+            return f"gpu_page: Chromium {self.version} could not open a page: {str(error).strip().splitlines()[0]}"
         finally:
             context.close()
         return f"gpu_page: Chromium {self.version}: {missing} (WebGPU is off in this browser)" if missing else None
