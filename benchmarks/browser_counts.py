@@ -6,7 +6,7 @@
    recorder's wrappers in and out, interleaved over ``--rounds`` rounds; the added µs per call
    (median of the rounds' differences, the page's clock: 5 µs steps over the whole loop).
 3. Start: seconds from launching the browser to its adapter probed (what the gpu_page fixture
-   pays once per session), and the resident memory of the browser's processes then.
+   pays once per session), and the memory of the browser's processes then (resident and proportional).
 
     python benchmarks/browser_counts.py [--browsers 10] [--calls 20000] [--rounds 15]
 """
@@ -51,9 +51,10 @@ COST = """async ([calls, wrapped]) => {
 }"""
 
 
-def browser_resident_mib() -> float:
-    """Resident memory of the browser's processes: this process's descendants but Playwright's
-    driver (node), from /proc, MiB."""
+def browser_resident_mib() -> tuple[float, float]:
+    """Memory of the browser's processes (this process's descendants but Playwright's driver,
+    node), from /proc, MiB: resident summed (a page shared by several processes counted in each),
+    and proportional (PSS: a shared page divided among its processes, what the browser adds)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -62,7 +63,7 @@ def browser_resident_mib() -> float:
             except OSError:
                 continue
             children.setdefault(int(fields[1]), []).append(int(entry.name))
-    total, todo = 0, list(children.get(os.getpid(), ()))
+    total, proportional, todo = 0, 0, list(children.get(os.getpid(), ()))
     while todo:
         current = todo.pop()
         todo.extend(children.get(current, ()))
@@ -70,10 +71,13 @@ def browser_resident_mib() -> float:
             if Path(f"/proc/{current}/comm").read_text().strip() == "node":
                 continue
             rss_pages = int(Path(f"/proc/{current}/statm").read_text().split()[1])
-        except OSError:
+            pss_kib = next(int(line.split()[1]) for line in Path(f"/proc/{current}/smaps_rollup").open()
+                           if line.startswith("Pss:"))
+        except (OSError, StopIteration):
             continue
         total += rss_pages * os.sysconf("SC_PAGE_SIZE")
-    return total / 2**20
+        proportional += pss_kib * 1024
+    return total / 2**20, proportional / 2**20
 
 
 def start_browser(playwright, executable: str, server: PageServer):
@@ -144,9 +148,9 @@ def main() -> int:
     print(f"recorder cost per wrapped dispatchWorkgroups: {statistics.median(added):.3f} µs median "
           f"(rounds {min(added):.3f} to {max(added):.3f})")
     print(f"browser start to adapter probed: median {statistics.median(starts):.2f} s "
-          f"({min(starts):.2f}-{max(starts):.2f}); resident memory of the browser's processes "
-          f"(summed, shared pages counted in each): median "
-          f"{statistics.median(memory):.0f} MiB")
+          f"({min(starts):.2f}-{max(starts):.2f}); memory of the browser's processes: "
+          f"median {statistics.median(m[0] for m in memory):.0f} MiB summed (shared pages counted in each), "
+          f"{statistics.median(m[1] for m in memory):.0f} MiB proportional (PSS)")
     return 0 if same else 1
 
 
