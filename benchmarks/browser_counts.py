@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from pytest_dispatch.measurement import page as page_measurement
-from pytest_dispatch.plugin.page import LAUNCH_ARGS, find_browser
+from pytest_dispatch.plugin.page import LAUNCH_ARGS, descendants, find_browser
 from pytest_dispatch.plugin.pageserver import PageServer
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "browser" / "pages" / "add_scale"
@@ -55,18 +55,8 @@ def browser_resident_mib() -> tuple[float, float]:
     """Memory of the browser's processes (this process's descendants but Playwright's driver,
     node), from /proc, MiB: resident summed (a page shared by several processes counted in each),
     and proportional (PSS: a shared page divided among its processes, what the browser adds)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    total, proportional, todo = 0, 0, list(children.get(os.getpid(), ()))
-    while todo:
-        current = todo.pop()
-        todo.extend(children.get(current, ()))
+    total = proportional = 0
+    for current in descendants(os.getpid()):
         try:
             if Path(f"/proc/{current}/comm").read_text().strip() == "node":
                 continue

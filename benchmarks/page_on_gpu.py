@@ -133,13 +133,13 @@ def main() -> int:
     server = PageServer()
     browser = DevToolsPipe(options.browser, flags)
     try:
-        version = browser.send("Browser.getVersion", session=False).get("product", "?")
+        version = browser.send("Browser.getVersion", session=False).get("product", "?").split("/")[-1]
         browser.open(server.mount(EXAMPLE) + "index.html", page_measurement.recorder_script())
         adapter = browser.evaluate("ms => __dispatch.probe(ms)", 10_000)
         if "value" not in adapter or adapter["value"].get("missing"):
             print(f"page_on_gpu: no WebGPU adapter in {version}: {adapter}", file=sys.stderr)
             return 2
-        info = page_measurement.page_gpu_info(version.split("/")[-1], adapter["value"])
+        info = page_measurement.page_gpu_info(version, adapter["value"])
         meter = DispatchMeter(lock=False)
         print(f"command: python benchmarks/page_on_gpu.py --browser {options.browser} --steps {options.steps} "
               f"--rounds {options.rounds}" + (" -- " + " ".join(options.flags) if options.flags else ""))

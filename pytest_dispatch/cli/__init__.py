@@ -27,10 +27,9 @@ from typing import Any, Sequence
 from pytest_dispatch.cli.progress import Progress
 from pytest_dispatch import options
 from pytest_dispatch.judgement import gate, history, storage
-from pytest_dispatch.judgement.results import TestResult
+from pytest_dispatch.judgement.results import TestResult, sequential_measurements
 from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.key import MeasurementKey
-from pytest_dispatch.measurement.meter import SEQUENTIAL
 from pytest_dispatch.presentation import history as history_view, report
 from pytest_dispatch.presentation.text import markdown_code, markdown_table, markdown_text
 
@@ -153,8 +152,7 @@ def _single_run(document: dict[str, Any], path: str) -> dict[str, Any]:
 
 
 def _names(results: list[TestResult]) -> list[str]:
-    return sorted({str(MeasurementKey(r.nodeid, m.name)) for r in results for m in r.measurements
-                   if m.method == SEQUENTIAL})
+    return sorted(sequential_measurements(results))
 
 
 def _listed(names: list[str], most: int = 4) -> str:

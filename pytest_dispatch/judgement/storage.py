@@ -368,17 +368,17 @@ class BaselineStore:
                     continue
                 own.append(path)
         own.sort(key=lambda f: (self.saved_time(f), f.name))
-        stale = max(len(own) - keep, 0)
-        outcome.removed, outcome.kept = own[:stale], own[stale:]
+        older = max(len(own) - keep, 0)
+        outcome.removed, outcome.kept = own[:older], own[older:]
         now = datetime.datetime.now().timestamp()
         for temp in sorted(folder.glob(".*.tmp")):
             if not _TEMP_FILE.fullmatch(temp.name) or temp.is_symlink():
                 continue
             try:
-                stale = now - temp.lstat().st_mtime > STALE_TEMP_SECONDS
+                abandoned = now - temp.lstat().st_mtime > STALE_TEMP_SECONDS
             except FileNotFoundError:
                 continue
-            (outcome.temp_removed if stale else outcome.temp_left).append(temp)
+            (outcome.temp_removed if abandoned else outcome.temp_left).append(temp)
         if not dry_run:
             for path in outcome.removed + outcome.temp_removed:
                 path.unlink(missing_ok=True)  # another prune may have been first

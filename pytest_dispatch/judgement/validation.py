@@ -214,6 +214,8 @@ def _schema(value: Any, where: str) -> None:
 
 _SECTION = {"schema": _schema, "tests": list_of(_test)}
 _SECTION_OPTIONAL = {"version": optional(text), "counted": optional(_counted)}
+
+
 def _machine_info(value: Any, where: str) -> None:
     fields(value, where, {}, {"gpu": optional(_gpu), "gpu_fingerprint": optional(text)})
 

@@ -162,7 +162,9 @@ def _refuse_unknown_baseline_name(store, name: str) -> None:
         return
     saved = sorted({store.name_of(path) for path in store.files(None)})
     if saved and store.safe_name(name) not in saved:
-        shown = ", ".join(saved[:SHOWN_NAMES]) + (", ..." if len(saved) > SHOWN_NAMES else "")
+        from pytest_dispatch.presentation.text import first_names
+
+        shown = first_names(saved, SHOWN_NAMES)
         raise pytest.UsageError(f"--dispatch-compare={name}: no saved run is named {store.safe_name(name)!r} in "
                                 f"{store.root}/; the saved names are {shown} (or save one with "
                                 f"--dispatch-save={name})")

@@ -299,7 +299,7 @@ def _end_renderers(ended: threading.Event) -> None:
     """End the renderer processes of this process's browser (a page blocked for good): the page
     crashes, its evaluate returns, the session's browser goes on."""
     ended.set()
-    for pid in _descendants(os.getpid()):
+    for pid in descendants(os.getpid()):
         try:
             if b"--type=renderer" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 os.kill(pid, signal.SIGKILL)
@@ -307,7 +307,7 @@ def _end_renderers(ended: threading.Event) -> None:
             pass  # gone already, or not ours to end
 
 
-def _descendants(root: int) -> list[int]:
+def descendants(root: int) -> list[int]:
     """Every process below ``root`` (none where there is no /proc)."""
     children: dict[int, list[int]] = {}
     if not Path("/proc").is_dir():

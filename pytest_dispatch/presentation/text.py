@@ -39,11 +39,14 @@ def cut_in_the_middle(text: str, width: int) -> str:
     return text[:head] + "…" + (text[len(text) - tail:] if tail else "")
 
 
+def first_names(names: Sequence[str], shown: int) -> str:
+    """``a, b, ...``: the first ``shown`` names, and dots where there are more."""
+    return ", ".join(names[:shown]) + (", ..." if len(names) > shown else "")
+
+
 def count_and_first(names: Sequence[str], shown: int = 2) -> str:
     """``3 (a, b, ...)``: how many names, and the first few."""
-    if not names:
-        return "0"
-    return f"{len(names)} ({', '.join(names[:shown])}{', ...' if len(names) > shown else ''})"
+    return f"{len(names)} ({first_names(names, shown)})" if names else "0"
 
 
 def wrap(text: str, width: int, initial_indent: str = "", subsequent_indent: str = "") -> list[str]:
