@@ -13,6 +13,7 @@ from typing import Callable, Iterator, Sequence
 from pytest_dispatch import options
 from pytest_dispatch.ab import JobError, coordinator, trees, verdicts
 from pytest_dispatch.judgement import storage
+from pytest_dispatch.judgement.status import ExitCode
 from pytest_dispatch.presentation import ab as ab_report
 from pytest_dispatch.settings import SettingError
 
@@ -105,7 +106,7 @@ def run(base: str, head: str | None, pytest_args: Sequence[str], settings: coord
                                               (base_description, describe_folder(head_folder)), progress=out)
         except (JobError, SettingError) as error:
             out(f"pytest-dispatch ab: {error}")
-            return verdicts.EXIT_BAD_INPUT
+            return ExitCode.BAD_INPUT
         except KeyboardInterrupt:
             return _stopped(received, out)
     for line in ab_report.job_lines(outcome):
@@ -137,7 +138,7 @@ def run_counted(base: str, head: str | None, pytest_args: Sequence[str], toleran
                                                (base_description, describe_folder(head_folder)), out)
         except (JobError, SettingError) as error:
             out(f"pytest-dispatch ab: {error}")
-            return verdicts.EXIT_BAD_INPUT
+            return ExitCode.BAD_INPUT
         except KeyboardInterrupt:
             return _stopped(received, out)
 

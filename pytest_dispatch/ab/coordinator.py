@@ -407,9 +407,12 @@ class Job:
             for error in message["errors"]:
                 self.outcome.collect_failed = True
                 self._problem(f"{SIDE_NAMES[index]}: could not collect {error}")
+            for path in message.get("missing", []):
+                self.outcome.notices.append(f"{SIDE_NAMES[index]}: {path} is not in this tree: its tests run on "
+                                            f"the {SIDE_NAMES[1 - index]} alone")
         common = set(base_ids) & set(head_ids)
-        if not common:
-            return []  # nothing to compare: _judge says so
+        if not common:  # a first pull request adding tests: they run on the head alone, as new
+            return [(nodeid, (HEAD,)) for nodeid in head_ids]
         plan = [(nodeid, (BASE, HEAD)) for nodeid in head_ids if nodeid in common]
         plan += [(nodeid, (HEAD,)) for nodeid in head_ids if nodeid not in common]
         plan += [(nodeid, (BASE,)) for nodeid in base_ids if nodeid not in common]
@@ -552,7 +555,7 @@ class Job:
             self.outcome.comparisons.append(verdicts.Comparison(key, base, head, adjusted.get(key),
                                                                 self.notes.get(key, ""),
                                                                 self.decisions.verdicts.get(key, [])))
-        if not self.outcome.compared:
+        if not self.outcome.compared and not self.outcome.new_only:
             self._problem("nothing compared: no measurement exists on both sides")
 
 

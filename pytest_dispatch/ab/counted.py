@@ -22,7 +22,7 @@ from pytest_dispatch.ab import JobError
 from pytest_dispatch.ab.trees import source_roots
 from pytest_dispatch.ab.worker import HARNESS
 from pytest_dispatch.judgement import gate, storage
-from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.judgement.status import ExitCode, Status
 from pytest_dispatch.measurement.instructions import Software
 
 
@@ -72,7 +72,7 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
         out(f"A/B (counted): {line}")
     if len(documents) < 2:
         out("A/B (counted): nothing compared: a side collected no tests")
-        return verdicts.EXIT_NOTHING_COMPARED
+        return ExitCode.NOTHING_COMPARED
     base_counted, head_counted = (storage.counted_of(documents[s]) for s in ("base", "head"))
     if base_counted is None or head_counted is None:
         raise JobError("a side was not counted (valgrind missing there?): run the job where valgrind is")
@@ -93,7 +93,7 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
     out(f"A/B (counted): {summary} (host instructions per call, tolerance {100 * tolerance:g}%)")
     if head_failed:
         out("A/B (counted): a head test failed (see its session's output with -p no:dispatch_ab)")
-    return verdicts.EXIT_REGRESSED if regressed or head_failed or not_collected else verdicts.EXIT_OK
+    return ExitCode.FAILED if regressed or head_failed or not_collected else ExitCode.OK
 
 
 def _collection_errors(lines: list[str]) -> list[str]:

@@ -28,12 +28,12 @@ from pytest_dispatch.cli.progress import Progress
 from pytest_dispatch import options
 from pytest_dispatch.judgement import gate, history, storage
 from pytest_dispatch.judgement.results import TestResult, sequential_measurements
+from pytest_dispatch.judgement.status import ExitCode
 from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.presentation import history as history_view, report
 from pytest_dispatch.presentation.text import markdown_code, markdown_table, markdown_text
 
-EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT, EXIT_NOTHING_COMPARED = 0, 1, 2, 4
 
 
 class InputError(Exception):
@@ -131,7 +131,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         runs = _runs(_load(str(path)))
     for run in runs:
         print("\n".join(_render_run(run, args.markdown)))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _fingerprint_if_file(target: str) -> str | None:
@@ -185,7 +185,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for line in report.gate_summary(baseline, verdicts, accept_hint=accept):
         print(line)
     regressed = any(test.failure_lines for test in verdicts.values())
-    return EXIT_REGRESSED if regressed else EXIT_OK
+    return ExitCode.FAILED if regressed else ExitCode.OK
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -202,7 +202,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     storage.write_json_atomically(args.output, merged)
     fingerprints = sorted({storage.fingerprint_of(run) or "unknown" for run in runs})
     print(f"merged {len(runs)} run(s) of {len(fingerprints)} GPU(s) into {args.output}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _fingerprints(args: argparse.Namespace) -> list[str]:
@@ -229,7 +229,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             tests = len({MeasurementKey.parse(key).nodeid for key in (*run.measurements, *run.counted)})
             print(f"  {run.time:%Y-%m-%d %H:%M:%S} {run.short_commit:<{commit_width}} "
                   f"{run.branch or '-':<{branch_width}} {run.name:<{name_width}} {tests:>5}  {run.path.name}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -246,7 +246,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
             print(f"  {verb} {path.name}: the temp file of an interrupted save")
         for path in pruned.temp_left:
             print(f"  left alone: {path.name}: the temp file of a save, maybe still running")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -259,7 +259,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         raise InputError(str(error)) from None
     if not any(h.runs for h in histories):
         print(history.EMPTY_HINT.format(root=args.storage))
-        return EXIT_OK
+        return ExitCode.OK
     if args.k and not any(h.series or h.counted for h in histories):
         raise InputError(f"-k {args.k!r} selects no measurement of the saved runs")
     if args.html:
@@ -274,7 +274,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         print("\n".join(history_view.render_markdown(histories, change_settings)))
     elif not args.html:
         print("\n".join(history_view.render_text(histories, change_settings)))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -302,7 +302,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         storage.write_json_atomically(args.json, {"probe": [row.as_dict() for row in rows],
                                                   "rounds": args.rounds})
         print(f"probe results written to {args.json}")
-    return EXIT_REGRESSED if failed else EXIT_OK
+    return ExitCode.FAILED if failed else ExitCode.OK
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
@@ -418,11 +418,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return args.run(args)
     except InputError as error:
         print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     except NothingCompared as error:
         print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
-        return EXIT_NOTHING_COMPARED
+        return ExitCode.NOTHING_COMPARED
     except OSError as error:
         print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
 
