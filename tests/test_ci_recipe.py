@@ -6,6 +6,7 @@ the step's exit status is decided the same way, and it costs seconds."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -142,3 +143,21 @@ def test_the_recipe_is_green_from_the_first_pull_request_and_red_on_a_regression
     assert "A/B FAILED: 2 regressed" in ab.output
     history = step(repository, "pytest_dispatch.cli", "history", "--storage", ".dispatch-counted", "--markdown")
     assert history.returncode == 0, history.output
+
+
+WORKFLOWS = sorted((Path(__file__).resolve().parent.parent / "examples" / "ci").glob("*.yml"))
+
+
+def test_the_example_workflows_run_as_pasted():
+    """No placeholder to fill in: pytest-dispatch is installed from the checkout (or the wheel
+    just built), the tests named are there, and web projects get a job for their pages."""
+    root = WORKFLOWS[0].parent.parent.parent
+    for path in WORKFLOWS:
+        text = path.read_text()
+        assert "OWNER" not in text and "git+https" not in text, path.name
+        for line in re.findall(r"pip install ([^#\n]+)", text):
+            assert line.strip().strip('"').startswith((".[", "$(ls dist/*.whl)", "build")), (path.name, line)
+    gate = (root / "examples" / "ci" / "dispatch-gate.yml").read_text()
+    tests = dict(re.findall(r"^  (PERF_TESTS|PAGE_TESTS): (\S+)", gate, re.MULTILINE))
+    assert set(tests) == {"PERF_TESTS", "PAGE_TESTS"} and all((root / test).exists() for test in tests.values())
+    assert re.search(r"^  pages:\n", gate, re.MULTILINE) and "$PAGE_TESTS --gpu-required --dispatch-compare=main" in gate

@@ -1,4 +1,4 @@
-"""The ``pytest-dispatch`` command: saved runs, their history, compare, show and merge results files.
+"""The pytest-dispatch command: saved runs, their history, compare, show and merge results files.
 
     pytest-dispatch list                                             every saved run, per GPU
     pytest-dispatch history [-k EXPR] [--json|--markdown|--html FILE] count changes per measurement
@@ -7,13 +7,15 @@
                                                                      no measurement is in both
     pytest-dispatch show FILE|FOLDER|NAME [--markdown]
     pytest-dispatch merge FILES... -o OUT                             one file, grouped by GPU
-    pytest-dispatch probe [--impl wgpu|dawn|all] [--n 100,1000] [--dtype f32,f16] [--json PATH]
-                                                                     exit 1 when an adapter failed
+    pytest-dispatch probe [--impl wgpu|dawn|all] [--n 100,1000] [--dtype f32,f16] [--json PATH] [-v]
+                                                                     exit 1 when an adapter failed, 2
+                                                                     when none of --impl's is found
     pytest-dispatch ab --base REF_OR_DIR [--head DIR] [-- pytest args]   exit 1 on a regression
 
 BASELINE, CURRENT and NAME are files or names of saved runs: 'latest', a --dispatch-save name,
 a branch, or a commit prefix.  Bad input (missing, corrupt or hostile files) is one line on
-stderr and exit 2; among many saved runs, a bad one is skipped with one warning.
+stderr and exit 2; among many saved runs, a bad one is skipped with one warning.  Every exit
+status: the README's "Exit codes" (judgement.status.ExitCode).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, Sequence
 
 from pytest_dispatch.cli.progress import Progress
 from pytest_dispatch import options
+from pytest_dispatch._meta import __version__
 from pytest_dispatch.judgement import gate, history, storage
 from pytest_dispatch.judgement.results import TestResult, sequential_measurements
 from pytest_dispatch.judgement.status import ExitCode
@@ -288,11 +291,23 @@ def cmd_probe(args: argparse.Namespace) -> int:
     dtypes = args.dtype.split(",")
     if set(dtypes) - {"f32", "f16"} or min(ns) < 1:
         raise InputError("--dtype takes f32,f16 and --n positive counts")
-    found = probe.adapters(impls, args.backend, args.adapter)
-    if not found:
-        raise InputError(f"no adapter found for {', '.join(impls)} (backend {args.backend})")
-    progress = Progress("pytest-dispatch probe", total=len(found) * len(dtypes) * len(ns))
-    rows, problems, failed = probe.probe_all(found, dtypes, ns, args.rounds, progress.step)
+    native: list[str] = []  # what native libraries printed (Dawn's C++ warnings): with -v only
+    try:
+        found = probe.adapters(impls, args.backend, args.adapter, native)
+        if not found:
+            raise InputError(f"no adapter found for {', '.join(impls)} (backend {args.backend})")
+        for impl in sorted(set(impls) - {impl for impl, _ in found}):
+            print(f"pytest-dispatch probe: no {impl} adapter found (backend {args.backend}): not probed",
+                  file=sys.stderr)
+        progress = Progress("pytest-dispatch probe", total=len(found) * len(dtypes) * len(ns))
+        rows, problems, failed = probe.probe_all(found, dtypes, ns, args.rounds, progress.step, native)
+    finally:
+        if native and args.verbose:
+            for line in native:
+                print(f"pytest-dispatch probe: native library: {line}", file=sys.stderr)
+        elif native:
+            print(f"pytest-dispatch probe: {len(native)} line(s) of native library output hidden (-v shows them)",
+                  file=sys.stderr)
     for line in problems:
         print(f"pytest-dispatch probe: {line}", file=sys.stderr)
     if not rows and not failed:
@@ -320,6 +335,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pytest-dispatch", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     show = commands.add_parser("show", help="print a results file, a folder's newest runs, or a saved run "
@@ -354,6 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--dtype", default="f32,f16", help="element types of the kernel, comma-separated")
     probe.add_argument("--rounds", type=int, default=30, help="timed rounds per method (default %(default)s)")
     probe.add_argument("--json", help="also write the figures to this file")
+    probe.add_argument("-v", "--verbose", action="store_true",
+                       help="also print what native libraries (Dawn, drivers) wrote while adapters were opened")
     probe.set_defaults(run=cmd_probe)
 
     listing = commands.add_parser("list", help="every saved run in the storage, per GPU")
