@@ -26,6 +26,7 @@ from pytest_dispatch import options, settings as gate_settings
 from pytest_dispatch.judgement import paired, sessions
 from pytest_dispatch.judgement.gate import compare_counts
 from pytest_dispatch.judgement.results import TestResult
+from pytest_dispatch.judgement.stats import format_seconds
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement.gpu import ensure_runtime_dir
 from pytest_dispatch.measurement.key import MeasurementKey
@@ -509,7 +510,7 @@ class Job:
         for side in self.sides:
             side.send({"cmd": "finish"})
         self.progress(f"    {_name(head_key)}: x{verdict.ratio:.3f} in this session ({verdict.pairs} pairs, "
-                      f"{verdict.seconds:.1f} s)")
+                      f"{format_seconds(verdict.seconds)})")
 
     def _take_block(self, index: int) -> tuple[int, int, int]:
         """One side's turn: ``settle`` rounds dropped, then ``block`` rounds, as one value

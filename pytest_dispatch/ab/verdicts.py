@@ -13,7 +13,7 @@ from typing import Any
 
 from pytest_dispatch.judgement import paired
 from pytest_dispatch.judgement.gate import CountVerdict, compare_counts
-from pytest_dispatch.judgement.stats import format_us
+from pytest_dispatch.judgement.stats import format_seconds, format_us
 from pytest_dispatch.judgement.status import ExitCode, Status
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.meter import Measurement
@@ -76,7 +76,7 @@ class Comparison:
         if timing is not None and not math.isnan(timing.ratio):
             per_call = f"{format_us(timing.a_median_us_per_call)} -> {format_us(timing.b_median_us_per_call)} µs per call"
             detail = (f"x{timing.ratio:.3f} per call, {timing.interval_text}, {timing.sessions} sessions, "
-                      f"{timing.pairs} pairs, {timing.seconds:.1f} s")
+                      f"{timing.pairs} pairs, {format_seconds(timing.seconds)}")
             if timing.p_adjusted is not None:
                 detail += f", p={timing.p_adjusted:.2g} adj."
             parts.append(f"time per call {timing.status}: {per_call} ({detail})"

@@ -66,17 +66,20 @@ def _markdown_table(results: list[TestResult], verdicts: dict[str, gate.TestVerd
         verdict = verdicts.get(result.nodeid) if verdicts else None
         for measurement in result.measurements:
             key = str(MeasurementKey(result.nodeid, measurement.name))
-            text = "; ".join(verdict.lines(key)) if verdict else result.budget_verdict
+            text = "; ".join(verdict.lines(key)) if verdict else result.budget_verdict_of(measurement)
             if counted:
-                cost = "-" if measurement.instructions is None else f"{measurement.instructions.per_call:,.0f}"
+                costs = ("-" if measurement.instructions is None else f"{measurement.instructions.per_call:,.0f}",)
+            elif measurement.timed:
+                costs = (report.per_call_text(measurement), report.median_text(measurement))
             else:
-                cost = report.median_text(measurement)
+                costs = (report.median_text(measurement),) * 2
             method = " (single-op)" if measurement.method == "single-op" else ""
             rows.append((f"{markdown_code(result.nodeid)} {markdown_code(measurement.name)}{method}",
-                         measurement.dispatches, measurement.submits, cost, markdown_text(text)))
-    cost_column = "host instructions/call (counted)" if counted else "wall µs/dispatch (median)"
-    return markdown_table(("test", "dispatches/call", "submits/call", cost_column, "verdict"), rows,
-                          right=(1, 2, 3))
+                         measurement.dispatches, measurement.submits, *costs, markdown_text(text)))
+    cost_columns = (("host instructions/call (counted)",) if counted
+                    else ("wall µs/call (median)", "wall µs/dispatch (median)"))
+    return markdown_table(("test", "dispatches/call", "submits/call", *cost_columns, "verdict"), rows,
+                          right=tuple(range(1, 3 + len(cost_columns))))
 
 
 def _render_run(run: dict[str, Any], markdown: bool, verdicts=None) -> list[str]:
