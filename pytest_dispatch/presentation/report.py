@@ -13,7 +13,6 @@ from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
-from pytest_dispatch.measurement.instructions import InstructionCount
 from pytest_dispatch.measurement.meter import SINGLE_OP, Measurement
 from pytest_dispatch.presentation.text import cut_at_words, wrap
 
@@ -185,11 +184,14 @@ class _Table:
         return "columns: " + "; ".join(f"{name}: {LEGEND[name]}" for name in shown if name in LEGEND)
 
 
-def budget_cut_text(count: InstructionCount) -> str:
-    """What a count whose call budget cut its windows says, and what would give it the rules' windows."""
+def budget_cut_text(measurement: Measurement) -> str:
+    """What a count whose call budget cut its windows says, and what to change to give it the rules' windows."""
+    count = measurement.instructions
     smallest = count.windows[0][0]
-    return (f"windows cut to {smallest} call{'s' if smallest != 1 else ''} by the call budget (rounds x per_round); "
-            f"{count.call_budget_asked} calls, if the function allows them, give the rules' windows: a steadier count")
+    rounds = -(-count.call_budget_asked // max(measurement.per_round, 1))
+    return (f"windows cut to {smallest} call{'s' if smallest != 1 else ''} by the call budget (rounds x per_round "
+            f"of measure()): for the rules' windows, a steadier count, give it rounds={rounds} (x per_round="
+            f"{measurement.per_round}: {count.call_budget_asked} calls), if the function allows that many calls")
 
 
 def row_label(result: TestResult, measurement: Measurement | None, several: bool) -> Label:
@@ -386,7 +388,7 @@ def render(
             pass
         elif counted:
             if measurement.instructions is not None and measurement.instructions.call_budget_asked:
-                lines.extend(wrapped(budget_cut_text(measurement.instructions), "    ", " " * 6))
+                lines.extend(wrapped(budget_cut_text(measurement), "    ", " " * 6))
             if verbose:
                 lines.extend(breakdown_lines(measurement, width, host_column=False))
                 lines.extend(counted_breakdown_lines(measurement, width))
