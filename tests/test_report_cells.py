@@ -90,3 +90,13 @@ def test_two(dispatch_meter, gpu_device):
     rows = [line for line in result.stdout.lines if re.search(r"\[(small|large)\] +\d", line)]
     assert [(re.search(r"\[\w+\]", row).group(), row.split()[-1]) for row in rows] == [
         ("[small]", "ok"), ("[large]", "fail")], rows
+
+
+def test_a_measurement_name_cut_in_its_row_is_listed_whole_below():
+    nodeid = "tests/test_model.py::test_a_very_long_test_name_about_the_decode_step_of_the_reference_model"
+    names = ["decode_step_with_fused_attention_and_norm", "decode_step_eager"]
+    result = TestResult(nodeid, [measured(name, 4, 100.0) for name in names], {})
+    lines = report.render([result], None, "adapter: test", width=60)
+    rows = table_rows(lines)
+    assert [row.split()[:2] for row in rows] == [["1", "[…norm]"], ["1", "[…eager]"]], rows  # told apart
+    assert f"  1 {nodeid} [{names[0]}] [{names[1]}]" in lines, lines  # and named whole below

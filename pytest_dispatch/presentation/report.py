@@ -115,8 +115,8 @@ class Label:
         return self.nodeid.split("::", 1)[-1]
 
     def abbreviation(self, width: int) -> str:
-        """Short name and suffix in ``width``: whole words of the name's middle go first; the suffix
-        (which measurement) is cut only when the name would keep fewer than 8 characters."""
+        """Short name and suffix in ``width``: whole words of the name's middle go first; where the
+        name would keep fewer than 8 characters, the suffix (which measurement) alone, cut too."""
         text = self.short + self.suffix
         if len(text) <= width:
             return text
@@ -124,8 +124,7 @@ class Label:
         room = width - len(self.suffix)
         if room >= 8:
             return cut_at_words(short, room) + self.suffix
-        name_room = max(8, width // 2)
-        return cut_at_words(short, name_room) + cut_at_words(self.suffix, width - name_room)
+        return cut_at_words(self.suffix.strip(), width)  # the row's number names the test (key_lines)
 
 
 class _Table:
@@ -161,13 +160,20 @@ class _Table:
         room = self.name_width - key_width - 1
         self._texts = {label: f"{self.keys[label.nodeid]:>{key_width}} {label.abbreviation(room)}"
                        for label in labels}
+        self._cut_suffixes: dict[str, list[str]] = {}  # which measurements a row could not name whole
+        for label in labels:
+            if label.suffix and not self._texts[label].endswith(label.suffix):
+                self._cut_suffixes.setdefault(label.nodeid, []).append(label.suffix.strip())
 
     def key_lines(self) -> list[str]:
-        """Each number's full node id, once (none when the rows show them)."""
+        """Each number's full node id, once (none when the rows show them), with the measurements
+        whose names its rows had to cut."""
         if not self.keys:
             return []
         key_width = len(str(len(self.keys)))
-        return ["tests:"] + [f"  {key:>{key_width}} {nodeid}" for nodeid, key in self.keys.items()]
+        return ["tests:"] + [f"  {key:>{key_width}} {nodeid}"
+                             + (f" {' '.join(self._cut_suffixes[nodeid])}" if nodeid in self._cut_suffixes else "")
+                             for nodeid, key in self.keys.items()]
 
     def row(self, label: Label | str, cells: Iterable[str]) -> str:
         text = self._texts[label] if isinstance(label, Label) else label
