@@ -6,7 +6,9 @@ the step's exit status is decided the same way, and it costs seconds."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -161,3 +163,23 @@ def test_the_example_workflows_run_as_pasted():
     tests = dict(re.findall(r"^  (PERF_TESTS|PAGE_TESTS): (\S+)", gate, re.MULTILINE))
     assert set(tests) == {"PERF_TESTS", "PAGE_TESTS"} and all((root / test).exists() for test in tests.values())
     assert re.search(r"^  pages:\n", gate, re.MULTILINE) and "$PAGE_TESTS --gpu-required --dispatch-compare=main" in gate
+
+
+def test_a_counted_ab_job_whose_base_lacks_the_tests_runs_them_on_the_head_as_new(tmp_path, gpu_info):
+    """The pull request that adds tests/perf, judged in counted mode. valgrind is kept off PATH
+    here: both sides then run timed (one warning), which is all that this decision needs."""
+    base, head = tmp_path / "base", tmp_path / "head"
+    base.mkdir()
+    write_cost(base, dispatches=20, loops=1)
+    shutil.copytree(base, head)
+    (head / "tests" / "perf").mkdir(parents=True)
+    (head / "tests" / "perf" / "test_perf.py").write_text(PERF_TEST)
+    environment = {**os.environ, "PATH": os.path.dirname(sys.executable)}
+    for _ in range(2):  # the same answer every time
+        done = subprocess.run([sys.executable, "-m", "pytest", f"--dispatch-ab={base}", "-o", f"dispatch_ab_head={head}",
+                               "--dispatch-instructions", "-o", "pythonpath=.", "tests/perf"], cwd=head, env=environment,
+                              capture_output=True, text=True, timeout=400)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "A/B (counted): base: tests/perf is not in this tree: its tests run on the head alone" in done.stdout
+        assert "tests/perf/test_perf.py::test_decode: decode new: 20 dispatches per call, only in the head" in done.stdout
+        assert "A/B (counted): nothing to compare yet: the base has none of these tests; 2 measurement(s)" in done.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -43,7 +44,9 @@ def _refuse_parallel(args: Sequence[str]) -> None:
 
 
 def describe_folder(folder: Path) -> str:
-    """'path (commit abc123, uncommitted changes)' where the folder is in git."""
+    """'path (commit abc123, uncommitted changes)' where the folder is in git (and git installed)."""
+    if shutil.which("git") is None:
+        return str(folder)
     head = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short=12", "HEAD"], capture_output=True,
                           text=True)
     if head.returncode != 0:

@@ -57,15 +57,9 @@ class Worker:
     # -- collection
 
     def pytest_configure(self, config: pytest.Config) -> None:
-        """A test path this tree lacks (the base of the pull request that adds it) is no error
-        here: its tests run on the other side alone. Left in, pytest would stop at collection."""
-        if config.option.pyargs:
-            return
-        here = config.invocation_params.dir
-        kept = []
-        for arg in config.args:
-            (kept if (here / arg.split("::", 1)[0]).exists() else self.missing).append(arg)
-        config.args[:] = kept  # none left: nothing collected (an empty list is not pytest's default here)
+        from pytest_dispatch.ab import sidepaths
+
+        self.missing = sidepaths.drop_missing(config)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:

@@ -56,11 +56,14 @@ def native_output(lines: list[str] | None) -> Iterator[None]:
     """What native libraries write to the process's stderr inside the block (Dawn's C++ warnings
     while it opens adapters) goes into ``lines`` instead of the terminal, so that it does not
     land in the table; None: left alone."""
-    if lines is None:
+    try:
+        saved = None if lines is None else os.dup(2)
+    except OSError:  # no stderr to redirect
+        saved = None
+    if saved is None:
         yield
         return
     sys.stderr.flush()
-    saved = os.dup(2)
     with tempfile.TemporaryFile() as sink:
         os.dup2(sink.fileno(), 2)
         try:
