@@ -77,3 +77,27 @@ def test_each_command_gives_each_of_its_codes(tmp_path, storage_folder, capsys):
         err = capsys.readouterr().err
         if code == ExitCode.BAD_INPUT:  # one line saying what, where; no traceback
             assert re.fullmatch(rf"pytest-dispatch {argv[0]}: [^\n]+\n", err) and "Traceback" not in err, err
+
+
+def test_an_ab_job_whose_base_has_none_of_the_tests_runs_the_heads_and_passes():
+    """The plan and the exit status of the pull request that adds (or renames) every measured test."""
+    import types
+
+    from pytest_dispatch.ab import coordinator, verdicts
+
+    def plan(base_ids, head_ids, missing=()):
+        job = types.SimpleNamespace(outcome=verdicts.Outcome("base", "head", "gpu", {}), _problem=lambda line: None)
+        collected = [{"nodeids": base_ids, "errors": [], "missing": list(missing)},
+                     {"nodeids": head_ids, "errors": []}]
+        return coordinator.Job._plan(job, collected), job.outcome
+
+    steps, outcome = plan([], ["t.py::test_a", "t.py::test_b"], missing=["tests/perf"])
+    assert steps == [("t.py::test_a", (coordinator.HEAD,)), ("t.py::test_b", (coordinator.HEAD,))]
+    assert outcome.notices == ["base: tests/perf is not in this tree: its tests run on the head alone"]
+    steps, outcome = plan(["t.py::test_old"], ["t.py::test_new"])
+    assert outcome.notices == ["base: 1 (t.py::test_old) test(s) the head does not have: not run"]
+    outcome.comparisons.append(verdicts.Comparison("t.py::test_new::run", None, measurement()))
+    assert outcome.exit_code == ExitCode.OK and outcome.first_run_line().startswith("nothing to compare yet: ")
+    outcome.collect_failed = True  # a side that could not collect a file still fails the job
+    assert outcome.exit_code == ExitCode.FAILED
+    assert verdicts.Outcome("base", "head", "gpu", {}).exit_code == ExitCode.NOTHING_COMPARED  # nothing measured

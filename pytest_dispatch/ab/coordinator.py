@@ -31,6 +31,7 @@ from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement.gpu import ensure_runtime_dir
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement
+from pytest_dispatch.presentation.text import count_and_first
 
 SIDE_ENV = "PYTEST_DISPATCH_AB_SIDE"  # set in workers: the pytest twin must not start a job there
 BASE, HEAD = 0, 1
@@ -413,6 +414,9 @@ class Job:
                                             f"the {SIDE_NAMES[1 - index]} alone")
         common = set(base_ids) & set(head_ids)
         if not common:  # a first pull request adding tests: they run on the head alone, as new
+            if base_ids:
+                self.outcome.notices.append(f"base: {count_and_first(list(base_ids))} test(s) the head does not "
+                                            "have: not run")
             return [(nodeid, (HEAD,)) for nodeid in head_ids]
         plan = [(nodeid, (BASE, HEAD)) for nodeid in head_ids if nodeid in common]
         plan += [(nodeid, (HEAD,)) for nodeid in head_ids if nodeid not in common]
