@@ -26,7 +26,7 @@ def test_speedup(dispatch_meter, kernel, gpu_info):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         ["test_a_speedup_not_met_shows_its_verdict_and_interval_only.py:*: speedup of fast over slow: "
-         "*x (*% interval *-* of the speedup per call over these * pairs of rounds, * s); "
+         "*x (*% interval *-* of the speedup per call over these * pairs of rounds, * *s); "
          "NOT shown (upper bound < 1000x required)"]
     )
     output = result.stdout.str()

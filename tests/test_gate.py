@@ -118,7 +118,21 @@ def test_baseline_from_another_gpu_compares_counts_not_timing(gate_project, monk
     run(gate_project, "--dispatch-compare=main").assert_outcomes(failed=1)
 
 
-def test_missing_baseline_says_so_in_output_and_exit_status(gate_project):
+def test_an_empty_storage_is_a_first_run_a_notice_and_exit_0(gate_project):
+    result = run(gate_project, "--dispatch-compare=main")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["dispatch gate: no saved run in store/ yet: nothing was compared*"])
+
+
+def test_saved_runs_but_no_baseline_of_this_kind_says_so_in_output_and_exit_status(gate_project):
+    run(gate_project, "--dispatch-save=main").assert_outcomes(passed=1)
+    (path,) = saved_files(gate_project)
+    document = json.loads(path.read_text())  # the saved run made a counted one: never a timed run's baseline
+    document["pytest_dispatch"]["counted"] = dict.fromkeys(
+        ("python", "wgpu", "implementation", "backend", "adapter", "driver", "valgrind", "cpu_vendor", "machine",
+         "numpy", "counting", "counted_in", "fingerprint"), "x")
+    path.write_text(json.dumps(document))
     result = run(gate_project, "--dispatch-compare=main")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -83,10 +83,11 @@ def test_the_caret_sits_under_the_column_given():
 ])
 def test_every_refused_file_says_what_to_do(tmp_path, capsys, content, advice):
     from pytest_dispatch import cli
+    from pytest_dispatch.judgement.status import ExitCode
 
     path = tmp_path / "odd.json"
     path.write_text(content)
-    assert cli.main(["show", str(path)]) == cli.EXIT_BAD_INPUT
+    assert cli.main(["show", str(path)]) == ExitCode.BAD_INPUT
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and str(path) in error and advice in error
 
@@ -101,6 +102,7 @@ def test_a_missing_file_or_a_folder_says_what_to_give(tmp_path):
 
 def test_an_unversioned_run_is_listed_as_unversioned_and_long_names_whole(tmp_path, capsys):
     from pytest_dispatch import cli
+    from pytest_dispatch.judgement.status import ExitCode
     from test_history import measurement, save_run
 
     save_run(tmp_path, 0, [measurement()], commit="unversioned", branch="feature/a-long-branch-name",

@@ -7,6 +7,7 @@ import pytest
 
 from pytest_dispatch import cli
 from pytest_dispatch.measurement import gpu
+from pytest_dispatch.judgement.status import ExitCode
 
 LIMITS = {"max-compute-workgroups-per-dimension": 65535, "max-compute-invocations-per-workgroup": 1024,
           "max-storage-buffers-per-shader-stage": 8, "max-buffer-size": 1 << 28}
@@ -60,7 +61,7 @@ def test_probe_skips_an_adapter_that_cannot_compute_and_prints_the_others(gpu_in
 
     monkeypatch.setattr(gpu, "gpu_entry", lambda implementation: Entry())
     code = cli.main(["probe", "--impl", "wgpu", "--n", "20", "--dtype", "f32", "--rounds", "3"])
-    assert code == cli.EXIT_OK
+    assert code == ExitCode.OK
     captured = capsys.readouterr()
     rows = [line for line in captured.out.splitlines() if line.startswith(gpu_info.adapter_name)]
     assert len(rows) == 1 and f"({gpu_info.backend})" in rows[0]
@@ -80,7 +81,7 @@ def test_probe_with_no_adapter_able_to_compute_says_so(monkeypatch, capsys):
             return [NO_COMPUTE_LIMITS]
 
     monkeypatch.setattr(gpu, "gpu_entry", lambda implementation: Entry())
-    assert cli.main(["probe", "--impl", "wgpu", "--n", "20", "--dtype", "f32"]) == cli.EXIT_BAD_INPUT
+    assert cli.main(["probe", "--impl", "wgpu", "--n", "20", "--dtype", "f32"]) == ExitCode.BAD_INPUT
     assert capsys.readouterr().err.splitlines()[-1] == "pytest-dispatch probe: no adapter found can run compute work"
 
 

@@ -1,6 +1,9 @@
 """The probe command on the local adapter (lavapipe in CI)."""
 
 import json
+import os
+
+import pytest
 
 from pytest_dispatch import cli
 
@@ -40,3 +43,36 @@ def test_every_probe_line_names_the_adapter_and_backend():
     lines = [line for line in probe.render(rows) if line.startswith(("llvmpipe", "submit-per-dispatch host"))]
     assert len(lines) == 4
     assert [("256 bits) (Vulkan)" in line, "256 bits) (OpenGL)" in line) for line in lines] == [(True, False), (False, True)] * 2
+
+
+def test_an_implementation_with_no_adapter_exits_2_and_native_warnings_stay_out_of_the_output(monkeypatch, capfd):
+    """Dawn writes its C++ warnings straight to the process's stderr while it looks for adapters:
+    they are held back (``-v`` prints them), and --impl dawn with no adapter is exit 2."""
+    from pytest_dispatch.cli import probe
+    from pytest_dispatch.judgement.status import ExitCode
+
+    class NoAdapters:
+        def enumerate_adapters_sync(self):
+            os.write(2, b"Warning: Vulkan shaderUniform*ArrayDynamicIndexing required.\n")
+            return []
+
+    monkeypatch.setattr(probe.gpu, "gpu_entry", lambda implementation: NoAdapters())
+    assert cli.main(["probe", "--impl", "dawn"]) == ExitCode.BAD_INPUT
+    err = capfd.readouterr().err
+    assert "Warning: Vulkan" not in err and "no adapter found for dawn" in err
+    assert "1 line(s) of native library output hidden (-v shows them)" in err
+    assert cli.main(["probe", "--impl", "dawn", "-v"]) == ExitCode.BAD_INPUT
+    assert "native library: Warning: Vulkan shaderUniform*ArrayDynamicIndexing required." in capfd.readouterr().err
+
+
+def test_the_version_and_plain_help(capsys):
+    from pytest_dispatch import _meta, options
+
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["--version"])
+    assert stopped.value.code == 0 and capsys.readouterr().out.strip() == f"pytest-dispatch {_meta.__version__}"
+    parser = cli.build_parser()
+    texts = [parser.format_help()] + [command.format_help() for command in
+                                      parser._subparsers._group_actions[0].choices.values()]
+    texts += [option.help for option in options.ALL_OPTIONS]
+    assert not [text for text in texts if "`" in text]  # reST markup reads as noise in a terminal

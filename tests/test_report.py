@@ -131,7 +131,7 @@ def test_not_in_report(kernel):
         [
             "*dispatch report*",
             f"adapter: {gpu.adapter_name}*",
-            "test * disp  sub * wall µs/d [[]95% CI[]]   host  sync infl. budget",
+            "test * disp  sub µs/call * wall µs/d [[]95% CI[]] infl. budget",
             "1 test_counted_only * 5 * 1 * (not measured) * ok",
             "2 test_sequential * 20 * 20 * [[]*-*[]]* *x *-",
             "2 test_sequential (single-op) * 1 * 1 *",
@@ -392,7 +392,7 @@ def test_every_heading_has_its_meaning_and_unit_under_the_table():
         header = next(line for line in lines if line.startswith("test "))
         legend_start = next(i for i, line in enumerate(lines) if line.startswith("columns: "))
         legend = " ".join(line.strip() for line in lines[legend_start:] if not line.startswith("tests:"))
-        for heading, _ in columns:
+        for heading, _ in filter(None, columns):
             assert heading in header and f"{heading}: {report.LEGEND[heading]}" in legend
         assert "median of the row's timed rounds [95% interval of that median" in legend
 
@@ -477,7 +477,7 @@ def test_the_show_and_compare_markdown_shows_hostile_names_as_text(tmp_path, cap
     rows = [line for line in lines if line.startswith("| ") and "dispatches/call" not in line]
     assert len(rows) == 2 and "regressed" in rows[1]
     for row in rows:
-        _assert_inert(row, 5)
+        _assert_inert(row, 6)
     for title in (line for line in lines if line.startswith("### ")):
         assert not re.findall(r"(?<!\\)[<>]", title), title
 

@@ -9,7 +9,8 @@ taken hours apart (see pytest_dispatch.judgement.paired).
 
 Modules: ``channel`` (JSON lines over inherited pipes), ``trees`` (a git ref as a
 temporary worktree), ``worker`` (the pytest side), ``coordinator`` (the job),
-``verdicts`` (what is compared and how it is shown), ``placement`` (the sessions' CPUs).
+``verdicts`` (what is compared and how it is shown), ``placement`` (the sessions' CPUs),
+``counted`` (a job in counted mode), ``sidepaths`` (test paths one side does not have).
 """
 
 

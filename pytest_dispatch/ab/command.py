@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -13,6 +14,7 @@ from typing import Callable, Iterator, Sequence
 from pytest_dispatch import options
 from pytest_dispatch.ab import JobError, coordinator, trees, verdicts
 from pytest_dispatch.judgement import storage
+from pytest_dispatch.judgement.status import ExitCode
 from pytest_dispatch.presentation import ab as ab_report
 from pytest_dispatch.settings import SettingError
 
@@ -42,7 +44,9 @@ def _refuse_parallel(args: Sequence[str]) -> None:
 
 
 def describe_folder(folder: Path) -> str:
-    """'path (commit abc123, uncommitted changes)' where the folder is in git."""
+    """'path (commit abc123, uncommitted changes)' where the folder is in git (and git installed)."""
+    if shutil.which("git") is None:
+        return str(folder)
     head = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short=12", "HEAD"], capture_output=True,
                           text=True)
     if head.returncode != 0:
@@ -105,7 +109,7 @@ def run(base: str, head: str | None, pytest_args: Sequence[str], settings: coord
                                               (base_description, describe_folder(head_folder)), progress=out)
         except (JobError, SettingError) as error:
             out(f"pytest-dispatch ab: {error}")
-            return verdicts.EXIT_BAD_INPUT
+            return ExitCode.BAD_INPUT
         except KeyboardInterrupt:
             return _stopped(received, out)
     for line in ab_report.job_lines(outcome):
@@ -137,7 +141,7 @@ def run_counted(base: str, head: str | None, pytest_args: Sequence[str], toleran
                                                (base_description, describe_folder(head_folder)), out)
         except (JobError, SettingError) as error:
             out(f"pytest-dispatch ab: {error}")
-            return verdicts.EXIT_BAD_INPUT
+            return ExitCode.BAD_INPUT
         except KeyboardInterrupt:
             return _stopped(received, out)
 

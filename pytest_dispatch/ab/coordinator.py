@@ -26,10 +26,12 @@ from pytest_dispatch import options, settings as gate_settings
 from pytest_dispatch.judgement import paired, sessions
 from pytest_dispatch.judgement.gate import compare_counts
 from pytest_dispatch.judgement.results import TestResult
+from pytest_dispatch.judgement.stats import format_seconds
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement.gpu import ensure_runtime_dir
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement
+from pytest_dispatch.presentation.text import count_and_first
 
 SIDE_ENV = "PYTEST_DISPATCH_AB_SIDE"  # set in workers: the pytest twin must not start a job there
 BASE, HEAD = 0, 1
@@ -407,9 +409,15 @@ class Job:
             for error in message["errors"]:
                 self.outcome.collect_failed = True
                 self._problem(f"{SIDE_NAMES[index]}: could not collect {error}")
+            for path in message.get("missing", []):
+                self.outcome.notices.append(f"{SIDE_NAMES[index]}: {path} is not in this tree: its tests run on "
+                                            f"the {SIDE_NAMES[1 - index]} alone")
         common = set(base_ids) & set(head_ids)
-        if not common:
-            return []  # nothing to compare: _judge says so
+        if not common:  # a first pull request adding tests: they run on the head alone, as new
+            if base_ids:
+                self.outcome.notices.append(f"base: {count_and_first(list(base_ids))} test(s) the head does not "
+                                            "have: not run")
+            return [(nodeid, (HEAD,)) for nodeid in head_ids]
         plan = [(nodeid, (BASE, HEAD)) for nodeid in head_ids if nodeid in common]
         plan += [(nodeid, (HEAD,)) for nodeid in head_ids if nodeid not in common]
         plan += [(nodeid, (BASE,)) for nodeid in base_ids if nodeid not in common]
@@ -506,7 +514,7 @@ class Job:
         for side in self.sides:
             side.send({"cmd": "finish"})
         self.progress(f"    {_name(head_key)}: x{verdict.ratio:.3f} in this session ({verdict.pairs} pairs, "
-                      f"{verdict.seconds:.1f} s)")
+                      f"{format_seconds(verdict.seconds)})")
 
     def _take_block(self, index: int) -> tuple[int, int, int]:
         """One side's turn: ``settle`` rounds dropped, then ``block`` rounds, as one value
@@ -552,7 +560,7 @@ class Job:
             self.outcome.comparisons.append(verdicts.Comparison(key, base, head, adjusted.get(key),
                                                                 self.notes.get(key, ""),
                                                                 self.decisions.verdicts.get(key, [])))
-        if not self.outcome.compared:
+        if not self.outcome.compared and not self.outcome.new_only:
             self._problem("nothing compared: no measurement exists on both sides")
 
 

@@ -17,18 +17,20 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Sequence
 
+import pytest
+
 from pytest_dispatch.ab import coordinator, verdicts
-from pytest_dispatch.ab import JobError
+from pytest_dispatch.ab import JobError, sidepaths
 from pytest_dispatch.ab.trees import source_roots
 from pytest_dispatch.ab.worker import HARNESS
 from pytest_dispatch.judgement import gate, storage
-from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.judgement.status import ExitCode, Status
 from pytest_dispatch.measurement.instructions import Software
 
 
 def _side_command(json_path: Path, pytest_args: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "pytest", *pytest_args, "--dispatch-instructions", f"--dispatch-json={json_path}",
-            "-p", "no:cacheprovider"]
+            "-p", "no:cacheprovider", "-p", "pytest_dispatch.ab.sidepaths"]
 
 
 def _side_env(side: str, folder: Path) -> dict[str, str]:
@@ -49,7 +51,7 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
                                        stdout=log, stderr=subprocess.STDOUT)
             sides[side] = (process, path, log)
         out(f"A/B (counted): base {descriptions[0]}, head {descriptions[1]}: both sides under callgrind")
-        documents, head_failed, not_collected = {}, False, []
+        documents, head_failed, not_collected, notices = {}, False, [], []
         try:
             for side, (process, path, log) in sides.items():
                 code = process.wait()
@@ -57,22 +59,27 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
                 lines = [line for line in log.read().splitlines() if line.strip()]
                 log.close()
                 not_collected += [f"{side}: could not collect {error}" for error in _collection_errors(lines)]
-                if not path.exists() and not not_collected:
+                other = "head" if side == "base" else "base"
+                missing = [line.removeprefix(sidepaths.MISSING) for line in lines if line.startswith(sidepaths.MISSING)]
+                notices += [f"{side}: {path} is not in this tree: its tests run on the {other} alone" for path in missing]
+                if not path.exists() and not not_collected and code != pytest.ExitCode.NO_TESTS_COLLECTED:
                     raise JobError(f"the {side} side wrote no results (exit {code}); its output ends: "
                                    f"{' | '.join(line[:200] for line in lines[-3:])}")
                 if path.exists():
                     documents[side] = storage.load_document(path)
-                head_failed |= side == "head" and code not in (0, 5)
+                head_failed |= side == "head" and code not in (0, pytest.ExitCode.NO_TESTS_COLLECTED)
         finally:  # stopped, or a side that failed: the other is not left running under callgrind
             for process, _, _ in sides.values():
                 if process.poll() is None:
                     process.kill()
                     process.wait()
-    for line in not_collected:
+    for line in notices + not_collected:
         out(f"A/B (counted): {line}")
+    if "head" in documents and "base" not in documents and not not_collected:
+        return _new_only(documents["head"], head_failed, out)
     if len(documents) < 2:
         out("A/B (counted): nothing compared: a side collected no tests")
-        return verdicts.EXIT_NOTHING_COMPARED
+        return ExitCode.NOTHING_COMPARED
     base_counted, head_counted = (storage.counted_of(documents[s]) for s in ("base", "head"))
     if base_counted is None or head_counted is None:
         raise JobError("a side was not counted (valgrind missing there?): run the job where valgrind is")
@@ -93,7 +100,23 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
     out(f"A/B (counted): {summary} (host instructions per call, tolerance {100 * tolerance:g}%)")
     if head_failed:
         out("A/B (counted): a head test failed (see its session's output with -p no:dispatch_ab)")
-    return verdicts.EXIT_REGRESSED if regressed or head_failed or not_collected else verdicts.EXIT_OK
+    return ExitCode.FAILED if regressed or head_failed or not_collected else ExitCode.OK
+
+
+def _new_only(head: dict, head_failed: bool, out: Callable[[str], None]) -> int:
+    """The base has none of the tests (the pull request that adds the first ones): the head's
+    measurements are new, and the job passes unless a head test failed."""
+    new = 0
+    for result in storage.results_of(head):
+        for measurement in result.measurements:
+            new += 1
+            out(f"{result.nodeid}: {measurement.name} new: {measurement.dispatches} dispatches per call, "
+                "only in the head")
+    out(f"A/B (counted): nothing to compare yet: the base has none of these tests; {new} measurement(s) counted "
+        "on the head alone (new)")
+    if head_failed:
+        out("A/B (counted): a head test failed (see its session's output with -p no:dispatch_ab)")
+    return ExitCode.FAILED if head_failed else ExitCode.OK
 
 
 def _collection_errors(lines: list[str]) -> list[str]:

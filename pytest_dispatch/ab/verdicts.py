@@ -13,14 +13,13 @@ from typing import Any
 
 from pytest_dispatch.judgement import paired
 from pytest_dispatch.judgement.gate import CountVerdict, compare_counts
-from pytest_dispatch.judgement.stats import format_us
-from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.judgement.stats import format_seconds, format_us
+from pytest_dispatch.judgement.status import ExitCode, Status
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.meter import Measurement
 
 TALLY_ORDER = (Status.REGRESSED, Status.IMPROVED, Status.UNCHANGED, Status.INCONCLUSIVE, Status.NEW, Status.REMOVED)
 SCHEMA = "pytest-dispatch-ab/2"  # docs/schema.md
-EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT, EXIT_NOTHING_COMPARED = 0, 1, 2, 4
 
 
 @dataclasses.dataclass
@@ -77,7 +76,7 @@ class Comparison:
         if timing is not None and not math.isnan(timing.ratio):
             per_call = f"{format_us(timing.a_median_us_per_call)} -> {format_us(timing.b_median_us_per_call)} µs per call"
             detail = (f"x{timing.ratio:.3f} per call, {timing.interval_text}, {timing.sessions} sessions, "
-                      f"{timing.pairs} pairs, {timing.seconds:.1f} s")
+                      f"{timing.pairs} pairs, {format_seconds(timing.seconds)}")
             if timing.p_adjusted is not None:
                 detail += f", p={timing.p_adjusted:.2g} adj."
             parts.append(f"time per call {timing.status}: {per_call} ({detail})"
@@ -126,6 +125,7 @@ class Outcome:
     problems: list[str] = dataclasses.field(default_factory=list)  # one line each: crashes, failures, errors
     head_failed: list[str] = dataclasses.field(default_factory=list)  # tests failing on the head
     collect_failed: bool = False  # a side could not collect a file: its tests were not compared
+    notices: list[str] = dataclasses.field(default_factory=list)  # one line each: a path one side lacks
     seconds: float = 0.0
 
     @property
@@ -138,10 +138,24 @@ class Outcome:
         return any(c.base is not None and c.head is not None for c in self.comparisons)
 
     @property
+    def new_only(self) -> bool:
+        """Nothing on both sides, and the head measured what the base does not have (the pull
+        request that adds the first measured tests): nothing to compare yet, and no failure."""
+        return not self.compared and any(c.status == Status.NEW for c in self.comparisons)
+
+    def first_run_line(self) -> str | None:
+        """The line that says why a job that compared nothing passed, or None."""
+        if not self.new_only:
+            return None
+        new = sum(c.status == Status.NEW for c in self.comparisons)
+        return (f"nothing to compare yet: the base has none of these tests; {new} measurement(s) ran on the head "
+                "alone (new); later jobs compare them once the base has them")
+
+    @property
     def exit_code(self) -> int:
-        if not self.compared:
-            return EXIT_NOTHING_COMPARED
-        return EXIT_REGRESSED if self.regressed or self.head_failed or self.collect_failed else EXIT_OK
+        if not self.compared and not self.new_only:
+            return ExitCode.NOTHING_COMPARED
+        return ExitCode.FAILED if self.regressed or self.head_failed or self.collect_failed else ExitCode.OK
 
     def tally(self) -> str:
         counts = {status: sum(c.status == status for c in self.comparisons) for status in TALLY_ORDER}
@@ -152,5 +166,6 @@ class Outcome:
             "schema": SCHEMA, "base": self.base, "head": self.head, "adapter": self.adapter,
             "settings": self.settings, "seconds": self.seconds, "exit_code": self.exit_code,
             "measurements": [c.as_dict() for c in self.comparisons],
-            "problems": list(self.problems), "head_failed": list(self.head_failed),
+            "problems": list(self.problems), "notices": list(self.notices),
+            "head_failed": list(self.head_failed),
         }

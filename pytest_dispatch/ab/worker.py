@@ -47,6 +47,7 @@ class Worker:
         self.channel = channel
         self.side = side
         self.collect_errors: list[str] = []
+        self.missing: list[str] = []  # test paths given that this side's tree does not have
         self._phases: dict[str, tuple[str, str]] = {}
         self._result: dict | None = None
 
@@ -55,18 +56,37 @@ class Worker:
 
     # -- collection
 
+    def pytest_configure(self, config: pytest.Config) -> None:
+        from pytest_dispatch.ab import sidepaths
+
+        self.missing = sidepaths.drop_missing(config)
+
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             self.collect_errors.append(f"{report.nodeid or 'collection'}: {_error_line(report.longrepr, last=True)}")
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_collection(self, session: pytest.Session):
+        """Send what was collected once collection has ended, also when pytest refused an argument
+        (a test name the file does not have): that is a collection error of this side, named."""
+        try:
+            return (yield)
+        except pytest.UsageError as error:
+            first = next((line for line in str(error).splitlines() if line.strip()), "usage error")
+            self.collect_errors.append(first.removeprefix("ERROR: ")[:300])
+            session.items = []
+            return True
+        finally:
+            self._send_collected(session)
+
+    def _send_collected(self, session: pytest.Session) -> None:
         gpu_session = session.config.hook.pytest_dispatch_gpu_session(config=session.config)
         reason = gpu_session.unavailable_reason
         self.channel.send({
             "event": "collected",
             "nodeids": [item.nodeid for item in session.items],
             "errors": self.collect_errors,
+            "missing": self.missing,
             "adapter": None if reason else {"fingerprint": gpu_session.info.fingerprint,
                                             "description": gpu_session.info.describe(),
                                             "is_cpu": gpu_session.info.is_cpu},

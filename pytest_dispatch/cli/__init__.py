@@ -1,4 +1,4 @@
-"""The ``pytest-dispatch`` command: saved runs, their history, compare, show and merge results files.
+"""The pytest-dispatch command: saved runs, their history, compare, show and merge results files.
 
     pytest-dispatch list                                             every saved run, per GPU
     pytest-dispatch history [-k EXPR] [--json|--markdown|--html FILE] count changes per measurement
@@ -7,13 +7,15 @@
                                                                      no measurement is in both
     pytest-dispatch show FILE|FOLDER|NAME [--markdown]
     pytest-dispatch merge FILES... -o OUT                             one file, grouped by GPU
-    pytest-dispatch probe [--impl wgpu|dawn|all] [--n 100,1000] [--dtype f32,f16] [--json PATH]
-                                                                     exit 1 when an adapter failed
+    pytest-dispatch probe [--impl wgpu|dawn|all] [--n 100,1000] [--dtype f32,f16] [--json PATH] [-v]
+                                                                     exit 1 when an adapter failed, 2
+                                                                     when none of --impl's is found
     pytest-dispatch ab --base REF_OR_DIR [--head DIR] [-- pytest args]   exit 1 on a regression
 
 BASELINE, CURRENT and NAME are files or names of saved runs: 'latest', a --dispatch-save name,
 a branch, or a commit prefix.  Bad input (missing, corrupt or hostile files) is one line on
-stderr and exit 2; among many saved runs, a bad one is skipped with one warning.
+stderr and exit 2; among many saved runs, a bad one is skipped with one warning.  Every exit
+status: the README's "Exit codes" (judgement.status.ExitCode).
 """
 
 from __future__ import annotations
@@ -26,14 +28,15 @@ from typing import Any, Sequence
 
 from pytest_dispatch.cli.progress import Progress
 from pytest_dispatch import options
+from pytest_dispatch._meta import __version__
 from pytest_dispatch.judgement import gate, history, storage
 from pytest_dispatch.judgement.results import TestResult, sequential_measurements
+from pytest_dispatch.judgement.status import ExitCode
 from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.presentation import history as history_view, report
 from pytest_dispatch.presentation.text import markdown_code, markdown_table, markdown_text
 
-EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT, EXIT_NOTHING_COMPARED = 0, 1, 2, 4
 
 
 class InputError(Exception):
@@ -63,17 +66,20 @@ def _markdown_table(results: list[TestResult], verdicts: dict[str, gate.TestVerd
         verdict = verdicts.get(result.nodeid) if verdicts else None
         for measurement in result.measurements:
             key = str(MeasurementKey(result.nodeid, measurement.name))
-            text = "; ".join(verdict.lines(key)) if verdict else result.budget_verdict
+            text = "; ".join(verdict.lines(key)) if verdict else result.budget_verdict_of(measurement)
             if counted:
-                cost = "-" if measurement.instructions is None else f"{measurement.instructions.per_call:,.0f}"
+                costs = ("-" if measurement.instructions is None else f"{measurement.instructions.per_call:,.0f}",)
+            elif measurement.timed:
+                costs = (report.per_call_text(measurement), report.median_text(measurement))
             else:
-                cost = report.median_text(measurement)
+                costs = (report.median_text(measurement),) * 2
             method = " (single-op)" if measurement.method == "single-op" else ""
             rows.append((f"{markdown_code(result.nodeid)} {markdown_code(measurement.name)}{method}",
-                         measurement.dispatches, measurement.submits, cost, markdown_text(text)))
-    cost_column = "host instructions/call (counted)" if counted else "wall µs/dispatch (median)"
-    return markdown_table(("test", "dispatches/call", "submits/call", cost_column, "verdict"), rows,
-                          right=(1, 2, 3))
+                         measurement.dispatches, measurement.submits, *costs, markdown_text(text)))
+    cost_columns = (("host instructions/call (counted)",) if counted
+                    else ("wall µs/call (median)", "wall µs/dispatch (median)"))
+    return markdown_table(("test", "dispatches/call", "submits/call", *cost_columns, "verdict"), rows,
+                          right=tuple(range(1, 3 + len(cost_columns))))
 
 
 def _render_run(run: dict[str, Any], markdown: bool, verdicts=None) -> list[str]:
@@ -131,7 +137,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         runs = _runs(_load(str(path)))
     for run in runs:
         print("\n".join(_render_run(run, args.markdown)))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _fingerprint_if_file(target: str) -> str | None:
@@ -185,7 +191,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for line in report.gate_summary(baseline, verdicts, accept_hint=accept):
         print(line)
     regressed = any(test.failure_lines for test in verdicts.values())
-    return EXIT_REGRESSED if regressed else EXIT_OK
+    return ExitCode.FAILED if regressed else ExitCode.OK
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -202,7 +208,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     storage.write_json_atomically(args.output, merged)
     fingerprints = sorted({storage.fingerprint_of(run) or "unknown" for run in runs})
     print(f"merged {len(runs)} run(s) of {len(fingerprints)} GPU(s) into {args.output}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _fingerprints(args: argparse.Namespace) -> list[str]:
@@ -229,7 +235,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             tests = len({MeasurementKey.parse(key).nodeid for key in (*run.measurements, *run.counted)})
             print(f"  {run.time:%Y-%m-%d %H:%M:%S} {run.short_commit:<{commit_width}} "
                   f"{run.branch or '-':<{branch_width}} {run.name:<{name_width}} {tests:>5}  {run.path.name}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -246,7 +252,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
             print(f"  {verb} {path.name}: the temp file of an interrupted save")
         for path in pruned.temp_left:
             print(f"  left alone: {path.name}: the temp file of a save, maybe still running")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -259,7 +265,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         raise InputError(str(error)) from None
     if not any(h.runs for h in histories):
         print(history.EMPTY_HINT.format(root=args.storage))
-        return EXIT_OK
+        return ExitCode.OK
     if args.k and not any(h.series or h.counted for h in histories):
         raise InputError(f"-k {args.k!r} selects no measurement of the saved runs")
     if args.html:
@@ -274,7 +280,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         print("\n".join(history_view.render_markdown(histories, change_settings)))
     elif not args.html:
         print("\n".join(history_view.render_text(histories, change_settings)))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -288,11 +294,23 @@ def cmd_probe(args: argparse.Namespace) -> int:
     dtypes = args.dtype.split(",")
     if set(dtypes) - {"f32", "f16"} or min(ns) < 1:
         raise InputError("--dtype takes f32,f16 and --n positive counts")
-    found = probe.adapters(impls, args.backend, args.adapter)
-    if not found:
-        raise InputError(f"no adapter found for {', '.join(impls)} (backend {args.backend})")
-    progress = Progress("pytest-dispatch probe", total=len(found) * len(dtypes) * len(ns))
-    rows, problems, failed = probe.probe_all(found, dtypes, ns, args.rounds, progress.step)
+    native: list[str] = []  # what native libraries printed (Dawn's C++ warnings): with -v only
+    try:
+        found = probe.adapters(impls, args.backend, args.adapter, native)
+        if not found:
+            raise InputError(f"no adapter found for {', '.join(impls)} (backend {args.backend})")
+        for impl in sorted(set(impls) - {impl for impl, _ in found}):
+            print(f"pytest-dispatch probe: no {impl} adapter found (backend {args.backend}): not probed",
+                  file=sys.stderr)
+        progress = Progress("pytest-dispatch probe", total=len(found) * len(dtypes) * len(ns))
+        rows, problems, failed = probe.probe_all(found, dtypes, ns, args.rounds, progress.step, native)
+    finally:
+        if native and args.verbose:
+            for line in native:
+                print(f"pytest-dispatch probe: native library: {line}", file=sys.stderr)
+        elif native:
+            print(f"pytest-dispatch probe: {len(native)} line(s) of native library output hidden (-v shows them)",
+                  file=sys.stderr)
     for line in problems:
         print(f"pytest-dispatch probe: {line}", file=sys.stderr)
     if not rows and not failed:
@@ -302,7 +320,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         storage.write_json_atomically(args.json, {"probe": [row.as_dict() for row in rows],
                                                   "rounds": args.rounds})
         print(f"probe results written to {args.json}")
-    return EXIT_REGRESSED if failed else EXIT_OK
+    return ExitCode.FAILED if failed else ExitCode.OK
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
@@ -320,6 +338,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pytest-dispatch", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     show = commands.add_parser("show", help="print a results file, a folder's newest runs, or a saved run "
@@ -354,6 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--dtype", default="f32,f16", help="element types of the kernel, comma-separated")
     probe.add_argument("--rounds", type=int, default=30, help="timed rounds per method (default %(default)s)")
     probe.add_argument("--json", help="also write the figures to this file")
+    probe.add_argument("-v", "--verbose", action="store_true",
+                       help="also print what native libraries (Dawn, drivers) wrote while adapters were opened")
     probe.set_defaults(run=cmd_probe)
 
     listing = commands.add_parser("list", help="every saved run in the storage, per GPU")
@@ -418,11 +439,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return args.run(args)
     except InputError as error:
         print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     except NothingCompared as error:
         print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
-        return EXIT_NOTHING_COMPARED
+        return ExitCode.NOTHING_COMPARED
     except OSError as error:
         print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
 

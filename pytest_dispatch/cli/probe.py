@@ -14,8 +14,12 @@ All but single-op are timed by the sequential method (N, one sync, /N).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import Any, Callable, Iterable
+import os
+import sys
+import tempfile
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -47,12 +51,40 @@ class ProbeRow:
                 "inflation": self.inflation, "breakdown_us": self.breakdown_us}
 
 
-def adapters(impls: Iterable[str], backend: str = "auto", name: str = "") -> list[tuple[str, int]]:
-    """(impl, index in its enumeration) of every matching adapter; missing impls are skipped."""
+@contextlib.contextmanager
+def native_output(lines: list[str] | None) -> Iterator[None]:
+    """What native libraries write to the process's stderr inside the block (Dawn's C++ warnings
+    while it opens adapters) goes into ``lines`` instead of the terminal, so that it does not
+    land in the table; None: left alone."""
+    try:
+        saved = None if lines is None else os.dup(2)
+    except OSError:  # no stderr to redirect
+        saved = None
+    if saved is None:
+        yield
+        return
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            lines.extend(line.strip() for line in sink.read().decode(errors="replace").splitlines() if line.strip())
+
+
+def adapters(impls: Iterable[str], backend: str = "auto", name: str = "",
+             native: list[str] | None = None) -> list[tuple[str, int]]:
+    """(impl, index in its enumeration) of every matching adapter; missing impls are skipped.
+    ``native``: where what native libraries print meanwhile goes (see ``native_output``)."""
     found = []
     for impl in impls:
         try:
-            candidates = list(gpu.gpu_entry(gpu.IMPLEMENTATIONS[impl]).enumerate_adapters_sync())
+            with native_output(native):
+                candidates = list(gpu.gpu_entry(gpu.IMPLEMENTATIONS[impl]).enumerate_adapters_sync())
         except (NoAdapterError, RuntimeError):
             continue
         for index, adapter in enumerate(candidates):
@@ -75,8 +107,8 @@ def _median_per_dispatch(m: Measurement) -> float:
 
 
 def probe_adapter(impl: str, index: int, dtypes: Iterable[str], ns: Iterable[int], rounds: int,
-                  progress: Callable[[str], None] | None = None, rows: list[ProbeRow] | None = None
-                  ) -> list[ProbeRow]:
+                  progress: Callable[[str], None] | None = None, rows: list[ProbeRow] | None = None,
+                  native: list[str] | None = None) -> list[ProbeRow]:
     """One row per dtype and N, appended to ``rows`` as each is measured (so that what was measured
     survives a later failure); ``progress(text)`` after each (a dtype the device lacks counts too)."""
     ns = list(ns)
@@ -85,9 +117,10 @@ def probe_adapter(impl: str, index: int, dtypes: Iterable[str], ns: Iterable[int
         # A fresh device per dtype, so that one dtype's work leaves no state behind for the
         # next. (Costs still drift within a process: the dtype measured second came out slower
         # in both orders on the H200; compare dtypes across runs in both orders.)
-        adapter = _fresh_adapter(impl, index)
-        info = gpu.gpu_info(adapter, gpu.IMPLEMENTATIONS[impl])
-        device = gpu.request_device(adapter)
+        with native_output(native):
+            adapter = _fresh_adapter(impl, index)
+            info = gpu.gpu_info(adapter, gpu.IMPLEMENTATIONS[impl])
+            device = gpu.request_device(adapter)
         if dtype == "f16" and "shader-f16" not in device.features:
             for n in ns:
                 if progress:
@@ -115,7 +148,8 @@ def probe_adapter(impl: str, index: int, dtypes: Iterable[str], ns: Iterable[int
 
 
 def probe_all(found: Iterable[tuple[str, int]], dtypes: list[str], ns: list[int], rounds: int,
-              progress: Callable[[str], None] | None = None) -> tuple[list[ProbeRow], list[str], bool]:
+              progress: Callable[[str], None] | None = None,
+              native: list[str] | None = None) -> tuple[list[ProbeRow], list[str], bool]:
     """Every adapter in turn: the rows, one line per adapter skipped or failed, and whether one
     failed.  An adapter that cannot run compute work is skipped; one that fails while measured
     keeps the rows it gave; either way the next adapter is probed."""
@@ -132,7 +166,7 @@ def probe_all(found: Iterable[tuple[str, int]], dtypes: list[str], ns: list[int]
                 progress(text)
 
         try:
-            probe_adapter(impl, index, dtypes, ns, rounds, step, rows)
+            probe_adapter(impl, index, dtypes, ns, rounds, step, rows, native)
             continue
         except gpu.ComputeUnavailableError as error:
             lines.append(f"skipped {impl} adapter {index}: {error}")

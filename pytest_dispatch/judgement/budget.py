@@ -147,6 +147,7 @@ class Observation:
 class BudgetFailure:
     lines: tuple[str, ...]  # one per broken limit; the first is the headline
     kernel_table: str
+    over: tuple[str, ...] = ()  # the observations (measurement names) that broke a limit
 
     @property
     def message(self) -> str:
@@ -181,7 +182,9 @@ def judge(budget: Budget, observations: Iterable[Observation]) -> BudgetFailure 
     """The verdict: None when every observation is within the budget."""
     observations = list(observations)
     lines = []
+    over = []
     for observation in observations:
+        broken = len(lines)
         unit = "per call" if observation.per_call else "in the test"
         where = f" [{observation.name}]" if len(observations) > 1 else ""
         for kind, limit in budget.counts.items():
@@ -203,13 +206,16 @@ def judge(budget: Budget, observations: Iterable[Observation]) -> BudgetFailure 
         if instruction_ceiling is not None and counted is not None and counted > instruction_ceiling:
             lines.append(f"dispatch budget exceeded: {counted:,.0f} host instructions per dispatch (counted) > "
                          f"{instruction_ceiling:,.0f} allowed{where}")
+        if len(lines) > broken:
+            over.append(observation.name)
     if ceiling_without_measurement(budget, observations):
         lines.append(
             "dispatch budget: us_per_dispatch needs a measurement; call dispatch_meter.measure(...) in the test"
         )
+        over = [o.name for o in observations]
     if not lines:
         return None
-    return BudgetFailure(tuple(lines), kernel_table(observations))
+    return BudgetFailure(tuple(lines), kernel_table(observations), tuple(over))
 
 
 def ceiling_without_measurement(budget: Budget, observations: list[Observation]) -> bool:

@@ -138,7 +138,9 @@ class InstructionVerdict:
     """Counted host instructions per call against the newest counted run of the same software.
 
     Counts repeat to well within ``tolerance`` (docs/RESULTS.md), so a ratio inside it is
-    evidence of no change: ``unchanged``; beyond it ``regressed`` or ``improved``.  Counted
+    evidence of no change: ``unchanged``; beyond it ``regressed`` or ``improved``, unless the
+    count's own spread is wider than the tolerance and the ratio lies inside the spread:
+    ``inconclusive``, saying how to resolve it.  Counted
     with other software (Python, wgpu, driver, valgrind, CPU vendor): ``incomparable``; a
     baseline that was not counted: ``off``."""
 
@@ -162,7 +164,8 @@ class InstructionVerdict:
         if self.status in (Status.OFF, Status.INCOMPARABLE):  # not compared: say why
             return f"{label} {self.status}: {self.reason}"
         return (f"{label} {self.status}: {self.baseline:,.0f} -> {self.current:,.0f} host instructions per call "
-                f"(x{self.ratio:.4f}; counted, tolerance {100 * self.tolerance:g}%)")
+                f"(x{self.ratio:.4f}; counted, tolerance {100 * self.tolerance:g}%)"
+                + (f"; {self.reason}" if self.reason else ""))
 
     def as_dict(self) -> dict[str, Any]:
         return {"metric": INSTRUCTIONS_METRIC, "status": self.status, "baseline": self.baseline,
@@ -182,7 +185,16 @@ def compare_instructions(baseline: Measurement, current: Measurement, tolerance:
                                   "counted with other software (" + ", ".join(software_differences) + ")")
     before = baseline.instructions.per_call
     ratio = now / before if before else float("inf")
-    return InstructionVerdict(exact_ratio_status(ratio, tolerance), before, now, tolerance)
+    status = exact_ratio_status(ratio, tolerance)
+    # A tolerance tighter than the counts' own spread would judge their noise: beyond the
+    # tolerance but not beyond the spread is a change the measurement cannot resolve.
+    spread = max([s for s in (baseline.instructions.spread, current.instructions.spread) if s is not None], default=0.0)
+    if status != Status.UNCHANGED and spread > tolerance and exact_ratio_status(ratio, spread) == Status.UNCHANGED:
+        return InstructionVerdict(Status.INCONCLUSIVE, before, now, tolerance,
+                                  f"within the count's own spread ({100 * spread:.2f}%), wider than the tolerance: "
+                                  "count more calls per window (measure()'s rounds= or per_round=) or raise "
+                                  "--dispatch-instructions-tolerance above the spread")
+    return InstructionVerdict(status, before, now, tolerance)
 
 
 @dataclasses.dataclass

@@ -32,12 +32,21 @@ class TestResult:
     gate: dict[str, Any] | None = None  # the gate's verdicts (gate.TestVerdicts.as_dict), when comparing
     speedups: list[str] = dataclasses.field(default_factory=list)  # Speedup.summary of each assert_speedup
     gate_overrides: dict[str, float] = dataclasses.field(default_factory=dict)  # the marker's alpha/threshold
+    over_budget: list[str] | None = None  # the measurements that broke the budget (None: not said, all)
 
     @property
     def budget_verdict(self) -> Status:
         if self.budget_lines is None:
             return Status.NO_BUDGET
         return Status.OVER_BUDGET if self.budget_lines else Status.WITHIN_BUDGET
+
+    def budget_verdict_of(self, measurement: Measurement) -> Status:
+        """The budget's verdict on one measurement: a test over budget fails only on the rows of
+        the measurements that broke it."""
+        verdict = self.budget_verdict
+        if verdict == Status.OVER_BUDGET and self.over_budget is not None and measurement.name not in self.over_budget:
+            return Status.WITHIN_BUDGET
+        return verdict
 
     def single_op_inflation(self, measurement: Measurement) -> float | None:
         """single-op / sequential median wall per dispatch, for the same function name."""
@@ -60,6 +69,7 @@ class TestResult:
             "gate": self.gate,
             "speedups": list(self.speedups),
             "gate_overrides": dict(self.gate_overrides),
+            "over_budget": None if self.over_budget is None else list(self.over_budget),
         }
 
     @classmethod
@@ -73,6 +83,7 @@ class TestResult:
             gate=data.get("gate"),
             speedups=list(data.get("speedups") or []),
             gate_overrides=dict(data.get("gate_overrides") or {}),
+            over_budget=None if data.get("over_budget") is None else list(data["over_budget"]),
         )
 
 

@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any, Callable
 
 from pytest_dispatch.judgement import paired
+from pytest_dispatch.judgement.stats import format_seconds
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement.meter import DEFAULT_PER_ROUND, DEFAULT_WARMUP, DispatchMeter, measurement_name
 
@@ -59,7 +60,7 @@ class Speedup:
         else:
             outcome = f"NOT shown ({v.reason or f'upper bound < {self.at_least:g}x required'})"
         return (f"{label}: {v.ratio:.2f}x ({v.interval_text} of the speedup per call over these {v.pairs} "
-                f"pairs of rounds, {v.seconds:.1f} s); {outcome}")
+                f"pairs of rounds, {format_seconds(v.seconds)}); {outcome}")
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: the two functions, the status, the speedup asked for and the paired verdict."""

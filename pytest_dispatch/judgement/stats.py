@@ -135,6 +135,13 @@ def format_confidence(confidence: float) -> str:
     return f"{100 * confidence:.3g}%"
 
 
+def format_seconds(value: float) -> str:
+    """A duration in s, or in ms below a tenth of a second: never "0.0 s"."""
+    if abs(value) >= 0.1:
+        return f"{value:.1f} s"
+    return f"{format_us(value * 1e3)} ms"
+
+
 def format_us(value: float) -> str:
     """A time in µs with as many decimals as its size deserves."""
     magnitude = abs(value)

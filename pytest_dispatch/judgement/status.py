@@ -32,3 +32,14 @@ def exact_ratio_status(ratio: float, tolerance: float) -> Status:
     if ratio < 1 / (1 + tolerance):
         return Status.IMPROVED
     return Status.UNCHANGED
+
+
+class ExitCode(enum.IntEnum):
+    """The exit status of every front end: pytest with the plugin, ``pytest-dispatch`` and its
+    commands, A/B jobs (the README's "Exit codes"). 0, 1 and 4 mean what they mean to pytest."""
+
+    OK = 0
+    FAILED = 1  # a test failed, a count or a time regressed, an adapter failed, a file was not written
+    BAD_INPUT = 2  # pytest-dispatch: a file, a ref or an argument it cannot use (pytest: interrupted)
+    INTERNAL_ERROR = 3  # pytest's own: a plugin or pytest itself raised
+    NOTHING_COMPARED = 4  # a gate or a comparison that compared nothing (pytest: a usage error)

@@ -69,7 +69,7 @@ def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
                     **{key: value for key, value in measurement.as_dict().items() if key in _EXTRA_INFO_KEYS},
                     "host_us_per_dispatch": [v / dispatches for v in measurement.host_us_per_call.tolist()],
                     "wall_us_per_dispatch": measurement.wall_us_per_dispatch.tolist(),
-                    "budget": result.budget_verdict,
+                    "budget": result.budget_verdict_of(measurement),
                     "budget_lines": result.budget_lines,
                     "inflation": result.single_op_inflation(measurement),
                     "gate": _gate_entry(result, measurement),

@@ -359,6 +359,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         result.gate_overrides = dict(item_budget.gate)
         failure = budget.judge(item_budget, observations(result))
         result.budget_lines = list(failure.lines) if failure else []
+        result.over_budget = list(failure.over) if failure else []
         if failure and report.passed:
             report.outcome = "failed"
             report.longrepr = failure.message

@@ -24,7 +24,11 @@ def job_lines(outcome: Any) -> list[str]:
     for nodeid, comparisons in by_test.items():
         out.append(nodeid)
         out.extend(f"    {c.line()}" for c in comparisons)
+    out.extend(outcome.notices)
     out.extend(outcome.problems)
+    first_run = outcome.first_run_line()
+    if first_run:
+        out.append(first_run)
     out.append(f"A/B {'FAILED' if outcome.exit_code else 'passed'}: {outcome.tally()} ({outcome.seconds:.0f} s)")
     return out
 
@@ -47,6 +51,8 @@ def job_markdown(outcome: Any) -> list[str]:
     lines += markdown_table(("test", "measurement", "dispatches per call base → head",
                              "µs per call base → head", "ratio per call [interval]", "pairs", "verdict"),
                             rows, right=(2, 3, 4, 5))
-    lines += [""] + [f"- {markdown_text(problem)}" for problem in outcome.problems]
+    first_run = outcome.first_run_line()
+    lines += [""] + [f"- {markdown_text(line)}" for line in (*outcome.notices, *outcome.problems,
+                                                              *([first_run] if first_run else []))]
     lines.append(f"**A/B {'failed' if outcome.exit_code else 'passed'}**: {outcome.tally()}")
     return lines

@@ -13,9 +13,8 @@ from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
-from pytest_dispatch.measurement.instructions import InstructionCount
 from pytest_dispatch.measurement.meter import SINGLE_OP, Measurement
-from pytest_dispatch.presentation.text import cut_in_the_middle, wrap
+from pytest_dispatch.presentation.text import cut_at_words, wrap
 
 DOUBT_MARK = "~"  # before a doubtful timing cell
 BELOW_SYNC_NOISE = "< sync noise"  # a median at or below zero: the work was lost in the empty sync's noise
@@ -33,42 +32,48 @@ MIN_WIDTH = 60  # narrower terminals get lines this long
 _NUMBER_COLUMNS = (
     ("disp/call", 9),
     ("sub/call", 8),
+    ("wall µs/call", 12),
     ("wall µs/disp [95% CI]", 23),
     ("host µs/d", 9),
     ("sync µs", 7),
     ("infl.", 5),
     ("budget", 6),
 )
-# The same cells under shorter headings, where the full ones would leave a name too little room.
+# The same cells under shorter headings, where the full ones would leave a name too little room;
+# None: a cell left out there (the host and sync figures: -v prints them under the row).
 _COMPACT_COLUMNS = (
     ("disp", 5),
     ("sub", 4),
+    ("µs/call", 7),
     ("wall µs/d [95% CI]", 20),
-    ("host", 6),
-    ("sync", 5),
+    None,
+    None,
     ("infl.", 5),
     ("budget", 6),
 )
 _COMPACT_BELOW = 28  # a name column narrower than this with the full headings takes the compact ones
 _WALL = ("wall µs per dispatch until the GPU was done, less one empty sync: the median of the row's timed rounds "
          "[95% interval of that median; from 0: not resolved from the sync's noise]")
+_WALL_PER_CALL = ("wall µs per call of the measured function, less one empty sync (median of the same rounds): "
+                  "what a fused and an eager version compare on")
 # What each heading means, with its unit: the legend under the table.
 LEGEND = {
     "disp/call": "dispatches per call", "disp": "dispatches per call",
     "sub/call": "submits per call", "sub": "submits per call",
+    "wall µs/call": _WALL_PER_CALL, "µs/call": _WALL_PER_CALL,
     "wall µs/disp [95% CI]": _WALL, "wall µs/d [95% CI]": _WALL,
     "host µs/d": "host µs per dispatch until the last call returned (median of the same rounds)",
     "host": "host µs per dispatch until the last call returned (median of the same rounds)",
     "sync µs": "µs of one empty sync (median)", "sync": "µs of one empty sync (median)",
     "infl.": "single-op / sequential wall per dispatch (medians)",
-    "budget": "the dispatch_budget verdict (ok, fail; -: no budget)",
+    "budget": "the dispatch_budget verdict of the row (ok, fail; -: no budget)",
     "instr/call": "host instructions per call", "instr/disp": "host instructions per dispatch",
     "instr/d": "host instructions per dispatch", "spread": "between the window pairs",
 }
 
 
 def _numbers_width(columns) -> int:
-    return sum(width + 1 for _, width in columns)
+    return sum(column[1] + 1 for column in columns if column)
 # Counted mode (--dispatch-instructions): host instructions instead of times.
 _COUNTED_COLUMNS = (
     ("disp/call", 9),
@@ -110,17 +115,16 @@ class Label:
         return self.nodeid.split("::", 1)[-1]
 
     def abbreviation(self, width: int) -> str:
-        """Short name and suffix in ``width``: the name's middle goes first; the suffix (which
-        measurement) is cut only when the name would keep fewer than 8 characters."""
+        """Short name and suffix in ``width``: whole words of the name's middle go first; where the
+        name would keep fewer than 8 characters, the suffix (which measurement) alone, cut too."""
         text = self.short + self.suffix
         if len(text) <= width:
             return text
         short = self.short.removeprefix("test_")  # every test has it: it tells none apart
         room = width - len(self.suffix)
         if room >= 8:
-            return cut_in_the_middle(short, room) + self.suffix
-        name_room = max(8, width // 2)
-        return cut_in_the_middle(short, name_room) + cut_in_the_middle(self.suffix, width - name_room)
+            return cut_at_words(short, room) + self.suffix
+        return cut_at_words(self.suffix.strip(), width)  # the row's number names the test (key_lines)
 
 
 class _Table:
@@ -136,8 +140,8 @@ class _Table:
         cells = list(cells)
 
         def widened(group):  # a figure is never cut: a column is as wide as its widest cell
-            return tuple((name, max([width, *(len(row[i]) for row in cells if i < len(row))]))
-                         for i, (name, width) in enumerate(group))
+            return tuple(column and (column[0], max([column[1], *(len(row[i]) for row in cells if i < len(row))]))
+                         for i, column in enumerate(group))
         columns, compact_columns = widened(columns), widened(compact_columns)  # the name column gives way
         longest = max((len(label.full) for label in labels), default=len("test"))
         self.columns = columns
@@ -156,33 +160,44 @@ class _Table:
         room = self.name_width - key_width - 1
         self._texts = {label: f"{self.keys[label.nodeid]:>{key_width}} {label.abbreviation(room)}"
                        for label in labels}
+        self._cut_suffixes: dict[str, list[str]] = {}  # which measurements a row could not name whole
+        for label in labels:
+            if label.suffix and not self._texts[label].endswith(label.suffix):
+                self._cut_suffixes.setdefault(label.nodeid, []).append(label.suffix.strip())
 
     def key_lines(self) -> list[str]:
-        """Each number's full node id, once (none when the rows show them)."""
+        """Each number's full node id, once (none when the rows show them), with the measurements
+        whose names its rows had to cut."""
         if not self.keys:
             return []
         key_width = len(str(len(self.keys)))
-        return ["tests:"] + [f"  {key:>{key_width}} {nodeid}" for nodeid, key in self.keys.items()]
+        return ["tests:"] + [f"  {key:>{key_width}} {nodeid}"
+                             + (f" {' '.join(self._cut_suffixes[nodeid])}" if nodeid in self._cut_suffixes else "")
+                             for nodeid, key in self.keys.items()]
 
     def row(self, label: Label | str, cells: Iterable[str]) -> str:
         text = self._texts[label] if isinstance(label, Label) else label
         parts = [f"{text:<{self.name_width}}"]
-        parts += [f"{cell:>{width}}" for (_, width), cell in zip(self.columns, cells)]
+        parts += [f"{cell:>{column[1]}}" for column, cell in zip(self.columns, cells) if column]
         return " ".join(parts).rstrip()
 
     def header(self) -> str:
-        return self.row("test", (name for name, _ in self.columns))
+        return self.row("test", (column[0] if column else "" for column in self.columns))
 
     def legend(self) -> str:
         """What each heading means, with its unit."""
-        return "columns: " + "; ".join(f"{name}: {LEGEND[name]}" for name, _ in self.columns if name in LEGEND)
+        shown = [column[0] for column in self.columns if column]
+        return "columns: " + "; ".join(f"{name}: {LEGEND[name]}" for name in shown if name in LEGEND)
 
 
-def budget_cut_text(count: InstructionCount) -> str:
-    """What a count whose call budget cut its windows says, and what would give it the rules' windows."""
+def budget_cut_text(measurement: Measurement) -> str:
+    """What a count whose call budget cut its windows says, and what to change to give it the rules' windows."""
+    count = measurement.instructions
     smallest = count.windows[0][0]
-    return (f"windows cut to {smallest} call{'s' if smallest != 1 else ''} by the call budget (rounds x per_round); "
-            f"{count.call_budget_asked} calls, if the function allows them, give the rules' windows: a steadier count")
+    rounds = -(-count.call_budget_asked // max(measurement.per_round, 1))
+    return (f"windows cut to {smallest} call{'s' if smallest != 1 else ''} by the call budget (rounds x per_round "
+            f"of measure()): for the rules' windows, a steadier count, give it rounds={rounds} (x per_round="
+            f"{measurement.per_round}: {count.call_budget_asked} calls), if the function allows that many calls")
 
 
 def row_label(result: TestResult, measurement: Measurement | None, several: bool) -> Label:
@@ -214,26 +229,34 @@ def median_text(measurement: Measurement) -> str:
     return f"{median:.1f}" if median > 0 else BELOW_SYNC_NOISE
 
 
+def per_call_text(measurement: Measurement) -> str:
+    """Median wall µs per call, less the sync."""
+    median = float(np.median(measurement.wall_us_per_call))
+    return stats.format_us(median) if median > 0 else BELOW_SYNC_NOISE
+
+
 def measurement_cells(result: TestResult, measurement: Measurement) -> tuple[str, ...]:
     inflation = result.single_op_inflation(measurement)
+    budget_cell = result.budget_verdict_of(measurement) if measurement.method != SINGLE_OP else ""
     if not measurement.timed:
-        return (str(measurement.dispatches), str(measurement.submits), Status.OFF, Status.OFF, Status.OFF, "",
-                result.budget_verdict if measurement.method != SINGLE_OP else "")
+        return (str(measurement.dispatches), str(measurement.submits), Status.OFF, Status.OFF, Status.OFF,
+                Status.OFF, "", budget_cell)
     return (
             str(measurement.dispatches),
             str(measurement.submits),
+            per_call_text(measurement),
             _interval_text(measurement.wall_us_per_dispatch) if measurement.dispatches else "-",
             f"{np.median(measurement.host_us_per_dispatch):.1f}" if measurement.dispatches else "-",
             f"{measurement.sync_median_us:.0f}",
             f"{inflation:.1f}x" if inflation else "",
-            result.budget_verdict if measurement.method != SINGLE_OP else "",  # budgets judge sequential
+            budget_cell,  # budgets judge sequential measurements
     )
 
 
 def counted_cells(result: TestResult, measurement: Measurement) -> tuple[str, ...]:
     """Counted mode: host instructions per call and per dispatch, and how repeatable they were."""
     count = measurement.instructions
-    budget_cell = result.budget_verdict if measurement.method != SINGLE_OP else ""
+    budget_cell = result.budget_verdict_of(measurement) if measurement.method != SINGLE_OP else ""
     if count is None:
         return (str(measurement.dispatches), str(measurement.submits), "-", "-", "", budget_cell)
     return (str(measurement.dispatches), str(measurement.submits), f"{count.per_call:,.0f}",
@@ -276,7 +299,7 @@ def counted_breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH
 def counts_cells(result: TestResult) -> tuple[str, ...]:
     """A test with a budget but no measurement: its whole-test counts."""
     call = result.call
-    return (str(call["dispatches"]), str(call["calls"]["submit"]), "(not measured)", "", "", "",
+    return (str(call["dispatches"]), str(call["calls"]["submit"]), "", "(not measured)", "", "", "",
             result.budget_verdict)
 
 
@@ -308,7 +331,9 @@ def breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH, host_c
         lines.append(f"    GPU µs/call from timestamps: {np.median(measurement.gpu_us_per_call):.1f}{note}")
     rounds = f"{measurement.rounds} timed rounds" if measurement.timed else "timing off"
     lines += wrap(f"method: {measurement.method}, {rounds} x {measurement.per_round} calls, "
-                  f"{measurement.warmup} warm-up; sync: {measurement.sync_method}", width, initial_indent="    ",
+                  f"{measurement.warmup} warm-up; sync: {measurement.sync_method}"
+                  + (f", {measurement.sync_median_us:.0f} µs (median)" if measurement.timed else ""),
+                  width, initial_indent="    ",
                   subsequent_indent=indent)
     return lines
 
@@ -342,7 +367,7 @@ def render(
             return list(counted_cells(result, measurement))
         cells = list(measurement_cells(result, measurement))
         if timing_doubt and measurement.timed and measurement.dispatches:
-            cells[2] = DOUBT_MARK + cells[2]
+            cells[2], cells[3] = DOUBT_MARK + cells[2], DOUBT_MARK + cells[3]
         return cells
     row_cells = [cells_of(result, measurement) for result, measurement, _ in rows]
     table = (_Table((label for _, _, label in rows), width, _COUNTED_COLUMNS, _COUNTED_COMPACT_COLUMNS, row_cells)
@@ -369,7 +394,7 @@ def render(
             pass
         elif counted:
             if measurement.instructions is not None and measurement.instructions.call_budget_asked:
-                lines.extend(wrapped(budget_cut_text(measurement.instructions), "    ", " " * 6))
+                lines.extend(wrapped(budget_cut_text(measurement), "    ", " " * 6))
             if verbose:
                 lines.extend(breakdown_lines(measurement, width, host_column=False))
                 lines.extend(counted_breakdown_lines(measurement, width))

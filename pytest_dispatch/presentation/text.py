@@ -39,6 +39,42 @@ def cut_in_the_middle(text: str, width: int) -> str:
     return text[:head] + "…" + (text[len(text) - tail:] if tail else "")
 
 
+_WORD = re.compile(r"[^_\[\].:-]+[_\[\].:-]*|[_\[\].:-]+")  # a word and the separators after it
+
+
+def cut_at_words(text: str, width: int) -> str:
+    """``text`` in ``width`` characters: when it must be cut, whole words of its middle go (words:
+    what ``_ [ ] . : -`` separate), its first and last words stay (``fused_is…than_eager``); where
+    even those two do not fit, ``cut_in_the_middle``."""
+    if len(text) <= width:
+        return text
+    words = _WORD.findall(text)
+    if len(words) < 2:
+        return cut_in_the_middle(text, width)
+    head, tail = [words[0]], [words[-1]]
+
+    def length() -> int:
+        return len("".join(head).rstrip("_-.:")) + 1 + len("".join(tail))
+    if length() > width:
+        return cut_in_the_middle(text, width)
+    first, last = 1, len(words) - 2
+    grew = True
+    while grew and first <= last:  # the end first: it tells names that share their start apart
+        grew = False
+        tail.insert(0, words[last])
+        if length() <= width:
+            last, grew = last - 1, True
+        else:
+            tail.pop(0)
+        if first <= last:
+            head.append(words[first])
+            if length() <= width:
+                first, grew = first + 1, True
+            else:
+                head.pop()
+    return "".join(head).rstrip("_-.:") + "…" + "".join(tail)
+
+
 def first_names(names: Sequence[str], shown: int) -> str:
     """``a, b, ...``: the first ``shown`` names, and dots where there are more."""
     return ", ".join(names[:shown]) + (", ..." if len(names) > shown else "")
