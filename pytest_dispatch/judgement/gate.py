@@ -16,7 +16,7 @@ import math
 import statistics
 from typing import Any, Iterable, Mapping, Sequence
 
-from pytest_dispatch import settings as gate_settings
+from pytest_dispatch.settings import INSTRUCTION_TOLERANCE
 from pytest_dispatch.judgement import history, storage
 from pytest_dispatch.judgement.budget import COUNT_KINDS
 from pytest_dispatch.judgement.results import TestResult, sequential_measurements
@@ -250,7 +250,7 @@ class Gate:
         comparable: bool,
         stored: Mapping[str, Sequence[float]] | None = None,
         software_differences: Sequence[str] | None = None,
-        instruction_tolerance: float = gate_settings.INSTRUCTION_TOLERANCE,
+        instruction_tolerance: float = INSTRUCTION_TOLERANCE,
     ) -> None:
         self.baseline = sequential_measurements(baseline)
         self.software_differences = software_differences  # None: the baseline was not counted
@@ -304,7 +304,7 @@ class Baseline:
     def stored_runs(self) -> int:
         return max((len(values) for values in self.stored.values()), default=0)
 
-    def gate(self, instruction_tolerance: float = gate_settings.INSTRUCTION_TOLERANCE) -> Gate:
+    def gate(self, instruction_tolerance: float = INSTRUCTION_TOLERANCE) -> Gate:
         return Gate(self.results, comparable=self.comparable, stored=self.stored if self.comparable else None,
                     software_differences=self.software_differences, instruction_tolerance=instruction_tolerance)
 
