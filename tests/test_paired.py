@@ -14,6 +14,7 @@ from scipy import stats as sps
 from noise import simulate_pairs
 
 from pytest_dispatch import settings
+from pytest_dispatch.ab import coordinator
 from pytest_dispatch.judgement import paired
 from pytest_dispatch.judgement.status import Status
 
@@ -272,6 +273,7 @@ def test_sessions_decide_a_large_change_and_unchanged_code_when_processes_agree(
 def test_session_design_looks_and_its_checks():
     assert paired.SessionDesign(first=4, step=4, max_sessions=10).look_points == (4, 8, 10)
     assert paired.SessionDesign().look_points == (4, 6, 8, 10, 12)  # the job's defaults
+    assert paired.SessionDesign() == coordinator.Settings().design()  # one set of defaults: the product's
     assert paired.SessionDesign().alpha_per_look == pytest.approx(0.01 / 5)
     with pytest.raises(ValueError, match="first >= 2"):
         paired.SessionDesign(first=1)

@@ -380,14 +380,14 @@ class SessionDesign:
     session (a fresh pair of worker processes), looks after ``first`` sessions and then
     every ``step`` up to ``max_sessions``, alpha shared over the looks (Bonferroni)."""
 
-    pairs: int = 30
+    pairs: int = settings.AB_DEFAULTS["pairs"]
     first: int = settings.AB_DEFAULTS["sessions"]
     step: int = settings.AB_DEFAULTS["look_every"]
     max_sessions: int = settings.AB_DEFAULTS["max_sessions"]
-    max_time: float = 20.0  # of pairs, per measurement and session
-    alpha: float = 0.01
-    order: str = "abba"
-    min_time: float = 0.0  # past `pairs`, a session's pairs go on until they took this long
+    max_time: float = settings.AB_DEFAULTS["max_time"]  # of pairs, per measurement and session
+    alpha: float = settings.DEFAULTS["alpha"]
+    order: str = settings.AB_DEFAULTS["order"]
+    min_time: float = settings.AB_DEFAULTS["min_time"]  # past `pairs`, a session's pairs go on until they took this long
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
