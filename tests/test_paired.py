@@ -361,3 +361,13 @@ def test_a_session_without_a_bounded_interval_is_left_out_among_bounded_ones():
     bounded = _bounded([(0.03, 0.1), (0.07, 0.1), (0.05, 0.1)])
     verdict = paired.judge_sessions(bounded + _sessions([0.9]), question, design)
     assert verdict.sessions == 3 and math.log(verdict.ratio) == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 30, 120])
+def test_the_signed_rank_p_is_scipys_exact_one(n):
+    rng = np.random.default_rng(n)
+    for centre in (-0.5, 0.0, 0.3):
+        d = rng.normal(centre, 1.0, n)
+        for alternative in ("greater", "less"):
+            assert paired.signed_rank_p(d, 0.1, alternative) == pytest.approx(
+                float(sps.wilcoxon(d - 0.1, alternative=alternative, method="exact").pvalue), rel=1e-9, abs=1e-300)

@@ -118,12 +118,21 @@ def walsh_interval(d: np.ndarray, one_sided_alpha: float) -> tuple[float, float,
 
 def signed_rank_p(d: np.ndarray, bound: float, alternative: str) -> float:
     """One-sided Wilcoxon signed-rank p for 'the centre of d is above (greater) or
-    below (less) ``bound``' (scipy)."""
+    below (less) ``bound``': scipy's exact p, from the cached null distribution where there are
+    no ties and no zeros (scipy builds it again on every call: most of a look's time), else scipy."""
     from scipy import stats
 
     shifted = d - bound
     if not np.any(shifted):
         return 1.0
+    magnitudes = np.abs(shifted)
+    if d.size <= _EXACT_MAX_PAIRS and np.all(shifted) and np.unique(magnitudes).size == d.size:
+        ranks = np.empty(d.size)
+        ranks[np.argsort(magnitudes)] = np.arange(1, d.size + 1)
+        t_plus = int(round(ranks[shifted > 0].sum()))
+        cdf = _signed_rank_cdf(d.size)
+        # the null is symmetric: P(T+ >= t) = P(T+ <= n(n+1)/2 - t)
+        return float(min(1.0, cdf[cdf.size - 1 - t_plus] if alternative == "greater" else cdf[t_plus]))
     method = "exact" if d.size <= _EXACT_MAX_PAIRS and np.all(shifted) else "auto"
     p = float(stats.wilcoxon(shifted, alternative=alternative, method=method).pvalue)
     return 1.0 if math.isnan(p) else p
