@@ -132,3 +132,100 @@ def test_the_docs_blocks_run(doc, tmp_path, gpu_info):
                     {**env, "PYTEST_ADDOPTS": "--dispatch-disable-timing"})
         assert done.returncode == 0, (f"{doc.name}'s shell blocks (the last '---' names the block that failed):\n"
                                       f"{done.stderr[-3000:]}\n{done.stdout[-3000:]}")
+
+
+# --------------------------------------------------------------------------
+# citations of RESULTS.md and of its raw outputs
+
+RESULTS = ROOT / "docs" / "RESULTS.md"
+CITING = sorted({*ROOT.glob("pytest_dispatch/**/*.py"), *ROOT.glob("tests/**/*.py"), *ROOT.glob("benchmarks/*"),
+                 *ROOT.glob("scripts/*"), *ROOT.glob("examples/**/*.py"), *DOCS} - {RESULTS, Path(__file__).resolve()})
+CODE_DIRS = ("pytest_dispatch", "tests", "benchmarks", "scripts", "examples")
+# `RESULTS.md §N`, `RESULTS.md, section N`, `[RESULTS.md](RESULTS.md) §N`; `RESULTS.md@COMMIT §N`: that
+# section as it stood at COMMIT (the lab notebook, for figures the current page no longer holds)
+CITATION = re.compile(r"RESULTS\.md(?:\]\([\w/.]*RESULTS\.md\))?(?:@([0-9a-f]{7,40}))?(?:,?\s+(?:§|section\s+)(\d+))?")
+# a measured figure: a percentage, a ratio (x1.013) or a fraction (0.071); matched rounded to its digits
+FIGURE = re.compile(r"(?<![\w.])(?:x(\d+\.\d+)|(\d+(?:\.\d+)?)%|(0\.\d+))(?![\w.])")
+SENTENCE_END = re.compile(r"[.;:](?:\s|$)|\n\s*\n")
+
+
+def _sections(text: str) -> dict[int, str]:
+    return {int(match.group(1)): match.group(0)
+            for match in re.finditer(r"^## (\d+)\. .*?(?=^## |\Z)", text, re.S | re.M)}
+
+
+def _at_commit(commit: str) -> dict[int, str]:
+    done = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:docs/RESULTS.md"], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"RESULTS.md@{commit} is not in this clone's history (a shallow clone?)")
+    return _sections(done.stdout)
+
+
+def _numbers(text: str) -> list[str]:
+    return re.findall(r"\d+(?:\.\d+)?", text.replace(",", ""))
+
+
+def _holds(section: str, figure: str) -> bool:
+    """The section has the figure, as written or more precisely (0.3% is held by 0.316%)."""
+    digits = len(figure.split(".")[1]) if "." in figure else 0
+    return any(round(float(number), digits) == float(figure) for number in _numbers(section))
+
+
+def _plain(text: str) -> str:
+    """Comment and docstring markers out, so a sentence reads across its lines."""
+    return re.sub(r"^[ \t]*(?:#+|\"\"\"|//)[ \t]?", "", text, flags=re.M)
+
+
+def _citations():
+    for path in CITING:
+        text = _plain(path.read_text())
+        for match in CITATION.finditer(text):
+            start = max((end.end() for end in SENTENCE_END.finditer(text, 0, match.start())), default=0)
+            yield path, text[:match.start()].count("\n") + 1, match.group(1), match.group(2), text[start:match.start()]
+
+
+def test_every_citation_of_results_names_a_section_that_holds_its_figures():
+    sections, problems = _sections(RESULTS.read_text()), []
+    for path, line, commit, number, sentence in _citations():
+        where = f"{path.relative_to(ROOT)}:{line}"
+        if number is None:
+            if path.relative_to(ROOT).parts[0] in CODE_DIRS:
+                problems.append(f"{where}: cites RESULTS.md without a section")
+            continue
+        cited = _at_commit(commit) if commit else sections
+        if int(number) not in cited:
+            problems.append(f"{where}: RESULTS.md{'@' + commit if commit else ''} has no section {number}")
+            continue
+        for figure in FIGURE.findall(sentence):
+            value = next(part for part in figure if part)
+            if not _holds(cited[int(number)], value):
+                problems.append(f"{where}: {value} is not in RESULTS.md{'@' + commit if commit else ''} §{number}")
+    assert not problems, "\n".join(problems)
+
+
+def _archived(folder: Path) -> set[str]:
+    import tarfile
+
+    archive = folder / "raw.tar.gz"
+    if not archive.is_file():
+        return set()
+    with tarfile.open(archive) as tar:
+        return {member.name for member in tar.getmembers()}
+
+
+def test_every_raw_output_results_md_names_exists():
+    """`results/FOLDER/FILE` (or a prefix of files, `lavapipe_observer_*`) is in docs/results, or in
+    its folder's raw.tar.gz."""
+    missing = []
+    for cited in sorted(set(re.findall(r"results/([\w.-]+)/([\w./*-]*)", RESULTS.read_text()))):
+        folder, name = ROOT / "docs" / "results" / cited[0], cited[1].rstrip("*")
+        present = [str(path.relative_to(folder)) for path in folder.rglob("*")] if folder.is_dir() else []
+        if not folder.is_dir() or not any(entry.startswith(name) for entry in [*present, *_archived(folder)]):
+            missing.append("/".join(cited))
+    assert not missing, f"RESULTS.md names raw outputs that docs/results lacks: {missing}"
+
+
+def test_the_raw_outputs_stay_few():
+    """One folder per run behind RESULTS.md, its files packed in raw.tar.gz beside those named."""
+    assert len([path for path in (ROOT / "docs" / "results").rglob("*") if path.is_file()]) <= 60

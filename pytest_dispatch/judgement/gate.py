@@ -137,7 +137,7 @@ BELOW_SYNC_NOISE = "non-positive times (the sync's noise exceeds the work; raise
 class InstructionVerdict:
     """Counted host instructions per call against the newest counted run of the same software.
 
-    Counts repeat to well within ``tolerance`` (docs/RESULTS.md), so a ratio inside it is
+    Counts repeat to well within ``tolerance`` (docs/RESULTS.md §11), so a ratio inside it is
     evidence of no change: ``unchanged``; beyond it ``regressed`` or ``improved``.  Counted
     with other software (Python, wgpu, driver, valgrind, CPU vendor): ``incomparable``; a
     baseline that was not counted: ``off``."""

@@ -470,7 +470,7 @@ def session_weights(sessions: Sequence[PairedVerdict]) -> tuple[np.ndarray, np.n
     bounded is left out.  The weights only shrink wild sessions: the spread the interval is
     sized from stays the sessions' own (Hartung-Knapp), so sessions with alike intervals
     are judged exactly as by their plain mean.  On the H200 one wild session in 5 had pulled a
-    +10% change's mean to x1.013 (docs/RESULTS.md §10)."""
+    +10% change's mean to x1.013 (docs/RESULTS.md@cb24f50 §10)."""
     usable = [v for v in sessions if math.isfinite(v.ratio) and v.ratio > 0]
     e = np.log([v.ratio for v in usable]) if usable else np.zeros(0)
     variance = np.array([_session_variance(v) for v in usable])
