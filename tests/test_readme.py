@@ -7,5 +7,5 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 def test_readme_is_a_users_guide():
     text = README.read_text()
-    assert len(text.splitlines()) <= 230 and "OWNER" not in text
+    assert len(text.splitlines()) <= 200 and "OWNER" not in text
     assert "make demo" in text and "make test" in text and "pytest examples --dispatch-report" in text
