@@ -36,10 +36,18 @@ print(json.dumps(failed))
 def test_every_python_script_imports_and_answers_help():
     scripts = [str(path) for path in SCRIPTS if path.suffix == ".py"]
     assert len(scripts) >= 10
+    before = _changed_files()
     done = subprocess.run([sys.executable, "-c", _HELP_ALL, *scripts], capture_output=True, text=True,
                           timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.splitlines()[-1]) == {}
+    assert _changed_files() == before, "a script wrote into the source tree when asked for --help"
+
+
+def _changed_files() -> str | None:
+    """The source tree's changes as git sees them (None outside a git checkout)."""
+    done = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain"], capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 else None
 
 
 @pytest.mark.parametrize("script", [path for path in SCRIPTS if path.suffix in (".sh", ".cjs")],
