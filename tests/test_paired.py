@@ -371,3 +371,11 @@ def test_the_signed_rank_p_is_scipys_exact_one(n):
         for alternative in ("greater", "less"):
             assert paired.signed_rank_p(d, 0.1, alternative) == pytest.approx(
                 float(sps.wilcoxon(d - 0.1, alternative=alternative, method="exact").pvalue), rel=1e-9, abs=1e-300)
+
+
+def test_decides_is_classify_of_many_intervals():
+    question = paired.ChangeQuestion(0.02)
+    edges = [-0.05, -question.bound, -0.01, 0.0, 0.01, question.bound, 0.05]
+    lows, highs = zip(*[(low, high) for low in edges for high in edges if low <= high])
+    assert question.decides(np.array(lows), np.array(highs)).tolist() == [
+        question.classify(low, high) is not None for low, high in zip(lows, highs)]
