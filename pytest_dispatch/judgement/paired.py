@@ -92,6 +92,15 @@ def _signed_rank_cdf(n: int) -> np.ndarray:
     return np.cumsum(distribution)
 
 
+@functools.lru_cache(maxsize=256)
+def _t_quantile(one_sided_alpha: float, df: int) -> float:
+    """Student's t quantile a session verdict uses; the same few (alpha, df) pairs recur at every
+    look, and scipy takes most of a millisecond for each."""
+    from scipy import stats
+
+    return float(stats.t.isf(one_sided_alpha, df))
+
+
 def _critical_count(n: int, one_sided_alpha: float) -> int:
     """Largest k with P(T+ <= k - 1) <= alpha: the interval drops the k-1 most extreme
     Walsh averages on each side. 0 means no bound is possible at this n."""
@@ -453,7 +462,7 @@ def judge_sessions(sessions: Sequence[PairedVerdict], question: ChangeQuestion,
                              pairs, seconds, a_median_us_per_call, b_median_us_per_call, 1.0, reason, sessions=len(sessions))
     n = e.size
     mean, se = map(float, _weighted_mean_and_se(e, w))
-    quantile = float(stats.t.isf(design.alpha_per_look, n - 1))
+    quantile = _t_quantile(design.alpha_per_look, n - 1)
     low, high = mean - quantile * se, mean + quantile * se
     status = question.classify(low, high)
     looks = len(design.look_points)
@@ -518,8 +527,6 @@ def futility(sessions: Sequence[PairedVerdict], question: ChangeQuestion, design
     less likely than ``FUTILITY_PROBABILITY``, more sessions only spend time: the
     measurement ends inconclusive with what the cap would resolve.  Stopping early can
     only turn a verdict into inconclusive, so the false-alarm rate stays within alpha."""
-    from scipy import stats
-
     e, w = session_weights(sessions)
     cap = design.max_sessions
     if e.size < 2 or len(sessions) >= cap:
@@ -528,7 +535,7 @@ def futility(sessions: Sequence[PairedVerdict], question: ChangeQuestion, design
     if probability >= FUTILITY_PROBABILITY:
         return None
     sd = float(_weighted_mean_and_se(e, w)[1]) * math.sqrt(e.size)
-    half = float(stats.t.isf(design.alpha_per_look, cap - 1)) * sd / math.sqrt(cap)
+    half = _t_quantile(design.alpha_per_look, cap - 1) * sd / math.sqrt(cap)
     return (f"stopped after {len(sessions)} sessions: with their ratios (sd {sd:.1%}) a decision at {cap} sessions "
             f"has probability {probability:.0%} (below {FUTILITY_PROBABILITY:.0%}); {cap} sessions resolve "
             f"{_resolution_text(question.bound + half)} here")
@@ -553,8 +560,6 @@ def decision_probability(sessions: Sequence[PairedVerdict], question: ChangeQues
     (sigma^2 = (n-1) s^2 / chi2(n-1), mu ~ N(mean, sigma^2 / n)) rather than taken
     as the truth: from 2-3 sessions the sd is often twice the true one, which would stop
     real changes."""
-    from scipy import stats
-
     e, w = session_weights(sessions)
     if e.size < 2:
         return 1.0  # one session says nothing about the spread: nothing rules a decision out
@@ -568,5 +573,5 @@ def decision_probability(sessions: Sequence[PairedVerdict], question: ChangeQues
     completed = np.concatenate([np.broadcast_to(e, (_FUTILITY_DRAWS, n)), future], axis=1)
     weights = np.concatenate([w, np.ones(max(left, 0))])  # a session to come: a typical one
     means, ses = _weighted_mean_and_se(completed, weights)
-    half = float(stats.t.isf(design.alpha_per_look, total - 1)) * ses
+    half = _t_quantile(design.alpha_per_look, total - 1) * ses
     return int(np.count_nonzero(question.decides(means - half, means + half))) / _FUTILITY_DRAWS
