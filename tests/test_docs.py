@@ -81,6 +81,12 @@ def test_every_python_or_shell_block_runs_or_says_why_not():
         assert block.skip is None or len(block.skip) > 10, f"{block.where}: say what the block needs"
 
 
+@pytest.mark.parametrize("block", [block for block in ALL_BLOCKS if block.skip], ids=lambda block: block.where)
+def test_a_block_that_cannot_run_here_is_a_skip_with_its_reason(block):
+    """Listed in every run's summary (`-rs`), so the blocks not run stay in sight."""
+    pytest.skip(f"{block.where}: {block.skip}")
+
+
 @pytest.mark.parametrize("block", [block for block in ALL_BLOCKS if block.source], ids=lambda block: block.where)
 def test_an_excerpt_is_what_its_file_holds(block):
     source = ROOT / block.source
