@@ -235,3 +235,21 @@ def test_every_raw_output_results_md_names_exists():
 def test_the_raw_outputs_stay_few():
     """One folder per run behind RESULTS.md, its files packed in raw.tar.gz beside those named."""
     assert len([path for path in (ROOT / "docs" / "results").rglob("*") if path.is_file()]) <= 60
+
+
+# a path of this repository named in prose: it must exist (tests/ is left out: its node ids are made up)
+REPOSITORY_PATH = re.compile(r"(?<![\w./-])((?:benchmarks|scripts|tests|examples|docs|pytest_dispatch)/[\w/.+-]*"
+                             r"\.(?:py|md|sh|yml|js|json|html|cjs|wgsl|txt|png))")
+
+
+def test_every_file_the_docs_and_scripts_name_exists():
+    missing = []
+    for path in CITING:
+        if path.relative_to(ROOT).parts[0] == "tests":
+            continue
+        text = re.sub(r"file=\S+", "", path.read_text())  # a doc block's own file, written when it runs
+        for match in REPOSITORY_PATH.finditer(text):
+            name = match.group(1)
+            if not (ROOT / name).exists() and not (path.parent / name).exists():
+                missing.append(f"{path.relative_to(ROOT)}:{text[:match.start()].count(chr(10)) + 1}: {name}")
+    assert not missing, "\n".join(missing)
