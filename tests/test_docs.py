@@ -20,6 +20,7 @@ language):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import shutil
@@ -160,12 +161,12 @@ def _sections(text: str) -> dict[int, str]:
             for match in re.finditer(r"^## (\d+)\. .*?(?=^## |\Z)", text, re.S | re.M)}
 
 
-def _at_commit(commit: str) -> dict[int, str]:
+@functools.lru_cache(maxsize=None)
+def _at_commit(commit: str) -> dict[int, str] | None:
+    """RESULTS.md's sections as they stood at ``commit``; None where this clone lacks it (shallow)."""
     done = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:docs/RESULTS.md"], capture_output=True,
                           text=True)
-    if done.returncode != 0:
-        pytest.skip(f"RESULTS.md@{commit} is not in this clone's history (a shallow clone?)")
-    return _sections(done.stdout)
+    return _sections(done.stdout) if done.returncode == 0 else None
 
 
 def _numbers(text: str) -> list[str]:
@@ -192,7 +193,7 @@ def _citations():
 
 
 def test_every_citation_of_results_names_a_section_that_holds_its_figures():
-    sections, problems = _sections(RESULTS.read_text()), []
+    sections, problems, unread = _sections(RESULTS.read_text()), [], set()
     for path, line, commit, number, sentence in _citations():
         where = f"{path.relative_to(ROOT)}:{line}"
         if number is None:
@@ -200,6 +201,9 @@ def test_every_citation_of_results_names_a_section_that_holds_its_figures():
                 problems.append(f"{where}: cites RESULTS.md without a section")
             continue
         cited = _at_commit(commit) if commit else sections
+        if cited is None:
+            unread.add(commit)
+            continue
         if int(number) not in cited:
             problems.append(f"{where}: RESULTS.md{'@' + commit if commit else ''} has no section {number}")
             continue
@@ -208,6 +212,8 @@ def test_every_citation_of_results_names_a_section_that_holds_its_figures():
             if not _holds(cited[int(number)], value):
                 problems.append(f"{where}: {value} is not in RESULTS.md{'@' + commit if commit else ''} §{number}")
     assert not problems, "\n".join(problems)
+    if unread:
+        pytest.skip(f"the citations of RESULTS.md@{', @'.join(sorted(unread))} not checked: not in this clone's history")
 
 
 def _archived(folder: Path) -> set[str]:
