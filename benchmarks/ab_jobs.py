@@ -11,7 +11,7 @@ per call (calibrated first by one pytest run with --dispatch-json).  Runs ``--jo
 ``pytest-dispatch ab`` process with the default settings, and prints per job its seconds and
 verdicts, then: seconds per job (median, max), false alarms among the unchanged comparisons,
 and how often the change was caught.  ``--keep DIR`` keeps each job's ``--json`` outcome there
-(job-N.json; benchmarks/ab_session_factor.py reads them).  Exit 0 always: the figures are the result.
+(job-N.json; benchmarks/futility_replay.py judges them again).  Exit 0 always: the figures are the result.
 """
 
 from __future__ import annotations

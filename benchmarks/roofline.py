@@ -133,3 +133,10 @@ def copy_bandwidth(device, repeats: int = 10) -> float:
     source.destroy()
     destination.destroy()
     return 2 * size * best
+
+
+if __name__ == "__main__":  # a helper of reference_model.py (its --kernel-times), not a command of its own
+    import sys
+
+    print(__doc__ + "\nUsed by: python benchmarks/reference_model.py --kernel-times")
+    sys.exit(0 if sys.argv[1:] in ([], ["--help"], ["-h"]) else 2)

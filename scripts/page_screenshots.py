@@ -168,6 +168,12 @@ def overlaps(a: dict, b: dict, slack: float = 0.5) -> bool:
 def main() -> int:
     import tempfile
 
+    if sys.argv[1:] in (["--help"], ["-h"]):
+        print(__doc__)
+        return 0
+    if sys.argv[1:] and sys.argv[1:] != ["--layout"]:
+        print(f"page_screenshots: unknown arguments {' '.join(sys.argv[1:])}; see --help", file=sys.stderr)
+        return 2
     if sys.argv[1:] == ["--layout"]:  # the child process of layout(): a request on stdin, JSON out
         request = json.load(sys.stdin)
         screenshot = request["screenshot"] and Path(request["screenshot"])

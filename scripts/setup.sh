@@ -3,7 +3,16 @@
 # Mesa's lavapipe (a CPU Vulkan driver) when no Vulkan adapter is found, and Debian's Chromium (for
 # the gpu_page fixture and examples/browser) when no Chromium or Chrome is found.
 # Does nothing when it already ran for this pyproject.toml (a stamp file in the venv).
+# What it installs with sudo apt-get (only when missing): python3-venv, mesa-vulkan-drivers, chromium.
+# apt-get waits up to 5 minutes for the package manager's lock (unattended upgrades hold it on a
+# fresh machine), then fails with apt's own message.
+#
+#   ./scripts/setup.sh          (make setup, make demo and make test run it)
 set -euo pipefail
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+    sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+    exit 0
+fi
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
@@ -23,10 +32,14 @@ fi
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+APT_LOCK_TIMEOUT_S=300
 apt_updated=""
+apt_get() {
+    $SUDO apt-get -o DPkg::Lock::Timeout="$APT_LOCK_TIMEOUT_S" "$@"
+}
 apt_install() {
-    [ -n "$apt_updated" ] || { $SUDO apt-get update -qq; apt_updated=1; }
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+    [ -n "$apt_updated" ] || { apt_get update -qq; apt_updated=1; }
+    DEBIAN_FRONTEND=noninteractive apt_get install -y -qq "$@" >/dev/null
 }
 
 if [ ! -x "$VENV/bin/python" ]; then

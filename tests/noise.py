@@ -12,7 +12,7 @@ def simulate_pairs(rng: np.random.Generator, pairs: int, *, ratio: float = 1.0, 
                    autocorrelation: float = 0.2, outlier_fraction: float = 0.03) -> tuple[np.ndarray, np.ndarray]:
     """Per-call µs of ``pairs`` interleaved rounds of A and B (B = A x ``ratio``).
 
-    Noise, each as measured on real machines (docs/RESULTS.md): a per-process random
+    Noise, each as measured on real machines (docs/RESULTS.md §4): a per-process random
     effect (log-sd ``process_sd``, drawn once per side: two worker processes are never
     exactly alike), a drift shared by both sides (a random walk, step log-sd
     ``drift_sd``), round noise with lag-1 autocorrelation ``autocorrelation`` and

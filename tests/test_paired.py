@@ -14,6 +14,7 @@ from scipy import stats as sps
 from noise import simulate_pairs
 
 from pytest_dispatch import settings
+from pytest_dispatch.ab import coordinator
 from pytest_dispatch.judgement import paired
 from pytest_dispatch.judgement.status import Status
 
@@ -272,6 +273,7 @@ def test_sessions_decide_a_large_change_and_unchanged_code_when_processes_agree(
 def test_session_design_looks_and_its_checks():
     assert paired.SessionDesign(first=4, step=4, max_sessions=10).look_points == (4, 8, 10)
     assert paired.SessionDesign().look_points == (4, 6, 8, 10, 12)  # the job's defaults
+    assert paired.SessionDesign() == coordinator.Settings().design()  # one set of defaults: the product's
     assert paired.SessionDesign().alpha_per_look == pytest.approx(0.01 / 5)
     with pytest.raises(ValueError, match="first >= 2"):
         paired.SessionDesign(first=1)
@@ -359,3 +361,21 @@ def test_a_session_without_a_bounded_interval_is_left_out_among_bounded_ones():
     bounded = _bounded([(0.03, 0.1), (0.07, 0.1), (0.05, 0.1)])
     verdict = paired.judge_sessions(bounded + _sessions([0.9]), question, design)
     assert verdict.sessions == 3 and math.log(verdict.ratio) == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 30, 120])
+def test_the_signed_rank_p_is_scipys_exact_one(n):
+    rng = np.random.default_rng(n)
+    for centre in (-0.5, 0.0, 0.3):
+        d = rng.normal(centre, 1.0, n)
+        for alternative in ("greater", "less"):
+            assert paired.signed_rank_p(d, 0.1, alternative) == pytest.approx(
+                float(sps.wilcoxon(d - 0.1, alternative=alternative, method="exact").pvalue), rel=1e-9, abs=1e-300)
+
+
+def test_decides_is_classify_of_many_intervals():
+    question = paired.ChangeQuestion(0.02)
+    edges = [-0.05, -question.bound, -0.01, 0.0, 0.01, question.bound, 0.05]
+    lows, highs = zip(*[(low, high) for low in edges for high in edges if low <= high])
+    assert question.decides(np.array(lows), np.array(highs)).tolist() == [
+        question.classify(low, high) is not None for low, high in zip(lows, highs)]

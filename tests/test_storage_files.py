@@ -46,3 +46,37 @@ def test_a_file_of_another_schema_is_one_line_asking_to_re_save_it(tmp_path, sch
     assert message.startswith(f"{tmp_path / 'old.json'}: unknown schema") and "re-save it" in message
     assert "\n" not in message
 
+
+
+def test_the_hosts_machine_info_is_taken_once_a_process(monkeypatch):
+    """pytest-benchmark's machine info runs cpuid in a child process: once, not at every save."""
+    from pytest_benchmark import plugin as benchmark_plugin
+
+    calls = []
+    monkeypatch.setattr(benchmark_plugin, "pytest_benchmark_generate_machine_info",
+                        lambda: calls.append(1) or {"node": "n", "cpu": {"brand_raw": "c"}})
+    storage._host_info.cache_clear()
+    try:
+        first, second = (storage.session_json([], None)["machine_info"] for _ in range(2))
+        first["cpu"]["brand_raw"] = "changed"  # each document has its own copy
+        assert len(calls) == 1 and second["cpu"]["brand_raw"] == "c" and second["node"] == "n"
+    finally:
+        storage._host_info.cache_clear()
+
+
+def test_a_session_that_writes_no_file_builds_no_document(pytester, gpu_info, monkeypatch):
+    """The session's document (machine info: cpuid in a child process; commit info: git) is built
+    only for --dispatch-json or --dispatch-save."""
+    built = []
+    session_json = storage.session_json
+    monkeypatch.setattr(storage, "session_json", lambda *args, **kwargs: built.append(1) or session_json(*args, **kwargs))
+    pytester.makepyfile("""
+        from pytest_dispatch.workloads import AddOne
+
+        def test_one(dispatch_meter, gpu_device):
+            dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, rounds=3)
+    """)
+    pytester.runpytest("--dispatch-report", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    assert built == []
+    pytester.runpytest("--dispatch-json=r.json", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    assert built == [1] and (pytester.path / "r.json").is_file()

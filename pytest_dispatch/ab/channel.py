@@ -13,10 +13,6 @@ class ChannelClosed(EOFError):
     """The other end exited (or closed its pipe)."""
 
 
-class ChannelTimeout(TimeoutError):
-    """No message within the time allowed."""
-
-
 class Channel:
     """One end of a two-pipe link; messages are JSON objects, one per line."""
 
@@ -38,7 +34,7 @@ class Channel:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
             ready, _, _ = select.select([self.read_fd], [], [], wait)
             if not ready:
-                raise ChannelTimeout(f"no message in {timeout:g} s")
+                raise TimeoutError(f"no message in {timeout:g} s")
             chunk = os.read(self.read_fd, 1 << 16)
             if not chunk:
                 raise ChannelClosed("the other end closed the channel")

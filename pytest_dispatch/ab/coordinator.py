@@ -22,7 +22,8 @@ from pytest_dispatch.ab import JobError, verdicts, worker
 from pytest_dispatch.ab.placement import Placement
 from pytest_dispatch.ab.channel import Channel, ChannelClosed
 from pytest_dispatch.ab.trees import source_roots
-from pytest_dispatch import options, settings as gate_settings
+from pytest_dispatch import options
+from pytest_dispatch.settings import AB_DEFAULTS, DEFAULTS
 from pytest_dispatch.judgement import paired, sessions
 from pytest_dispatch.judgement.gate import compare_counts
 from pytest_dispatch.judgement.results import TestResult
@@ -49,19 +50,19 @@ START_TIMEOUT = 120.0
 class Settings:
     """How an A/B job decides; every value is validated by pytest_dispatch.settings."""
 
-    threshold: float = gate_settings.DEFAULTS["threshold"]
-    alpha: float = gate_settings.DEFAULTS["alpha"]
-    pairs: int = gate_settings.AB_DEFAULTS["pairs"]  # per measurement and session
-    sessions: int = gate_settings.AB_DEFAULTS["sessions"]  # before the first look
-    look_every: int = gate_settings.AB_DEFAULTS["look_every"]  # sessions between the later looks
-    max_sessions: int = gate_settings.AB_DEFAULTS["max_sessions"]
-    min_time: float = gate_settings.AB_DEFAULTS["min_time"]  # of pairs, per measurement and session, past `pairs`
-    max_time: float = gate_settings.AB_DEFAULTS["max_time"]  # of pairs, per measurement and session
-    order: str = gate_settings.AB_DEFAULTS["order"]
-    block: int = gate_settings.AB_DEFAULTS["block"]  # rounds a side takes per turn (their median is the value)
-    settle: int = gate_settings.AB_DEFAULTS["settle"]  # rounds dropped at the start of a turn
-    cpu: str | tuple[int, ...] = gate_settings.AB_DEFAULTS["cpu"]  # where both workers of a session run
-    test_timeout: float = gate_settings.AB_DEFAULTS["test_timeout"]  # a test silent this long is hung
+    threshold: float = DEFAULTS["threshold"]
+    alpha: float = DEFAULTS["alpha"]
+    pairs: int = AB_DEFAULTS["pairs"]  # per measurement and session
+    sessions: int = AB_DEFAULTS["sessions"]  # before the first look
+    look_every: int = AB_DEFAULTS["look_every"]  # sessions between the later looks
+    max_sessions: int = AB_DEFAULTS["max_sessions"]
+    min_time: float = AB_DEFAULTS["min_time"]  # of pairs, per measurement and session, past `pairs`
+    max_time: float = AB_DEFAULTS["max_time"]  # of pairs, per measurement and session
+    order: str = AB_DEFAULTS["order"]
+    block: int = AB_DEFAULTS["block"]  # rounds a side takes per turn (their median is the value)
+    settle: int = AB_DEFAULTS["settle"]  # rounds dropped at the start of a turn
+    cpu: str | tuple[int, ...] = AB_DEFAULTS["cpu"]  # where both workers of a session run
+    test_timeout: float = AB_DEFAULTS["test_timeout"]  # a test silent this long is hung
     round_timeout: float = 120.0
     seed: int | None = None
     time_count_regressions: bool = False  # keep timing a measurement whose counts regressed

@@ -16,7 +16,7 @@ import math
 import statistics
 from typing import Any, Iterable, Mapping, Sequence
 
-from pytest_dispatch import settings as gate_settings
+from pytest_dispatch.settings import INSTRUCTION_TOLERANCE
 from pytest_dispatch.judgement import history, storage
 from pytest_dispatch.judgement.budget import COUNT_KINDS
 from pytest_dispatch.judgement.results import TestResult, sequential_measurements
@@ -137,7 +137,7 @@ BELOW_SYNC_NOISE = "non-positive times (the sync's noise exceeds the work; raise
 class InstructionVerdict:
     """Counted host instructions per call against the newest counted run of the same software.
 
-    Counts repeat to well within ``tolerance`` (docs/RESULTS.md), so a ratio inside it is
+    Counts repeat to well within ``tolerance`` (docs/RESULTS.md §11), so a ratio inside it is
     evidence of no change: ``unchanged``; beyond it ``regressed`` or ``improved``, unless the
     count's own spread is wider than the tolerance and the ratio lies inside the spread:
     ``inconclusive``, saying how to resolve it.  Counted
@@ -262,7 +262,7 @@ class Gate:
         comparable: bool,
         stored: Mapping[str, Sequence[float]] | None = None,
         software_differences: Sequence[str] | None = None,
-        instruction_tolerance: float = gate_settings.INSTRUCTION_TOLERANCE,
+        instruction_tolerance: float = INSTRUCTION_TOLERANCE,
     ) -> None:
         self.baseline = sequential_measurements(baseline)
         self.software_differences = software_differences  # None: the baseline was not counted
@@ -316,7 +316,7 @@ class Baseline:
     def stored_runs(self) -> int:
         return max((len(values) for values in self.stored.values()), default=0)
 
-    def gate(self, instruction_tolerance: float = gate_settings.INSTRUCTION_TOLERANCE) -> Gate:
+    def gate(self, instruction_tolerance: float = INSTRUCTION_TOLERANCE) -> Gate:
         return Gate(self.results, comparable=self.comparable, stored=self.stored if self.comparable else None,
                     software_differences=self.software_differences, instruction_tolerance=instruction_tolerance)
 

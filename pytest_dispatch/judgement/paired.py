@@ -92,6 +92,15 @@ def _signed_rank_cdf(n: int) -> np.ndarray:
     return np.cumsum(distribution)
 
 
+@functools.lru_cache(maxsize=256)
+def _t_quantile(one_sided_alpha: float, df: int) -> float:
+    """Student's t quantile a session verdict uses; the same few (alpha, df) pairs recur at every
+    look, and scipy takes most of a millisecond for each."""
+    from scipy import stats
+
+    return float(stats.t.isf(one_sided_alpha, df))
+
+
 def _critical_count(n: int, one_sided_alpha: float) -> int:
     """Largest k with P(T+ <= k - 1) <= alpha: the interval drops the k-1 most extreme
     Walsh averages on each side. 0 means no bound is possible at this n."""
@@ -118,12 +127,21 @@ def walsh_interval(d: np.ndarray, one_sided_alpha: float) -> tuple[float, float,
 
 def signed_rank_p(d: np.ndarray, bound: float, alternative: str) -> float:
     """One-sided Wilcoxon signed-rank p for 'the centre of d is above (greater) or
-    below (less) ``bound``' (scipy)."""
+    below (less) ``bound``': scipy's exact p, from the cached null distribution where there are
+    no ties and no zeros (scipy builds it again on every call: most of a look's time), else scipy."""
     from scipy import stats
 
     shifted = d - bound
     if not np.any(shifted):
         return 1.0
+    magnitudes = np.abs(shifted)
+    if d.size <= _EXACT_MAX_PAIRS and np.all(shifted) and np.unique(magnitudes).size == d.size:
+        ranks = np.empty(d.size)
+        ranks[np.argsort(magnitudes)] = np.arange(1, d.size + 1)
+        t_plus = int(round(ranks[shifted > 0].sum()))
+        cdf = _signed_rank_cdf(d.size)
+        # the null is symmetric: P(T+ >= t) = P(T+ <= n(n+1)/2 - t)
+        return float(min(1.0, cdf[cdf.size - 1 - t_plus] if alternative == "greater" else cdf[t_plus]))
     method = "exact" if d.size <= _EXACT_MAX_PAIRS and np.all(shifted) else "auto"
     p = float(stats.wilcoxon(shifted, alternative=alternative, method=method).pvalue)
     return 1.0 if math.isnan(p) else p
@@ -220,6 +238,12 @@ class ChangeQuestion:
         if low >= -self.bound and high <= self.bound:
             return Status.UNCHANGED
         return None
+
+    def decides(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+        """``classify`` of many intervals at once: True where it gives a status (a simulation's
+        thousands of draws, without a Python call each)."""
+        bound = self.bound
+        return (low > bound) | (high < -bound) | ((low >= -bound) & (high <= bound))
 
     def decide(self, d: np.ndarray, one_sided_alpha: float,
                looks: int) -> tuple[Status | None, float, float, float, float]:
@@ -380,14 +404,14 @@ class SessionDesign:
     session (a fresh pair of worker processes), looks after ``first`` sessions and then
     every ``step`` up to ``max_sessions``, alpha shared over the looks (Bonferroni)."""
 
-    pairs: int = 30
+    pairs: int = settings.AB_DEFAULTS["pairs"]
     first: int = settings.AB_DEFAULTS["sessions"]
     step: int = settings.AB_DEFAULTS["look_every"]
     max_sessions: int = settings.AB_DEFAULTS["max_sessions"]
-    max_time: float = 20.0  # of pairs, per measurement and session
-    alpha: float = 0.01
-    order: str = "abba"
-    min_time: float = 0.0  # past `pairs`, a session's pairs go on until they took this long
+    max_time: float = settings.AB_DEFAULTS["max_time"]  # of pairs, per measurement and session
+    alpha: float = settings.DEFAULTS["alpha"]
+    order: str = settings.AB_DEFAULTS["order"]
+    min_time: float = settings.AB_DEFAULTS["min_time"]  # past `pairs`, a session's pairs go on until they took this long
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -438,7 +462,7 @@ def judge_sessions(sessions: Sequence[PairedVerdict], question: ChangeQuestion,
                              pairs, seconds, a_median_us_per_call, b_median_us_per_call, 1.0, reason, sessions=len(sessions))
     n = e.size
     mean, se = map(float, _weighted_mean_and_se(e, w))
-    quantile = float(stats.t.isf(design.alpha_per_look, n - 1))
+    quantile = _t_quantile(design.alpha_per_look, n - 1)
     low, high = mean - quantile * se, mean + quantile * se
     status = question.classify(low, high)
     looks = len(design.look_points)
@@ -461,7 +485,7 @@ def session_weights(sessions: Sequence[PairedVerdict]) -> tuple[np.ndarray, np.n
     bounded is left out.  The weights only shrink wild sessions: the spread the interval is
     sized from stays the sessions' own (Hartung-Knapp), so sessions with alike intervals
     are judged exactly as by their plain mean.  On the H200 one wild session in 5 had pulled a
-    +10% change's mean to x1.013 (docs/RESULTS.md §10)."""
+    +10% change's mean to x1.013 (docs/RESULTS.md@cb24f50 §10)."""
     usable = [v for v in sessions if math.isfinite(v.ratio) and v.ratio > 0]
     e = np.log([v.ratio for v in usable]) if usable else np.zeros(0)
     variance = np.array([_session_variance(v) for v in usable])
@@ -503,8 +527,6 @@ def futility(sessions: Sequence[PairedVerdict], question: ChangeQuestion, design
     less likely than ``FUTILITY_PROBABILITY``, more sessions only spend time: the
     measurement ends inconclusive with what the cap would resolve.  Stopping early can
     only turn a verdict into inconclusive, so the false-alarm rate stays within alpha."""
-    from scipy import stats
-
     e, w = session_weights(sessions)
     cap = design.max_sessions
     if e.size < 2 or len(sessions) >= cap:
@@ -513,7 +535,7 @@ def futility(sessions: Sequence[PairedVerdict], question: ChangeQuestion, design
     if probability >= FUTILITY_PROBABILITY:
         return None
     sd = float(_weighted_mean_and_se(e, w)[1]) * math.sqrt(e.size)
-    half = float(stats.t.isf(design.alpha_per_look, cap - 1)) * sd / math.sqrt(cap)
+    half = _t_quantile(design.alpha_per_look, cap - 1) * sd / math.sqrt(cap)
     return (f"stopped after {len(sessions)} sessions: with their ratios (sd {sd:.1%}) a decision at {cap} sessions "
             f"has probability {probability:.0%} (below {FUTILITY_PROBABILITY:.0%}); {cap} sessions resolve "
             f"{_resolution_text(question.bound + half)} here")
@@ -538,8 +560,6 @@ def decision_probability(sessions: Sequence[PairedVerdict], question: ChangeQues
     (sigma^2 = (n-1) s^2 / chi2(n-1), mu ~ N(mean, sigma^2 / n)) rather than taken
     as the truth: from 2-3 sessions the sd is often twice the true one, which would stop
     real changes."""
-    from scipy import stats
-
     e, w = session_weights(sessions)
     if e.size < 2:
         return 1.0  # one session says nothing about the spread: nothing rules a decision out
@@ -553,7 +573,5 @@ def decision_probability(sessions: Sequence[PairedVerdict], question: ChangeQues
     completed = np.concatenate([np.broadcast_to(e, (_FUTILITY_DRAWS, n)), future], axis=1)
     weights = np.concatenate([w, np.ones(max(left, 0))])  # a session to come: a typical one
     means, ses = _weighted_mean_and_se(completed, weights)
-    half = float(stats.t.isf(design.alpha_per_look, total - 1)) * ses
-    decided = sum(question.classify(low, high) is not None
-                  for low, high in zip((means - half).tolist(), (means + half).tolist()))
-    return decided / _FUTILITY_DRAWS
+    half = _t_quantile(design.alpha_per_look, total - 1) * ses
+    return int(np.count_nonzero(question.decides(means - half, means + half))) / _FUTILITY_DRAWS

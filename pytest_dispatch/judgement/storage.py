@@ -10,8 +10,10 @@ the sync cost and the method.  Files are written atomically (temp file + rename)
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime
+import functools
 import json
 import math
 import re
@@ -96,15 +98,22 @@ def _gate_entry(result: TestResult, measurement) -> dict[str, Any] | None:
     }
 
 
-def _machine_info(gpu: GpuInfo | None) -> dict[str, Any]:
+@functools.lru_cache(maxsize=1)
+def _host_info() -> dict[str, Any]:
+    """pytest-benchmark's machine info, once a process: it runs cpuid in a child process (about
+    half a second), and the host does not change while a process runs."""
     try:
         from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
 
-        info = pytest_benchmark_generate_machine_info()
+        return pytest_benchmark_generate_machine_info()
     except Exception:  # cpuinfo can fail in sandboxes; the GPU part is what matters here
         import platform
 
-        info = {"node": platform.node(), "machine": platform.machine(), "python_version": platform.python_version()}
+        return {"node": platform.node(), "machine": platform.machine(), "python_version": platform.python_version()}
+
+
+def _machine_info(gpu: GpuInfo | None) -> dict[str, Any]:
+    info = copy.deepcopy(_host_info())
     info["gpu"] = None if gpu is None else gpu.as_dict()
     info["gpu_fingerprint"] = None if gpu is None else gpu.fingerprint
     return info

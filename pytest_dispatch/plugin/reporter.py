@@ -92,9 +92,6 @@ class DispatchReporter:
                     session.exitstatus = pytest.ExitCode.USAGE_ERROR
         if not self.results:
             return
-        software = counted_software(self.config, self._gpu_info()) if self._gpu_info() is not None else None
-        document = storage.session_json(self.results, self._gpu_info(),
-                                        counted=None if software is None else software.as_dict())
         plot_folder = options.of(self.config).dispatch_plot
         if plot_folder:
             from pytest_dispatch.presentation import plot
@@ -106,13 +103,18 @@ class DispatchReporter:
             except RuntimeError as error:
                 self.notes.append(f"dispatch plot: {error}")
         path = options.of(self.config).dispatch_json
-        if path:
-            self._write("--dispatch-json", path, lambda: storage.write_json_atomically(path, document), session)
         save_name = options.of(self.config).dispatch_save
         flag = "--dispatch-save"
         if options.of(self.config).dispatch_accept:
             save_name = compare_name if compare_name and compare_name != "latest" else "accepted"
             flag = "--dispatch-accept"
+        if not (path or save_name):
+            return  # the document's machine and commit info cost child processes: only when written
+        software = counted_software(self.config, self._gpu_info()) if self._gpu_info() is not None else None
+        document = storage.session_json(self.results, self._gpu_info(),
+                                        counted=None if software is None else software.as_dict())
+        if path:
+            self._write("--dispatch-json", path, lambda: storage.write_json_atomically(path, document), session)
         if save_name:
             store = storage.BaselineStore(options.of(self.config).dispatch_storage)
             self._write(flag, store.root, lambda: store.save(document, save_name), session)

@@ -20,13 +20,6 @@ def cut_keeping_end(text: str, width: int) -> str:
     return "…" + text[len(text) - width + 1:] if width > 1 else "…"
 
 
-def cut_keeping_start(text: str, width: int) -> str:
-    """``text`` in ``width`` characters: when it must be cut, its end goes."""
-    if len(text) <= width:
-        return text
-    return text[:width - 1] + "…" if width > 1 else "…"
-
-
 def cut_in_the_middle(text: str, width: int) -> str:
     """``text`` in ``width`` characters: when it must be cut, its middle goes, so that the start
     (which test: ``test_fused_plus_``) and the end (``_than_eager``) both stay."""

@@ -16,7 +16,7 @@ from pytest_dispatch.reference import (
 
 QWEN = get_config("qwen2.5-0.5b", widths="tiny")  # 24 layers, tiny widths
 
-# Paper: compute nodes of one Qwen2.5-0.5B forward (benchmarks/results_fx_analysis.json).
+# Paper: compute nodes of one Qwen2.5-0.5B forward (its repository's benchmarks/results_fx_analysis.json).
 PAPER_CENSUS = {
     "linear": 169, "mul": 220, "add": 145, "cat": 97, "pow": 49, "mean": 49, "rsqrt": 49, "neg": 48,
     "scaled_dot_product_attention": 24, "silu": 24, "embedding": 1, "matmul": 1,

@@ -135,7 +135,7 @@ class Software:
     counting: str = COUNTING_RULES  # what counting left out and charged (COUNTING_RULES)
     # where the counting process ran (counted_in_here): a session's process or a pytest-xdist
     # worker start with other arguments and environment, and that layout moves counts (by
-    # 0.13-0.33% on lavapipe when the workers' start changed, docs/RESULTS.md §11)
+    # 0.13-0.33% on lavapipe when the workers' start changed, docs/RESULTS.md@cb24f50 §11)
     counted_in: str = COUNTED_IN_SESSION
 
     @property

@@ -23,7 +23,7 @@ CACHE_EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw"
 # *address* of the attribute's name, so which hot look-ups collide, and then walk the MRO's
 # dicts on every call, depends on where the interpreter's strings happen to lie: it moved a
 # window's count by up to 3% between identical processes on Dawn's Null backend, and by
-# 0.4% typically (docs/RESULTS.md).  What a look-up function calls outside itself is only
+# 0.4% typically (docs/RESULTS.md@cb24f50 §11).  What a look-up function calls outside itself is only
 # ever that miss path (the MRO walk, tag assignment), so it is left out of the count; the
 # look-ups themselves still count.  Names are callgrind's (with a recursion suffix "'2").
 TYPE_LOOKUP = re.compile(r"^_PyType_Lookup\w*(?:[.'][\w.']*)?$")
@@ -31,7 +31,7 @@ TYPE_LOOKUP = re.compile(r"^_PyType_Lookup\w*(?:[.'][\w.']*)?$")
 # How much work an allocation or a release takes depends on where earlier allocations left
 # the heap: glibc's bins and pymalloc's pools.  Sessions of the same code that ran other tests
 # first, or that ran from a longer checkout path, differed by up to 1.2% in glibc's
-# `_int_malloc` and `unlink_chunk` alone (docs/RESULTS.md §11).  So a call into an allocator
+# `_int_malloc` and `unlink_chunk` alone (docs/RESULTS.md@cb24f50 §11).  So a call into an allocator
 # from outside one is charged a fixed price, whatever it did inside; the number of calls still
 # counts.  The price is about the mean of what such calls took on Dawn's Null backend (glibc 2.36's
 # default malloc, CPython 3.11: pymalloc 25-40, operator new 165, free 94; docs/RESULTS.md §11).
@@ -49,14 +49,14 @@ ALLOCATION_PRICE = 90  # instructions charged per call into an allocator
 # the local object's *address* ("thread.local.0x7f..."): how many slots that look-up probes
 # depends on where the object landed, which moved with the driver's threads.  On lavapipe,
 # processes of the same tests fell into three groups 0.22% of a call apart, all of it in these
-# look-ups (docs/RESULTS.md section 11).  So each dict look-up a thread-local attribute access
+# look-ups (docs/RESULTS.md@cb24f50 section 11).  So each dict look-up a thread-local attribute access
 # makes is charged a fixed price, as allocations are.
 THREAD_LOCAL = re.compile(r"^(?:local_getattro|local_setattro|_ldict|localdummy_\w+)(?:\.[\w.]+)?(?:'\d+)?$")
 DICT_LOOKUP = re.compile(r"^(?:_?PyDict_GetItem\w*|_Py_dict_lookup\w*|PyDict_SetItem|_PyDict_SetItem\w*)"
                          r"(?:\.[\w.]+)?(?:'\d+)?$")
 # Above this share of a call in interpreter functions without names, the interpreter is taken
 # as stripped: with the H200's Ubuntu python3.12 processes of the same code read up to 1.1%
-# apart, all of it in one such function (docs/RESULTS.md §11).
+# apart, all of it in one such function (docs/RESULTS.md@cb24f50 §11).
 UNNAMED_INTERPRETER_SHARE = 0.01
 THREAD_LOCAL_LOOKUP_PRICE = 110  # a look-up of a small dict, probing once (the fewest any process took)
 

@@ -37,7 +37,7 @@ ENVIRONMENT_BYTES = 32768
 # with the caches, which chunk the calling thread gets depends on what the driver's threads
 # freed and when, and hash tables keyed by addresses (the driver's, the interpreter's) then
 # probe differently: without these settings two lavapipe sessions of the same tests read
-# every test 0.6-0.9% apart; with them, 0.03% (docs/RESULTS.md section 11).
+# every test 0.6-0.9% apart; with them, 0.03% (docs/RESULTS.md@cb24f50 section 11).
 FIXED_VARIABLES = {
     "PYTHONHASHSEED": "0",
     "PYTHONMALLOC": "pymalloc",

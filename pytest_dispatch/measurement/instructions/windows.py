@@ -32,7 +32,7 @@ WINDOW_PAIRS = 2  # windows of K and 2K calls, this many times each (K, 2K, K, 2
 # calls made before counting, the warm-up and the check rounds, included): the interpreter
 # retries a failed specialisation of an instruction after a back-off that doubles up to 4,096
 # executions, so a pass of 100 dispatches still counted 0.7% less from its fourth window of
-# 21 calls on than in its first (docs/RESULTS.md).
+# 21 calls on than in its first (docs/RESULTS.md@cb24f50 §11).
 WARM_DISPATCHES = 10_000
 
 ENCODERS_SET_ASIDE = 64  # pooled command encoders drawn and kept before a counted measurement
