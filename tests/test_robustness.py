@@ -278,7 +278,7 @@ def test_dispatch_compare_with_hostile_saved_runs(pytester, gpu, mutation, field
     among.stdout.fnmatch_lines(["dispatch gate vs *: 1 counts unchanged*",
                                 f"dispatch gate: warning: *{older.name}: *{field}*(skipped)"])
     assert among.stdout.str().count(older.name) == 1
-    newest = saved.parent / "29991231T000000000000Z_abc_main.json"
+    newest = saved.parent / "99999999_20000101T000000000000Z_abc_main.json"  # saved last
     os.replace(older, newest)
     refused = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR

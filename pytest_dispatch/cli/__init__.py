@@ -217,7 +217,8 @@ def _fingerprints(args: argparse.Namespace) -> list[str]:
 
 def cmd_list(args: argparse.Namespace) -> int:
     for fingerprint in _fingerprints(args):
-        runs = sorted(history.load_runs(args.storage, fingerprint), key=lambda run: run.time)
+        runs = sorted(history.load_runs(args.storage, fingerprint),
+                      key=lambda run: storage.BaselineStore.order_key(run.path))
         print(f"GPU {runs[-1].gpu if runs else '?'} [{fingerprint}]: {len(runs)} saved run(s)")
         # columns as wide as their longest entry: a commit, branch or name is never cut
         commit_width = max([16, *(len(run.short_commit) for run in runs)])
@@ -423,6 +424,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
         return EXIT_NOTHING_COMPARED
     except OSError as error:
-        print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"pytest-dispatch {args.command}: {where}{error.strerror or error}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

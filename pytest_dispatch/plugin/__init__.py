@@ -182,16 +182,17 @@ def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
     with warnings.catch_warnings(record=True) as caught:  # a stored run that cannot be read: one line at the end
         warnings.simplefilter("always", history.SkippedRunWarning)
         try:
-            return gate.find_baseline(store, gpu_session.info.fingerprint, options.of(config).dispatch_compare,
-                                      software=counted_software(config, gpu_session.info))
+            found = gate.find_baseline(store, gpu_session.info.fingerprint, options.of(config).dispatch_compare,
+                                       software=counted_software(config, gpu_session.info))
         except storage.BaselineError as error:
             raise pytest.UsageError(f"--dispatch-compare: {error}") from None
         finally:
             config.stash[SKIPPED_RUNS_KEY] = list(dict.fromkeys(
                 str(w.message) for w in caught if issubclass(w.category, history.SkippedRunWarning)))
-            for w in caught:
-                if not issubclass(w.category, history.SkippedRunWarning):
-                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    for w in caught:  # once recording stopped: a warning given while recording is recorded again, endlessly
+        if not issubclass(w.category, history.SkippedRunWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return found
 
 
 def uses_gpu(item: pytest.Item) -> bool:
