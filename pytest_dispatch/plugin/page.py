@@ -228,9 +228,8 @@ class GpuPage:
 
     def local_paths(self, text: str) -> str:
         """``text`` with the server's URLs written as the folders they serve."""
-        server = self.session.server
-        for name, root in server.mounts.items():
-            text = text.replace(f"{server.origin}/{name}/", f"{_shown(root)}/")
+        for url, root in self.session.server.mounted().items():
+            text = text.replace(url, f"{_shown(root)}/")
         return text
 
     def _evaluator(self, timeout: float) -> Callable[[str, Any], Any]:
