@@ -31,7 +31,7 @@ from pytest_dispatch.judgement.results import TestResult, sequential_measurement
 from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.presentation import history as history_view, report
-from pytest_dispatch.presentation.text import markdown_code, markdown_table, markdown_text
+from pytest_dispatch.presentation.text import markdown_code, markdown_table, markdown_text, printable
 
 EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT, EXIT_NOTHING_COMPARED = 0, 1, 2, 4
 
@@ -406,8 +406,24 @@ def _add_storage_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--fingerprint", help="only the GPU whose fingerprint contains this (see list)")
 
 
+class _Printable:
+    """A text stream whose every write goes through ``printable``: names, branches and paths from
+    files are data, never a terminal's escape sequence."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(printable(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Printable(sys.stdout), _Printable(sys.stderr)
 
     def one_line(message, category, *_args, **_kwargs):
         print(f"pytest-dispatch {args.command}: warning: {message}", file=sys.stderr)
@@ -427,4 +443,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{error.filename}: " if error.filename else ""
         print(f"pytest-dispatch {args.command}: {where}{error.strerror or error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    finally:
+        sys.stdout, sys.stderr = streams
 
