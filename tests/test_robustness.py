@@ -117,6 +117,23 @@ def test_device_loss_errors_that_test_and_later_gpu_tests_skip(pytester, gpu):
     result.stdout.fnmatch_lines(["*the session's GPU device was lost in *test_loses_device*rerun the GPU tests*"])
 
 
+def test_a_destroyed_device_skips_later_gpu_tests_naming_the_test_that_destroyed_it(pytester, gpu):
+    pytester.makepyfile(
+        """
+        def test_destroys(gpu_device):
+            gpu_device.destroy()
+        def test_later_gpu(gpu_device):
+            gpu_device.create_buffer(size=16, usage=128)
+        def test_later_cpu():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-rs")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED*the session's GPU device was destroyed by *::test_destroys (gpu_device.destroy())*"])
+    assert "Traceback" not in result.stdout.str()
+
+
 ABORTING_TEST = """
 from pytest_dispatch.workloads import AddOne
 

@@ -406,6 +406,9 @@ _LOSS_MARKERS = ("device was lost", "device is lost", "DEVICE LOST")
 
 def _note_device_loss(item: pytest.Item, report: pytest.TestReport) -> None:
     """After a device loss, later GPU tests skip (see pytest_runtest_setup)."""
+    session = item.config.stash[GPU_SESSION_KEY]
+    if session.destroyed and session.lost is None:
+        session.lost = f"the session's GPU device was destroyed by {item.nodeid} (gpu_device.destroy())"
     if report.failed and any(marker in str(report.longrepr) for marker in _LOSS_MARKERS):
         session = item.config.stash[GPU_SESSION_KEY]
         if session.lost is None:
