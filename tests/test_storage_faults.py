@@ -154,8 +154,10 @@ def test_an_unreadable_newest_baseline_is_one_error_naming_it(tmp_path, unreadab
 
 def dated_in_the_future(path):
     """``path`` renamed as a machine whose clock was years ahead would have named it."""
-    sequence, _stamp, rest = path.name.split("_", 2)
-    future = path.with_name(f"{sequence}_29990101T000000000000Z_{rest}")
+    first, rest = path.name.split("_", 1)
+    if "T" not in first:  # a numbered run: its number stays, its date moves
+        rest = rest.split("_", 1)[1]
+    future = path.with_name(f"{first + '_' if 'T' not in first else ''}29990101T000000000000Z_{rest}")
     os.rename(path, future)
     return future
 
@@ -239,3 +241,29 @@ def test_a_look_up_passes_over_a_run_pruned_after_it_was_listed(tmp_path, monkey
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert [run.path for run in history.load_runs(tmp_path, GPU.fingerprint)] == [kept]
+
+
+# -- end to end: --dispatch-accept of the real newest run, after a run saved with a clock ahead ----
+
+COUNTED_BY_FILE = """
+import pathlib
+from pytest_dispatch.workloads import AddOne
+def test_measured(dispatch_meter, gpu_device):
+    n = int((pathlib.Path(__file__).parent / "n.txt").read_text())
+    dispatch_meter.measure(AddOne(gpu_device).single_pass, n, rounds=2)
+"""
+
+
+def test_accept_after_a_run_saved_with_a_clock_ahead_makes_the_accepted_run_the_baseline(pytester, gpu_info):
+    pytester.makepyfile(COUNTED_BY_FILE)
+    pytester.path.joinpath("n.txt").write_text("8")
+    pytester.runpytest("--dispatch-save=main", "--dispatch-storage=store").assert_outcomes(passed=1)
+    (saved,) = (pytester.path / "store").glob("*/*.json")
+    dated_in_the_future(saved)
+    pytester.path.joinpath("n.txt").write_text("4")
+    accepted = pytester.runpytest("--dispatch-compare=main", "--dispatch-accept", "--dispatch-storage=store")
+    assert accepted.ret == 0
+    pytester.path.joinpath("n.txt").write_text("8")
+    compared = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store")
+    assert compared.ret == pytest.ExitCode.TESTS_FAILED  # 4 -> 8 dispatches against the accepted run
+    compared.stdout.fnmatch_lines(["*dispatches regressed: 4 -> 8*"])

@@ -434,7 +434,7 @@ class BaselineStore:
             warnings.warn(FutureRunWarning(
                 f"{path}: dated {saved:%Y-%m-%d %H:%M} UTC, in the future (a clock was wrong when it was "
                 "saved); runs are ordered by when they were saved into the storage, not by their dates"),
-                stacklevel=3)
+                stacklevel=1)  # one place: a run named by several look-ups is one warning
 
     def files(self, fingerprint: str | None, name: str = "latest") -> list[Path]:
         """Saved runs of this fingerprint (None: every one) with this name ("latest": any), oldest
