@@ -5,6 +5,8 @@ import errno
 import json
 import os
 import stat
+import subprocess
+import sys
 import threading
 import time
 
@@ -72,6 +74,16 @@ def test_a_link_to_a_results_file_stays_a_link(tmp_path):
     link.symlink_to(real)
     storage.write_json_atomically(link, {"run": 2})
     assert link.is_symlink() and json.loads(real.read_text()) == {"run": 2}
+
+
+def test_a_process_stream_that_is_a_log_file_is_appended_to_never_replaced(tmp_path):
+    log = tmp_path / "log.txt"
+    log.write_text("before\n")
+    inode = log.stat().st_ino
+    write = "from pytest_dispatch.judgement import storage; storage.write_text_atomically('/proc/self/fd/1', 'page\\n')"
+    with open(log, "a") as stdout:
+        subprocess.run([sys.executable, "-c", write], stdout=stdout, check=True, timeout=60)
+    assert log.read_text() == "before\npage\n" and log.stat().st_ino == inode
 
 
 def test_merge_into_dev_null_leaves_the_device(tmp_path, capsys):
@@ -267,3 +279,14 @@ def test_accept_after_a_run_saved_with_a_clock_ahead_makes_the_accepted_run_the_
     compared = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store")
     assert compared.ret == pytest.ExitCode.TESTS_FAILED  # 4 -> 8 dispatches against the accepted run
     compared.stdout.fnmatch_lines(["*dispatches regressed: 4 -> 8*"])
+
+
+def test_show_of_the_storage_folder_shows_the_last_saved_run_not_the_latest_dated(tmp_path, capsys):
+    ahead = document(dispatches=4)
+    ahead["datetime"] = "2999-01-01T00:00:00+00:00"  # what a clock years ahead writes
+    dated_in_the_future(storage.BaselineStore(tmp_path).save(ahead, "main"))
+    save(tmp_path, dispatches=8)
+    assert cli.main(["show", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "test_forward" in line)
+    assert " 8 " in row and " 4 " not in row, out

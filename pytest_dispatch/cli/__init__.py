@@ -113,9 +113,18 @@ def _newest_per_gpu(folder: Path) -> tuple[list[dict[str, Any]], int]:
         for run in _runs(document):
             readable += 1
             fingerprint = storage.fingerprint_of(run) or "unknown"
-            if fingerprint not in newest or str(run.get("datetime")) >= str(newest[fingerprint].get("datetime")):
-                newest[fingerprint] = run
-    return list(newest.values()), readable - len(newest)
+            order = _saved_order(path, run)
+            if fingerprint not in newest or order >= newest[fingerprint][0]:
+                newest[fingerprint] = order, run
+    return [run for _order, run in newest.values()], readable - len(newest)
+
+
+def _saved_order(path: Path, run: dict[str, Any]) -> tuple:
+    """Which of two runs is newer: a numbered saved run by its number (after any other), else by
+    its date (``storage.BaselineStore.order_key``)."""
+    if storage.BaselineStore.sequence_of(path) is not None:
+        return (1, storage.BaselineStore.order_key(path))
+    return (0, str(run.get("datetime")))
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -181,7 +181,7 @@ def _write_atomically(path: str | os.PathLike, data: bytes) -> Path:
     file where the device or the pipe was.  A link to a regular file keeps pointing to it."""
     path = Path(path)
     if _is_special(path):
-        with open(path, "wb") as file:
+        with open(path, "ab") as file:  # appended: /dev/stdout may be a log file, not to be cut
             file.write(data)
         return path
     if path.is_symlink():
@@ -202,7 +202,11 @@ def _write_atomically(path: str | os.PathLike, data: bytes) -> Path:
 
 
 def _is_special(path: Path) -> bool:
-    """Whether ``path`` (links followed) is there and neither a regular file nor a folder."""
+    """Whether ``path`` (links followed) is there and neither a regular file nor a folder, or names
+    a process's stream (/dev/stdout, /proc/self/fd/1: a link to whatever it writes to, a log
+    file included, whose writer keeps its own offset)."""
+    if str(path.absolute()).startswith(("/dev/", "/proc/")):
+        return True
     try:
         mode = os.stat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
