@@ -47,3 +47,18 @@ def test_a_page_message_prints_no_control_character():
     page = GpuPage.__new__(GpuPage)
     page.session = types.SimpleNamespace(server=types.SimpleNamespace(mounted=dict))
     assert page.local_paths(f"Error: {ESCAPE}") == "Error: \\x1b]0;owned\\x07\\x1b[2J"
+
+
+def test_a_skipped_saved_run_named_with_control_characters_is_one_escaped_line(pytester, gpu_info):
+    pytester.makepyfile("""
+from pytest_dispatch.workloads import AddOne
+def test_measured(dispatch_meter, gpu_device):
+    dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, rounds=2)
+""")
+    pytester.runpytest("--dispatch-save=main", "--dispatch-storage=store").assert_outcomes(passed=1)
+    (saved,) = (pytester.path / "store").glob("*/*.json")
+    corrupt = saved.with_name(f"00000000_20000101T000000000000Z_abc{ESCAPE}_main.json".replace(";", "-"))
+    corrupt.write_text("{")
+    result = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store")
+    result.assert_outcomes(passed=1)
+    assert "\x1b" not in result.stdout.str() and "\\x1b" in result.stdout.str()

@@ -172,6 +172,7 @@ def _refuse_unknown_baseline_name(store, name: str) -> None:
 
 def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
     from pytest_dispatch.judgement import gate, history, storage
+    from pytest_dispatch.presentation.text import printable
 
     store = storage.BaselineStore(options.of(config).dispatch_storage)
     if not options.of(config).dispatch_accept:  # accepting makes the baseline: a new name is the point
@@ -185,13 +186,13 @@ def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
             found = gate.find_baseline(store, gpu_session.info.fingerprint, options.of(config).dispatch_compare,
                                        software=counted_software(config, gpu_session.info))
         except storage.BaselineError as error:
-            raise pytest.UsageError(f"--dispatch-compare: {error}") from None
+            raise pytest.UsageError(printable(f"--dispatch-compare: {error}")) from None
         finally:
             config.stash[SKIPPED_RUNS_KEY] = list(dict.fromkeys(
-                str(w.message) for w in caught if issubclass(w.category, history.SkippedRunWarning)))
+                printable(w.message) for w in caught if issubclass(w.category, history.SkippedRunWarning)))
     for w in caught:  # once recording stopped: a warning given while recording is recorded again, endlessly
         if not issubclass(w.category, history.SkippedRunWarning):
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            warnings.warn_explicit(w.category(printable(w.message)), w.category, w.filename, w.lineno)
     return found
 
 
