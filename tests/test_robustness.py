@@ -117,20 +117,30 @@ def test_device_loss_errors_that_test_and_later_gpu_tests_skip(pytester, gpu):
     result.stdout.fnmatch_lines(["*the session's GPU device was lost in *test_loses_device*rerun the GPU tests*"])
 
 
-def test_a_destroyed_device_skips_later_gpu_tests_naming_the_test_that_destroyed_it(pytester, gpu):
+def test_a_destroyed_device_is_replaced_for_the_next_test_and_the_warning_names_who_destroyed_it(pytester, gpu):
     pytester.makepyfile(
         """
-        def test_destroys(gpu_device):
+        import pytest
+        from pytest_dispatch.workloads import AddOne
+
+        @pytest.fixture(scope="module")
+        def kernel(gpu_device):
+            return AddOne(gpu_device)
+
+        def test_destroys(gpu_device, kernel):
             gpu_device.destroy()
-        def test_later_gpu(gpu_device):
-            gpu_device.create_buffer(size=16, usage=128)
+
+        def test_later_gpu(dispatch_meter, kernel):
+            dispatch_meter.measure(kernel.single_pass, 2, rounds=2)
+
         def test_later_cpu():
             pass
         """
     )
-    result = pytester.runpytest_subprocess("-rs")
-    result.assert_outcomes(passed=2, skipped=1)
-    result.stdout.fnmatch_lines(["SKIPPED*the session's GPU device was destroyed by *::test_destroys (gpu_device.destroy())*"])
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*the session's GPU device was destroyed by *::test_destroys (gpu_device.destroy()); "
+                                 "the tests after it got a new one*"])
     assert "Traceback" not in result.stdout.str()
 
 

@@ -407,14 +407,24 @@ _LOSS_MARKERS = ("device was lost", "device is lost", "DEVICE LOST")
 
 def _note_device_loss(item: pytest.Item, report: pytest.TestReport) -> None:
     """After a device loss, later GPU tests skip (see pytest_runtest_setup)."""
-    session = item.config.stash[GPU_SESSION_KEY]
-    if session.destroyed and session.lost is None:
-        session.lost = f"the session's GPU device was destroyed by {item.nodeid} (gpu_device.destroy())"
     if report.failed and any(marker in str(report.longrepr) for marker in _LOSS_MARKERS):
         session = item.config.stash[GPU_SESSION_KEY]
         if session.lost is None:
             first_line = str(report.longrepr).strip().splitlines()[0][:200]
             session.lost = f"the session's GPU device was lost in {item.nodeid} ({first_line})"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    """A test that destroyed the session's device: the tests after it get a new one (pytest makes
+    ``gpu_device``, and the fixtures made from it, again), and a warning names that test."""
+    result = yield
+    if item.config.stash[GPU_SESSION_KEY].replace_destroyed():
+        for fixturedef in item._fixtureinfo.name2fixturedefs.get("gpu_device", ()):
+            fixturedef.finish(item._request)
+        warnings.warn(pytest.PytestWarning(f"the session's GPU device was destroyed by {item.nodeid} "
+                                           "(gpu_device.destroy()); the tests after it got a new one"))
+    return result
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -107,9 +107,17 @@ class GpuSession:
             self._note_destroy(self._device)
         return self._device
 
+    def replace_destroyed(self) -> bool:
+        """Whether a test destroyed the device; if so, ``device`` makes a new one from now on."""
+        if not self.destroyed:
+            return False
+        self.destroyed = False
+        self._device = None
+        return True
+
     def _note_destroy(self, device) -> None:
-        """Note a test's ``gpu_device.destroy()``, so that the GPU tests after it skip naming that
-        test, instead of failing with wgpu's traceback and blaming the first of them."""
+        """Note a test's ``gpu_device.destroy()``, so that the tests after it get a new device
+        (``replace_destroyed``) instead of failing with wgpu's traceback."""
         destroy = device.destroy
 
         def destroy_and_note(*args, **kwargs):
