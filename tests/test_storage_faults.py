@@ -290,3 +290,16 @@ def test_show_of_the_storage_folder_shows_the_last_saved_run_not_the_latest_date
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if "test_forward" in line)
     assert " 8 " in row and " 4 " not in row, out
+
+
+def test_a_file_under_dev_that_is_a_regular_file_is_still_replaced_whole(tmp_path, monkeypatch):
+    shm = "/dev/shm"
+    if not os.path.isdir(shm) or not os.access(shm, os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    path = os.path.join(shm, f"pytest-dispatch-test-{os.getpid()}.json")
+    try:
+        storage.write_json_atomically(path, {"run": 1})
+        storage.write_json_atomically(path, {"run": 2})
+        assert json.loads(open(path).read()) == {"run": 2}
+    finally:
+        os.unlink(path)

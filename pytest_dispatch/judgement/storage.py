@@ -201,11 +201,14 @@ def _write_atomically(path: str | os.PathLike, data: bytes) -> Path:
     return path
 
 
+_STREAM = re.compile(r"/dev/(?:stdout|stderr|fd/\d+)|/proc/(?:self|thread-self|\d+)/fd/\d+")
+
+
 def _is_special(path: Path) -> bool:
     """Whether ``path`` (links followed) is there and neither a regular file nor a folder, or names
     a process's stream (/dev/stdout, /proc/self/fd/1: a link to whatever it writes to, a log
     file included, whose writer keeps its own offset)."""
-    if str(path.absolute()).startswith(("/dev/", "/proc/")):
+    if _STREAM.fullmatch(str(path.absolute())):
         return True
     try:
         mode = os.stat(path).st_mode
