@@ -5,7 +5,9 @@ wall time per call of each round, in seconds (pytest-benchmark's unit: what
 ``pytest-benchmark compare`` users compare; per-dispatch figures are in
 ``extra_info`` and the ``pytest_dispatch`` section), and
 ``extra_info`` carries the counts, the per-kernel dispatches, the host breakdown,
-the sync cost and the method.  Files are written atomically (temp file + rename).
+the sync cost and the method.  Files are written atomically (temp file + rename; a saved run:
+temp file + a hard link under the storage's next number), never larger than a reader reads; a
+path that is not a regular file (/dev/null, a FIFO, /dev/stdout) is written into, never replaced.
 """
 
 from __future__ import annotations
