@@ -211,9 +211,7 @@ def _launched(monkeypatch, tmp_path, **options) -> tuple[list[str], dict[str, st
     monkeypatch.setattr(launch, "valgrind_executable", lambda: "/usr/bin/valgrind")
     monkeypatch.setattr(launch, "valgrind_version", lambda valgrind: "valgrind-3.19.0")
     monkeypatch.setattr(launch, "build_helper", lambda valgrind: tmp_path / "helper.so")
-    monkeypatch.setattr(launch.subprocess, "run",
-                        lambda command, env, **kwargs: launched.append((command, env)) or dataclasses.make_dataclass(
-                            "Done", [("returncode", int)])(0))
+    monkeypatch.setattr(launch, "run_to_the_end", lambda command, env, cwd, announce: launched.append((command, env)) or 0)
     assert instructions.relaunch(["tests", "-n", "2"], cwd=tmp_path, announce=lambda line: None, **options) == 0
     return launched[0]
 

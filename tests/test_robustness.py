@@ -117,6 +117,33 @@ def test_device_loss_errors_that_test_and_later_gpu_tests_skip(pytester, gpu):
     result.stdout.fnmatch_lines(["*the session's GPU device was lost in *test_loses_device*rerun the GPU tests*"])
 
 
+def test_a_destroyed_device_is_replaced_for_the_next_test_and_the_warning_names_who_destroyed_it(pytester, gpu):
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_dispatch.workloads import AddOne
+
+        @pytest.fixture(scope="module")
+        def kernel(gpu_device):
+            return AddOne(gpu_device)
+
+        def test_destroys(gpu_device, kernel):
+            gpu_device.destroy()
+
+        def test_later_gpu(dispatch_meter, kernel):
+            dispatch_meter.measure(kernel.single_pass, 2, rounds=2)
+
+        def test_later_cpu():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*the session's GPU device was destroyed by *::test_destroys (gpu_device.destroy()); "
+                                 "the tests after it got a new one*"])
+    assert "Traceback" not in result.stdout.str()
+
+
 ABORTING_TEST = """
 from pytest_dispatch.workloads import AddOne
 
@@ -278,7 +305,7 @@ def test_dispatch_compare_with_hostile_saved_runs(pytester, gpu, mutation, field
     among.stdout.fnmatch_lines(["dispatch gate vs *: 1 counts unchanged*",
                                 f"dispatch gate: warning: *{older.name}: *{field}*(skipped)"])
     assert among.stdout.str().count(older.name) == 1
-    newest = saved.parent / "29991231T000000000000Z_abc_main.json"
+    newest = saved.parent / "99999999_20000101T000000000000Z_abc_main.json"  # saved last
     os.replace(older, newest)
     refused = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR

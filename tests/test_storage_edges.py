@@ -157,13 +157,16 @@ def test_prune_keeps_foreign_and_corrupt_files_and_deletes_only_older_runs(tmp_p
     assert "left alone: notes.json" in out and f"left alone: {corrupt.name}" in out
 
 
-def test_prune_orders_by_the_saved_time_not_by_file_name(tmp_path):
-    first = save(tmp_path, name="zzz")
-    second = save(tmp_path, name="aaa")
-    later = first.parent / ("99990101T000000000000Z" + first.name.split("Z", 1)[1])
-    os.rename(second, later)  # newest by time, though its commit and name sort first
-    assert prune(tmp_path) == 0
-    assert later.exists() and not first.exists()
+def test_prune_orders_runs_saved_before_numbering_by_time_and_before_every_numbered_run(tmp_path, capsys):
+    numbered = save(tmp_path, name="zzz")
+    folder = numbered.parent
+    older, future = folder / "20260101T000000000000Z_abc_aaa.json", folder / "99990101T000000000000Z_abc_aaa.json"
+    for path in (future, older):
+        storage.write_json_atomically(path, document())
+    assert prune(tmp_path, 2) == 0
+    assert numbered.exists() and future.exists() and not older.exists()
+    warned = capsys.readouterr().err.splitlines()
+    assert len(warned) == 1 and future.name in warned[0] and "in the future" in warned[0], warned
 
 
 def test_prune_never_follows_a_linked_folder_or_file_out_of_the_storage(tmp_path, capsys):

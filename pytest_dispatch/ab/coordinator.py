@@ -237,6 +237,7 @@ class Job:
         self.decisions = settings.decisions()
         self.session = 0
         self.notes: dict[str, str] = {}
+        self.lost: set[str] = set()  # tests a worker hung or crashed in: failed once, never run again
         self.results: tuple[dict[str, TestResult], dict[str, TestResult]] = ({}, {})
         self.placement = Placement(settings.cpu, self.rng)
         self._spares: tuple[_Side, _Side] | None = None  # the next session's workers, started early
@@ -299,7 +300,8 @@ class Job:
                     self._run_test(nodeid, running, following, f"[{position + 1}/{len(plan)}]")
                 self._look(final=self.session >= design.max_sessions)
                 open_tests = {MeasurementKey.parse(key).nodeid for key in self.decisions.open}
-                plan = [(nodeid, running) for nodeid, running in plan if len(running) == 2 and nodeid in open_tests]
+                plan = [(nodeid, running) for nodeid, running in plan
+                        if len(running) == 2 and nodeid in open_tests and nodeid not in self.lost]
                 if plan:
                     self._next_pair()
         except KeyboardInterrupt:  # stopped: no polite quit, the workers may be in a test for minutes
@@ -461,6 +463,9 @@ class Job:
         side.kill()
         pending.pop(lost.side, None)
         self._problem(f"{side.name}: {nodeid}: {lost.why}")
+        if nodeid not in self.lost:
+            self.lost.add(nodeid)
+            self.progress(f"    {nodeid}: failed (the {side.name} worker was lost in it); not run in later sessions")
         for key in [k for k in self.notes if MeasurementKey.parse(k).nodeid == nodeid]:
             self.notes[key] = self.notes[key] or f"the {side.name} worker was lost"
         others = []  # what the other side says meanwhile is kept for the test's loop

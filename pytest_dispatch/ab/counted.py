@@ -71,8 +71,12 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
         finally:  # stopped, or a side that failed: the other is not left running under callgrind
             for process, _, _ in sides.values():
                 if process.poll() is None:
-                    process.kill()
-                    process.wait()
+                    process.terminate()  # a side's session ends its valgrind's process group on SIGTERM
+                    try:
+                        process.wait(10)
+                    except subprocess.TimeoutExpired:
+                        process.kill()
+                        process.wait()
     for line in notices + not_collected:
         out(f"A/B (counted): {line}")
     if "head" in documents and "base" not in documents and not not_collected:

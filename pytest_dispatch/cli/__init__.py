@@ -35,7 +35,7 @@ from pytest_dispatch.judgement.status import ExitCode
 from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.presentation import history as history_view, report
-from pytest_dispatch.presentation.text import markdown_code, markdown_table, markdown_text
+from pytest_dispatch.presentation.text import markdown_code, markdown_table, markdown_text, printable
 
 
 
@@ -119,9 +119,18 @@ def _newest_per_gpu(folder: Path) -> tuple[list[dict[str, Any]], int]:
         for run in _runs(document):
             readable += 1
             fingerprint = storage.fingerprint_of(run) or "unknown"
-            if fingerprint not in newest or str(run.get("datetime")) >= str(newest[fingerprint].get("datetime")):
-                newest[fingerprint] = run
-    return list(newest.values()), readable - len(newest)
+            order = _saved_order(path, run)
+            if fingerprint not in newest or order >= newest[fingerprint][0]:
+                newest[fingerprint] = order, run
+    return [run for _order, run in newest.values()], readable - len(newest)
+
+
+def _saved_order(path: Path, run: dict[str, Any]) -> tuple:
+    """Which of two runs is newer: a numbered saved run by its number (after any other), else by
+    its date (``storage.BaselineStore.order_key``)."""
+    if storage.BaselineStore.sequence_of(path) is not None:
+        return (1, storage.BaselineStore.order_key(path))
+    return (0, str(run.get("datetime")))
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -223,7 +232,8 @@ def _fingerprints(args: argparse.Namespace) -> list[str]:
 
 def cmd_list(args: argparse.Namespace) -> int:
     for fingerprint in _fingerprints(args):
-        runs = sorted(history.load_runs(args.storage, fingerprint), key=lambda run: run.time)
+        runs = sorted(history.load_runs(args.storage, fingerprint),
+                      key=lambda run: storage.BaselineStore.order_key(run.path))
         print(f"GPU {runs[-1].gpu if runs else '?'} [{fingerprint}]: {len(runs)} saved run(s)")
         # columns as wide as their longest entry: a commit, branch or name is never cut
         commit_width = max([16, *(len(run.short_commit) for run in runs)])
@@ -426,8 +436,24 @@ def _add_storage_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--fingerprint", help="only the GPU whose fingerprint contains this (see list)")
 
 
+class _Printable:
+    """A text stream whose every write goes through ``printable``: names, branches and paths from
+    files are data, never a terminal's escape sequence."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(printable(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Printable(sys.stdout), _Printable(sys.stderr)
 
     def one_line(message, category, *_args, **_kwargs):
         print(f"pytest-dispatch {args.command}: warning: {message}", file=sys.stderr)
@@ -444,6 +470,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
         return ExitCode.NOTHING_COMPARED
     except OSError as error:
-        print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"pytest-dispatch {args.command}: {where}{error.strerror or error}", file=sys.stderr)
         return ExitCode.BAD_INPUT
+    finally:
+        sys.stdout, sys.stderr = streams
 

@@ -6,6 +6,8 @@ import sys
 import time
 from typing import TextIO
 
+from pytest_dispatch.presentation.text import printable
+
 
 class Progress:
     """``step(text)`` writes ``command: [done/total] text (elapsed s)`` on ``stream``.
@@ -32,7 +34,7 @@ class Progress:
             return
         count = f"[{self.done}/{self.total}] " if self.total is not None else f"[{self.done}] "
         stream = self.stream or sys.stderr
-        stream.write(f"{self.command}: {count}{text + ' ' if text else ''}({now - self.started:.1f} s)\n")
+        stream.write(printable(f"{self.command}: {count}{text + ' ' if text else ''}({now - self.started:.1f} s)") + "\n")
         stream.flush()
         self.last = now
         self.written = True

@@ -1,6 +1,6 @@
 """Kept history: every saved run of one GPU fingerprint, read back as series per measurement.
 
-``--dispatch-save`` keeps every run as ``<storage>/<GPU fingerprint>/<UTC time>_<commit>_<name>.json``
+``--dispatch-save`` keeps every run as ``<storage>/<GPU fingerprint>/<number>_<UTC time>_<commit>_<name>.json``
 (see ``storage.BaselineStore``).  ``load_runs`` reads one fingerprint's runs in commit order,
 each summarised per sequential measurement (median wall µs per dispatch, rounds, sync cost,
 exact counts; in a counted run, host instructions per call and the software that counted them).
@@ -106,8 +106,9 @@ class StoredRun:
         return self.commit[:10] + ("+dirty" if self.dirty else "")
 
     def order_key(self) -> tuple:
-        """Commit order: the commit's time, then the run's (runs of one commit stay apart)."""
-        return (self.commit_time or self.time, self.time, self.path.name)
+        """Commit order: the commit's time, then the order the runs were saved in (runs of one
+        commit stay apart)."""
+        return (self.commit_time or self.time, storage.BaselineStore.order_key(self.path))
 
 
 def _parse_time(text: Any) -> datetime.datetime | None:
@@ -120,14 +121,6 @@ def _parse_time(text: Any) -> datetime.datetime | None:
     if value.tzinfo is None:
         value = value.replace(tzinfo=datetime.timezone.utc)
     return value.astimezone(datetime.timezone.utc)
-
-
-def _time_of_file_name(path: Path) -> datetime.datetime | None:
-    try:
-        stamp = datetime.datetime.strptime(path.name.split("_", 1)[0], "%Y%m%dT%H%M%S%fZ")
-    except ValueError:
-        return None
-    return stamp.replace(tzinfo=datetime.timezone.utc)
 
 
 def _summarise(key: str, measurement) -> RunMeasurement:
@@ -159,7 +152,7 @@ def read_run(path: str | os.PathLike, fingerprint: str | None = None) -> StoredR
     if fingerprint is not None and found != fingerprint:
         raise storage.BaselineError(f"{path}: a run of GPU {found!r}, not {fingerprint!r}; move or delete it")
     commit_info = document.get("commit_info") if isinstance(document.get("commit_info"), dict) else {}
-    time = _parse_time(document.get("datetime")) or _time_of_file_name(path)
+    time = _parse_time(document.get("datetime")) or storage.BaselineStore.saved_time(path)
     if time is None:
         raise storage.BaselineError(f"{path}: no valid 'datetime'; delete it or save a new run")
     commit = commit_info.get("id")
@@ -196,12 +189,16 @@ def load_runs(
     files = sorted(storage.BaselineStore(storage_root).run_files(fingerprint))
     runs = []
     for done, path in enumerate(files, 1):
+        storage.BaselineStore.warn_if_future(path)
         try:
             runs.append(read_run(path, fingerprint))
-        except storage.BaselineError as error:
-            warnings.warn(f"{error} (skipped)", SkippedRunWarning, stacklevel=2)
-        except OSError as error:
-            warnings.warn(f"{path}: cannot be read ({error}) (skipped)", SkippedRunWarning, stacklevel=2)
+        except (storage.BaselineError, OSError) as error:
+            if not os.path.lexists(path):
+                pass  # pruned since it was listed: no run, and nothing wrong
+            elif isinstance(error, storage.BaselineError):
+                warnings.warn(f"{error} (skipped)", SkippedRunWarning, stacklevel=2)
+            else:
+                warnings.warn(f"{path}: cannot be read ({error}) (skipped)", SkippedRunWarning, stacklevel=2)
         if progress is not None:
             progress(done, len(files))
     return sorted(runs, key=StoredRun.order_key)
@@ -422,7 +419,7 @@ def resolve(storage_root: str | os.PathLike, name: str, fingerprint: str | None 
     if len(candidates) > 1:
         raise ValueError(f"runs of {len(candidates)} GPUs in {storage_root}/: pick one with --fingerprint "
                          f"({', '.join(candidates)})")
-    runs = sorted(load_runs(storage_root, candidates[0]), key=lambda run: run.time)
+    runs = sorted(load_runs(storage_root, candidates[0]), key=lambda run: storage.BaselineStore.order_key(run.path))
     where = f"{storage_root}/{candidates[0]}"
     if not runs:
         raise ValueError(EMPTY_HINT.format(root=storage_root))

@@ -5,7 +5,9 @@ wall time per call of each round, in seconds (pytest-benchmark's unit: what
 ``pytest-benchmark compare`` users compare; per-dispatch figures are in
 ``extra_info`` and the ``pytest_dispatch`` section), and
 ``extra_info`` carries the counts, the per-kernel dispatches, the host breakdown,
-the sync cost and the method.  Files are written atomically (temp file + rename).
+the sync cost and the method.  Files are written atomically (temp file + rename; a saved run:
+temp file + a hard link under the storage's next number), never larger than a reader reads; a
+path that is not a regular file (/dev/null, a FIFO, /dev/stdout) is written into, never replaced.
 """
 
 from __future__ import annotations
@@ -13,14 +15,17 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
+import errno
 import functools
 import json
 import math
 import re
 import os
+import stat
 import tempfile
+import warnings
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any
 
 from pytest_dispatch._meta import __version__
 from pytest_dispatch.judgement import validation
@@ -156,23 +161,48 @@ def counted_of(document: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def write_json_atomically(path: str | os.PathLike, document: dict[str, Any]) -> Path:
-    """Write ``document`` to ``path`` via a temp file in the same folder and a rename."""
-    return _write_atomically(path, lambda file: json.dump(document, file, indent=2, allow_nan=False))
+    """Write ``document`` to ``path`` via a temp file in the same folder and a rename (see
+    ``_write_atomically``).  OSError (EFBIG) when it would be larger than a reader accepts
+    (``validation.MAX_FILE_BYTES``): nothing is written then."""
+    return _write_atomically(path, json_bytes(document, str(path)))
+
+
+def json_bytes(document: dict[str, Any], where: str) -> bytes:
+    """``document`` as the JSON a reader accepts: indented, or compact where indenting would make
+    it too large; OSError (EFBIG) naming ``where`` when even that is larger than readers read."""
+    data = json.dumps(document, indent=2, allow_nan=False).encode()
+    if len(data) > validation.MAX_FILE_BYTES:
+        data = json.dumps(document, separators=(",", ":"), allow_nan=False).encode()
+    if len(data) > validation.MAX_FILE_BYTES:
+        raise OSError(errno.EFBIG, f"the results are {len(data):,} bytes of JSON, more than a reader accepts "
+                                   f"({validation.MAX_FILE_BYTES:,}); nothing written: select fewer tests "
+                                   "(-k, or one file per test folder)", where)
+    return data
 
 
 def write_text_atomically(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` via a temp file in the same folder and a rename."""
-    return _write_atomically(path, lambda file: file.write(text))
+    return _write_atomically(path, text.encode())
 
 
-def _write_atomically(path: str | os.PathLike, write: Callable[[TextIO], Any]) -> Path:
+def _write_atomically(path: str | os.PathLike, data: bytes) -> Path:
+    """A regular file (or none yet) is replaced at once: a temp file in its folder, then a rename,
+    so a reader never meets half a file.  What is not a regular file (/dev/null, a FIFO, a
+    terminal, or a link to one) is written into, never replaced: a rename would put a regular
+    file where the device or the pipe was.  A link to a regular file keeps pointing to it."""
     path = Path(path)
+    if _is_special(path):
+        with open(path, "ab") as file:  # appended: /dev/stdout may be a log file, not to be cut
+            file.write(data)
+        return path
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.chmod(temp, 0o666 & ~_umask())  # mkstemp's 0600 would hide results from the team and CI caches
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            write(file)
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temp, path)
@@ -180,6 +210,22 @@ def _write_atomically(path: str | os.PathLike, write: Callable[[TextIO], Any]) -
         Path(temp).unlink(missing_ok=True)
         raise
     return path
+
+
+_STREAM = re.compile(r"/dev/(?:stdout|stderr|fd/\d+)|/proc/(?:self|thread-self|\d+)/fd/\d+")
+
+
+def _is_special(path: Path) -> bool:
+    """Whether ``path`` (links followed) is there and neither a regular file nor a folder, or names
+    a process's stream (/dev/stdout, /proc/self/fd/1: a link to whatever it writes to, a log
+    file included, whose writer keeps its own offset)."""
+    if _STREAM.fullmatch(str(path.absolute())):
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
 def _umask() -> int:
@@ -193,24 +239,51 @@ class BaselineError(Exception):
     """A baseline file cannot be used; the message names the file and what to do."""
 
 
+class TooLarge(BaselineError):
+    """A file larger than any results file: not read (an older version could save one)."""
+
+
 def load_document(path: str | os.PathLike) -> dict[str, Any]:
     """Read a results file written by ``session_json`` (or ``pytest-dispatch merge``), checked once
     (``validation.check_document``); BaselineError names the file, the field and what to do."""
     path = Path(path)
     try:
-        size = path.stat().st_size
-        if size > validation.MAX_FILE_BYTES:
-            raise BaselineError(f"{path}: {size} bytes, larger than any results file "
-                                f"({validation.MAX_FILE_BYTES} at most); delete it or save a new run")
-        with open(path, encoding="utf-8") as file:
-            document = json.load(file, parse_constant=_reject_constant, parse_float=_finite_float)
+        document = json.loads(_read_regular_file(path).decode("utf-8"), parse_constant=_reject_constant,
+                              parse_float=_finite_float)
     except FileNotFoundError:
         raise BaselineError(f"{path}: no such file; check the path, or list the saved runs with `pytest-dispatch list`") from None
     except IsADirectoryError:
         raise BaselineError(f"{path}: is a folder, not a results file; give one of its .json files") from None
+    except PermissionError as error:
+        raise BaselineError(f"{path}: cannot be read ({error.strerror}); check its permissions, or move it away") from None
+    except OSError as error:
+        raise BaselineError(f"{path}: cannot be read ({error.strerror or error}); move it away or save a new run") from None
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise BaselineError(f"{path}: not valid JSON ({error}); delete it or save a new baseline") from None
     return load_document_object(document, path)
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """The bytes of a regular file of at most ``validation.MAX_FILE_BYTES``; anything else (a device
+    such as /dev/zero, a FIFO, a socket) is refused before it is read, so no read hangs or fills
+    memory."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "is a folder", str(path))
+    # O_NONBLOCK: a FIFO opens at once (to be refused below) instead of waiting for a writer
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(descriptor, "rb") as file:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise BaselineError(f"{path}: not a regular file (a device, a FIFO or a socket); give a results file")
+        if info.st_size > validation.MAX_FILE_BYTES:
+            raise TooLarge(f"{path}: {info.st_size} bytes, larger than any results file "
+                           f"({validation.MAX_FILE_BYTES} at most); delete it (`pytest-dispatch prune` removes it) "
+                           "or save a new run")
+        data = file.read(validation.MAX_FILE_BYTES + 1)
+    if len(data) > validation.MAX_FILE_BYTES:  # it grew since
+        raise TooLarge(f"{path}: larger than any results file ({validation.MAX_FILE_BYTES} bytes at most); "
+                       "delete it or save a new run")
+    return data
 
 
 def load_document_object(document: Any, path: str | os.PathLike) -> dict[str, Any]:
@@ -256,10 +329,19 @@ def gpu_of(document: dict[str, Any]) -> GpuInfo | None:
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _STAMP = "%Y%m%dT%H%M%S%fZ"
-# what ``BaselineStore.save`` names a file: <UTC time>_<commit>_<name>.json
-_RUN_FILE = re.compile(r"(\d{8}T\d{6}(?:\d{6})?Z)_[A-Za-z0-9._-]*_[A-Za-z0-9._-]*\.json")  # µs: optional
-_TEMP_FILE = re.compile(r"\.\d{8}T\d{6}(?:\d{6})?Z_.*\.json\..*\.tmp")  # write_json_atomically's, of a save
+# what ``BaselineStore.save`` names a file: <sequence>_<UTC time>_<commit>_<name>.json; before the
+# sequence it named them <UTC time>_<commit>_<name>.json, and those files are still read (``order_key``)
+_RUN_FILE = re.compile(r"(?:(\d{8,})_)?(\d{8}T\d{6}(?:\d{6})?Z)_[A-Za-z0-9._-]*_[A-Za-z0-9._-]*\.json")  # µs: optional
+_TEMP_FILE = re.compile(r"\.(?:\d{8,}_)?\d{8}T\d{6}(?:\d{6})?Z_.*\.json\..*\.tmp")  # a save's temp file
 STALE_TEMP_SECONDS = 3600  # a save's temp file this old belongs to an interrupted save
+FUTURE_SLACK = datetime.timedelta(minutes=5)  # clocks of two machines sharing a storage may differ this much
+
+
+_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK}
+
+
+class FutureRunWarning(UserWarning):
+    """A saved run is dated in the future: a clock was wrong when it was saved (or is now)."""
 
 
 @dataclasses.dataclass
@@ -274,7 +356,7 @@ class Pruned:
 
 
 class BaselineStore:
-    """Results files under ``root/<GPU fingerprint>/<UTC time>_<commit>_<name>.json``.
+    """Results files under ``root/<GPU fingerprint>/<number>_<UTC time>_<commit>_<name>.json``.
 
     A file of another name, a link, or a file that does not read as a results document is not a
     saved run: lookups pass over it and ``prune`` never deletes it."""
@@ -287,39 +369,102 @@ class BaselineStore:
         return _SAFE_NAME.sub("-", name).strip("-.") or "run"
 
     def save(self, document: dict[str, Any], name: str) -> Path:
+        """Save a run as the newest of the storage: its file name starts with a number above every
+        saved run's (``order_key``), whatever the clock says.  Two saves at once take two numbers
+        (a hard link never replaces a file); OSError (EFBIG) when it is larger than a reader accepts."""
         fingerprint = fingerprint_of(document) or "no-gpu"
         commit = str((document.get("commit_info") or {}).get("id") or "nocommit")
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime(_STAMP)
-        path = self.root / fingerprint / f"{stamp}_{self.safe_name(commit)}_{self.safe_name(name)}.json"
-        return write_json_atomically(path, document)
+        folder = self.root / fingerprint
+        data = json_bytes(document, str(folder))
+        folder.mkdir(parents=True, exist_ok=True)
+        sequence = self._last_sequence() + 1
+        handle, temp = tempfile.mkstemp(prefix=f".{sequence:08d}_{stamp}_x.json.", suffix=".tmp", dir=folder)
+        try:
+            os.chmod(temp, 0o666 & ~_umask())
+            with os.fdopen(handle, "wb") as file:
+                file.write(data)
+                file.flush()
+                os.fsync(file.fileno())
+            while True:
+                path = folder / f"{sequence:08d}_{stamp}_{self.safe_name(commit)}_{self.safe_name(name)}.json"
+                try:
+                    os.link(temp, path)  # unlike a rename, fails where another save took this number
+                    return path
+                except FileExistsError:
+                    sequence = max(sequence, self._last_sequence()) + 1
+                except OSError as error:
+                    if error.errno not in _NO_HARD_LINKS or os.path.lexists(path):
+                        raise
+                    os.replace(temp, path)  # a file system without hard links: a rename, checked first
+                    return path
+        finally:
+            Path(temp).unlink(missing_ok=True)
+
+    def _last_sequence(self) -> int:
+        """The highest number a saved run's file name starts with in the storage (0: none)."""
+        numbers = [self.sequence_of(path) for fingerprint in self.fingerprints()
+                   for path in self.run_files(fingerprint)]
+        return max((n for n in numbers if n is not None), default=0)
 
     @staticmethod
     def name_of(path: Path) -> str:
-        """The name a file was saved under (``<time>_<commit>_<name>.json``)."""
-        parts = Path(path).stem.split("_", 2)
-        return parts[2] if len(parts) == 3 else Path(path).stem
+        """The name a file was saved under (``[<sequence>_]<time>_<commit>_<name>.json``)."""
+        stem = Path(path).stem
+        parts = stem.split("_", 3 if BaselineStore.sequence_of(path) is not None else 2)
+        return parts[-1] if len(parts) >= 3 else stem
+
+    @staticmethod
+    def sequence_of(path: Path) -> int | None:
+        """The number ``save`` gave a run (its order in the storage); None for a run saved before
+        runs were numbered, and for any other name."""
+        match = _RUN_FILE.fullmatch(Path(path).name)
+        return int(match.group(1)) if match is not None and match.group(1) else None
 
     @staticmethod
     def saved_time(path: Path) -> datetime.datetime | None:
-        """When a file named as ``save`` names them was saved (UTC); None for any other name."""
+        """When a file named as ``save`` names them was saved (UTC) by the saving machine's clock;
+        None for any other name."""
         match = _RUN_FILE.fullmatch(Path(path).name)
         if match is None:
             return None
         try:
-            stamp = match.group(1)
+            stamp = match.group(2)
             return datetime.datetime.strptime(stamp, _STAMP if len(stamp) > 16 else "%Y%m%dT%H%M%SZ").replace(
                 tzinfo=datetime.timezone.utc)
         except ValueError:
             return None
 
+    @classmethod
+    def order_key(cls, path: Path) -> tuple:
+        """The order runs were saved in: numbered runs by their number, after the runs saved before
+        runs were numbered (those by their time).  A clock set wrong never makes a run the newest."""
+        sequence = cls.sequence_of(path)
+        if sequence is None:
+            return (0, cls.saved_time(path), Path(path).name)
+        return (1, sequence, Path(path).name)
+
+    @classmethod
+    def warn_if_future(cls, path: Path) -> None:
+        """A ``FutureRunWarning`` naming a run dated after now: its clock was wrong."""
+        saved = cls.saved_time(path)
+        if saved is not None and saved > datetime.datetime.now(datetime.timezone.utc) + FUTURE_SLACK:
+            warnings.warn(FutureRunWarning(
+                f"{path}: dated {saved:%Y-%m-%d %H:%M} UTC, in the future (a clock was wrong when it was "
+                "saved); runs are ordered by when they were saved into the storage, not by their dates"),
+                stacklevel=1)  # one place: a run named by several look-ups is one warning
+
     def files(self, fingerprint: str | None, name: str = "latest") -> list[Path]:
         """Saved runs of this fingerprint (None: every one) with this name ("latest": any), oldest
-        first by the time they were saved; files named otherwise and links are passed over."""
+        first in the order they were saved (``order_key``); files named otherwise and links are
+        passed over, and a run dated in the future is named in a ``FutureRunWarning``."""
         files = [f for found in ([fingerprint] if fingerprint else self.fingerprints()) for f in self.run_files(found)
                  if self.saved_time(f) is not None and not f.is_symlink()]
         if name != "latest":
             files = [f for f in files if self.name_of(f) == self.safe_name(name)]
-        return sorted(files, key=lambda f: (self.saved_time(f), f.name))
+        for path in files:
+            self.warn_if_future(path)
+        return sorted(files, key=self.order_key)
 
     def fingerprints(self) -> list[str]:
         """The GPU fingerprints that have a folder in the storage, sorted."""
@@ -346,7 +491,12 @@ class BaselineStore:
         (``--dispatch-instructions``) or timed, with its document; a counted run and a timed one
         are never each other's baseline.  BaselineError when a file of that name cannot be read."""
         for path in reversed(self.files(fingerprint, name)):
-            document = load_document(path)
+            try:
+                document = load_document(path)
+            except BaselineError:
+                if not os.path.lexists(path):
+                    continue  # pruned since it was listed
+                raise
             if (counted_of(document) is not None) == counted:
                 return path, document
         return None
@@ -365,10 +515,13 @@ class BaselineStore:
             if path.is_symlink():
                 outcome.left.append((path, "a link, not a saved run"))
             elif self.saved_time(path) is None:
-                outcome.left.append((path, "not a saved run's name (<UTC time>_<commit>_<name>.json)"))
+                outcome.left.append((path, "not a saved run's name (<number>_<UTC time>_<commit>_<name>.json)"))
             else:
                 try:
                     document = load_document(path)
+                except TooLarge:
+                    own.append(path)  # not read, yet saved under the store's name in its GPU's folder
+                    continue
                 except BaselineError as error:
                     outcome.left.append((path, str(error).removeprefix(f"{path}: ")))
                     continue
@@ -376,7 +529,9 @@ class BaselineStore:
                     outcome.left.append((path, f"a run of another GPU ({fingerprint_of(document)})"))
                     continue
                 own.append(path)
-        own.sort(key=lambda f: (self.saved_time(f), f.name))
+        for path in own:
+            self.warn_if_future(path)
+        own.sort(key=self.order_key)
         older = max(len(own) - keep, 0)
         outcome.removed, outcome.kept = own[:older], own[older:]
         now = datetime.datetime.now().timestamp()

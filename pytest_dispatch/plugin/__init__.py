@@ -172,6 +172,7 @@ def _refuse_unknown_baseline_name(store, name: str) -> None:
 
 def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
     from pytest_dispatch.judgement import gate, history, storage
+    from pytest_dispatch.presentation.text import printable
 
     store = storage.BaselineStore(options.of(config).dispatch_storage)
     if not options.of(config).dispatch_accept:  # accepting makes the baseline: a new name is the point
@@ -182,16 +183,17 @@ def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
     with warnings.catch_warnings(record=True) as caught:  # a stored run that cannot be read: one line at the end
         warnings.simplefilter("always", history.SkippedRunWarning)
         try:
-            return gate.find_baseline(store, gpu_session.info.fingerprint, options.of(config).dispatch_compare,
-                                      software=counted_software(config, gpu_session.info))
+            found = gate.find_baseline(store, gpu_session.info.fingerprint, options.of(config).dispatch_compare,
+                                       software=counted_software(config, gpu_session.info))
         except storage.BaselineError as error:
-            raise pytest.UsageError(f"--dispatch-compare: {error}") from None
+            raise pytest.UsageError(printable(f"--dispatch-compare: {error}")) from None
         finally:
             config.stash[SKIPPED_RUNS_KEY] = list(dict.fromkeys(
-                str(w.message) for w in caught if issubclass(w.category, history.SkippedRunWarning)))
-            for w in caught:
-                if not issubclass(w.category, history.SkippedRunWarning):
-                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+                printable(w.message) for w in caught if issubclass(w.category, history.SkippedRunWarning)))
+    for w in caught:  # once recording stopped: a warning given while recording is recorded again, endlessly
+        if not issubclass(w.category, history.SkippedRunWarning):
+            warnings.warn_explicit(w.category(printable(w.message)), w.category, w.filename, w.lineno)
+    return found
 
 
 def uses_gpu(item: pytest.Item) -> bool:
@@ -411,6 +413,19 @@ def _note_device_loss(item: pytest.Item, report: pytest.TestReport) -> None:
         if session.lost is None:
             first_line = str(report.longrepr).strip().splitlines()[0][:200]
             session.lost = f"the session's GPU device was lost in {item.nodeid} ({first_line})"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    """A test that destroyed the session's device: the tests after it get a new one (pytest makes
+    ``gpu_device``, and the fixtures made from it, again), and a warning names that test."""
+    result = yield
+    if item.config.stash[GPU_SESSION_KEY].replace_destroyed():
+        for fixturedef in item._fixtureinfo.name2fixturedefs.get("gpu_device", ()):
+            fixturedef.finish(item._request)
+        warnings.warn(pytest.PytestWarning(f"the session's GPU device was destroyed by {item.nodeid} "
+                                           "(gpu_device.destroy()); the tests after it got a new one"))
+    return result
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -25,6 +25,7 @@ from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.page import PageCounting, PageError, PageFunction, PageTimeout
 from pytest_dispatch.plugin.session import GPU_FIXTURES
+from pytest_dispatch.presentation.text import printable
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # WebGPU on (without the flag requestAdapter() gives null on Linux); no network of its own.
@@ -227,11 +228,11 @@ class GpuPage:
         return self
 
     def local_paths(self, text: str) -> str:
-        """``text`` with the server's URLs written as the folders they serve."""
-        server = self.session.server
-        for name, root in server.mounts.items():
-            text = text.replace(f"{server.origin}/{name}/", f"{_shown(root)}/")
-        return text
+        """``text`` (a page's message) with the server's URLs written as the folders they serve, and
+        its control characters escaped (``printable``)."""
+        for url, root in self.session.server.mounted().items():
+            text = text.replace(url, f"{_shown(root)}/")
+        return printable(text)
 
     def _evaluator(self, timeout: float) -> Callable[[str, Any], Any]:
         """``page.evaluate`` for the recorder's calls of a function with this time-out: where the

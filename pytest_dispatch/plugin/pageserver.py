@@ -1,12 +1,17 @@
 """The gpu_page fixture's HTTP server: 127.0.0.1, a free port, each test's folder mounted under a
 path of its own, cross-origin isolated (COOP/COEP: 5 µs timers and SharedArrayBuffer in pages),
-nothing cached; a worker's script is served with the page recorder in front of it."""
+nothing cached; a worker's script is served with the page recorder in front of it.
+
+It serves the session's browser only: every path starts with a random secret of the session
+(another local user can reach the port, not guess the secret, so a test's private folder stays
+private), a request whose ``Host`` is not this server's is refused (a DNS-rebound page names its
+own host), and nothing outside the mounted folders is served (links are followed, then checked)."""
 
 from __future__ import annotations
 
 import http.server
 import os
-import sys
+import secrets
 import threading
 import urllib.parse
 from pathlib import Path
@@ -14,7 +19,8 @@ from typing import Any
 
 from pytest_dispatch.measurement import page as page_measurement
 
-BLANK = "/__dispatch__/blank.html"
+BLANK = "__dispatch__/blank.html"
+_MISSING = str(Path(os.devnull) / "missing")  # what a path outside every mounted folder is served as
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
@@ -32,16 +38,40 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")
         super().end_headers()
 
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        if self.headers.get("Host") != self.server.host:
+            self.send_error(421, "Misdirected Request")  # DNS rebinding: a page of another host
+            return False
+        return True
+
+    def _relative(self, path: str) -> str | None:
+        """The request's path after the session's secret; None without the secret or when
+        undecodable (a NUL byte, a bad escape)."""
+        try:
+            text = urllib.parse.unquote(urllib.parse.urlsplit(path).path, errors="strict")
+        except (ValueError, UnicodeDecodeError):
+            return None
+        prefix = f"/{self.server.secret}/"
+        if "\x00" in text or not text.startswith(prefix):
+            return None
+        return text[len(prefix):]
+
     def translate_path(self, path: str) -> str:
-        parts = urllib.parse.unquote(urllib.parse.urlsplit(path).path).lstrip("/").split("/", 1)
+        relative = self._relative(path)
+        parts = (relative or "").split("/", 1)
         root = self.server.mounts.get(parts[0])
-        if root is None or len(parts) < 2:
-            return str(Path(os.devnull) / "missing")
-        target = (root / parts[1]).resolve()
-        return str(target) if target.is_relative_to(root) else str(Path(os.devnull) / "missing")
+        if relative is None or root is None or len(parts) < 2:
+            return _MISSING
+        try:
+            target = (root / parts[1]).resolve()
+        except (OSError, ValueError, RuntimeError):  # a link loop, a name too long
+            return _MISSING
+        return str(target) if target.is_relative_to(root) else _MISSING
 
     def do_GET(self) -> None:
-        if self.path == BLANK:
+        if self._relative(self.path) == BLANK:
             return self._send(b"<!doctype html><title>pytest-dispatch</title>", "text/html")
         if self.headers.get("Sec-Fetch-Dest") in ("worker", "sharedworker"):
             path = Path(self.translate_path(self.path))
@@ -69,32 +99,48 @@ class PageServer(http.server.ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.mounts: dict[str, Path] = {}
+        self.secret = secrets.token_urlsafe(24)
         self._thread = threading.Thread(target=self.serve_forever, name="pytest-dispatch pages", daemon=True)
         self._thread.start()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """A browser that drops a connection (a page closed mid-load) is no error to print."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
+        """Nothing is printed: a browser that drops a connection (a page closed mid-load) or a
+        malformed request is no error of the test, and a traceback from this thread would land
+        in the middle of pytest's output."""
+
+    @property
+    def host(self) -> str:
+        """The ``Host`` header of a request to this server."""
+        return f"127.0.0.1:{self.server_address[1]}"
+
+    @property
+    def origin(self) -> str:
+        return f"http://{self.host}"
+
+    @property
+    def base(self) -> str:
+        """Where everything this server serves is (no / at the end): its origin and the
+        session's secret."""
+        return f"{self.origin}/{self.secret}"
 
     @property
     def blank(self) -> str:
         """An empty page of this server's origin (the adapter is probed there)."""
-        return self.origin + BLANK
-
-    @property
-    def origin(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
+        return f"{self.base}/{BLANK}"
 
     def mount(self, folder: Path) -> str:
         """The URL of ``folder``'s root (ending in /)."""
         folder = folder.resolve()
         for name, root in self.mounts.items():
             if root == folder:
-                return f"{self.origin}/{name}/"
+                return f"{self.base}/{name}/"
         name = f"m{len(self.mounts)}"
         self.mounts[name] = folder
-        return f"{self.origin}/{name}/"
+        return f"{self.base}/{name}/"
+
+    def mounted(self) -> dict[str, Path]:
+        """Each mounted folder by its URL (ending in /)."""
+        return {f"{self.base}/{name}/": root for name, root in self.mounts.items()}
 
     def close(self) -> None:
         self.shutdown()

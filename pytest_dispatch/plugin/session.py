@@ -34,6 +34,7 @@ class GpuSession:
         self.required = required
         self.spread_index = spread_index
         self.lost: str | None = None  # why the device is gone, once a test lost it
+        self.destroyed = False  # a test called the session device's destroy()
         self.adapter_index = 0  # which of the identical adapters of this host
         self.adapter_count = 1
         self._device = None
@@ -103,7 +104,29 @@ class GpuSession:
                 self._device_error = str(error)
                 raise
             devicelock.register(self._device, self.info.fingerprint, self.adapter_index)
+            self._note_destroy(self._device)
         return self._device
+
+    def replace_destroyed(self) -> bool:
+        """Whether a test destroyed the device; if so, ``device`` makes a new one from now on."""
+        if not self.destroyed:
+            return False
+        self.destroyed = False
+        self._device = None
+        return True
+
+    def _note_destroy(self, device) -> None:
+        """Note a test's ``gpu_device.destroy()``, so that the tests after it get a new device
+        (``replace_destroyed``) instead of failing with wgpu's traceback."""
+        destroy = device.destroy
+
+        def destroy_and_note(*args, **kwargs):
+            self.destroyed = True
+            return destroy(*args, **kwargs)
+        try:
+            device.destroy = destroy_and_note
+        except AttributeError:  # a device class with slots: a loss is still found by its error
+            pass
 
     def header_line(self) -> str:
         if self.unavailable_reason:

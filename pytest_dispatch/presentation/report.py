@@ -14,7 +14,7 @@ from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.meter import SINGLE_OP, Measurement
-from pytest_dispatch.presentation.text import cut_at_words, wrap
+from pytest_dispatch.presentation.text import cut_at_words, printable, wrap
 
 DOUBT_MARK = "~"  # before a doubtful timing cell
 BELOW_SYNC_NOISE = "< sync noise"  # a median at or below zero: the work was lost in the empty sync's noise
@@ -417,7 +417,7 @@ def render(
     lines.extend(table.key_lines())
     if timing_doubt:
         lines.append(timing_doubt)  # one line, whatever the width: it is the summary's reason
-    return lines
+    return [printable(line) for line in lines]
 
 
 PYTEST_ACCEPT_HINT = "run with --dispatch-accept to make this run the baseline"
@@ -446,4 +446,4 @@ def gate_summary(baseline, verdicts: Mapping[str, "TestVerdicts"],
     regressed = any(test.failure_lines for test in verdicts.values())
     if not regressed and any(test.improved for test in verdicts.values()):
         lines.append(f"dispatch gate: improvements found; {accept_hint}")
-    return lines
+    return [printable(line) for line in lines]

@@ -10,6 +10,17 @@ from typing import Iterable, Sequence
 # table escapes) leaves no emphasis, link, image, autolink, entity or raw HTML in text from data.
 _PUNCTUATION = re.compile(r"([!-/:-@\[-`{}~])")  # ASCII punctuation but "|"
 _BACKTICKS = re.compile(r"`+")
+# what a terminal acts on rather than shows: C0 controls but tab and newline (ESC starts the escape
+# sequences that move the cursor, recolour or retitle), DEL, C1 controls, and the marks that turn
+# text around (a name could show as another)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: object) -> str:
+    """``text`` (lines that hold names, branches, messages: data) for a terminal or a text file:
+    each control character written as its escape (``\\x1b``), tab and newline kept."""
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}" if ord(found.group()) < 0x100
+                        else f"\\u{ord(found.group()):04x}", str(text))
 
 
 def cut_keeping_end(text: str, width: int) -> str:

@@ -14,11 +14,13 @@ import os
 import platform
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 COUNTED_ENV = "PYTEST_DISPATCH_COUNTED"  # in the relaunched session: the folder callgrind dumps into
 VALGRIND_VERSION_ENV = "PYTEST_DISPATCH_VALGRIND"  # in the relaunched session: `valgrind --version`
@@ -170,7 +172,56 @@ def relaunch(pytest_args: Sequence[str], *, cwd: str | os.PathLike, cache_sim: b
             env = fixed_environment(os.environ, command, dumps, release)
         where = "pytest-xdist's workers run" if in_workers else "the session runs"
         announce(f"dispatch: counting host instructions under callgrind ({release}); {where} 10-50x slower")
-        return subprocess.run(command, env=env, cwd=cwd).returncode
+        return run_to_the_end(command, env, cwd, announce)
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def run_to_the_end(command: Sequence[str], env: Mapping[str, str], cwd: str | os.PathLike,
+                   announce: Callable[[str], None]) -> int:
+    """Run the counted session in a process group of its own and wait for it; its exit status.
+
+    Stopped (SIGTERM from ``timeout``, ``docker stop`` or a CI cancel, SIGINT from Ctrl-C, SIGHUP;
+    to this process or its group), the whole group is killed at once: no valgrind, session or
+    worker outlives the job or saves a run after the stop.  The session ended by a signal
+    (its valgrind killed) ends the rest of the group too.  Either way one line says so, and the
+    exit status is 128 + the signal's number."""
+    process: subprocess.Popen | None = None
+    stopped: list[int] = []
+
+    def stop(signum: int, _frame: Any) -> None:
+        stopped.append(signum)
+        if process is not None:
+            _kill_group(process.pid)
+
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS} if in_main_thread else {}
+    try:
+        process = subprocess.Popen(command, env=dict(env), cwd=cwd, start_new_session=True)
+        if stopped:
+            _kill_group(process.pid)
+        code = process.wait()
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    if stopped:
+        announce(f"dispatch: counted run stopped by {signal.Signals(stopped[0]).name}: its processes ended at "
+                 "once, nothing saved after the stop, callgrind's dumps removed")
+        return 128 + stopped[0]
+    if code < 0:
+        _kill_group(process.pid)  # its workers, where only valgrind or the session was killed
+        announce(f"dispatch: the counted session was killed by {signal.Signals(-code).name} (valgrind or a "
+                 "process it ran); its other processes ended, nothing saved after it, callgrind's dumps removed")
+        return 128 - code
+    return code
+
+
+def _kill_group(group: int) -> None:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # every process of it has ended already
 
 
 def worker_python(python: str | None) -> str | None:

@@ -1,0 +1,45 @@
+"""An A/B test that hangs after its measurement is failed once, named, and not run again in the
+job's later sessions (each run would cost --test-timeout, on both sides, every session)."""
+
+from pathlib import Path
+
+from pytest_dispatch.ab import command, coordinator
+
+TESTS = """
+import os
+import time
+import pytest
+from pytest_dispatch.workloads import AddOne
+
+
+@pytest.fixture(scope="module")
+def kernel(gpu_device):
+    return AddOne(gpu_device)
+
+
+def test_steady(dispatch_meter, kernel):
+    dispatch_meter.measure(kernel.single_pass, 10, per_round=2, name="steady")
+
+
+def test_hangs_after(dispatch_meter, kernel):
+    dispatch_meter.measure(kernel.single_pass, 10, per_round=2, name="hangs")
+    with open(os.path.join(os.path.dirname(__file__), "hung.txt"), "a") as runs:
+        runs.write(f"{os.getpid()}\\n")
+    time.sleep(600)
+"""
+
+
+def test_a_test_that_hangs_after_its_measurement_runs_in_one_session_only(tmp_path, gpu_info):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_hang.py").write_text(TESTS)
+    settings = coordinator.Settings(test_timeout=5, pairs=6, sessions=2, max_sessions=2, min_time=0.0,
+                                    max_time=3.0, no_prestart=True)
+    lines: list[str] = []
+    code = command.run(str(project), str(project), ["-p", "no:randomly"], settings, out=lines.append)
+    assert code == 1, lines
+    hung = (project / "hung.txt").read_text().split()
+    assert len(hung) == 2, lines  # base and head, in the first session only
+    named = [line for line in lines if "test_hangs_after: failed (the" in line and "not run in later sessions" in line]
+    assert len(named) == 1, lines
+    assert any(line.startswith("session 2") for line in lines), lines  # the other test's session went on
