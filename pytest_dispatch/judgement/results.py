@@ -31,7 +31,7 @@ class TestResult:
     outcome: str = "passed"
     gate: dict[str, Any] | None = None  # the gate's verdicts (gate.TestVerdicts.as_dict), when comparing
     speedups: list[str] = dataclasses.field(default_factory=list)  # Speedup.summary of each assert_speedup
-    gate_overrides: dict[str, float] = dataclasses.field(default_factory=dict)  # the marker's alpha/threshold
+    gpu: dict[str, Any] | None = None  # GpuInfo.as_dict() of what the test ran on (Source.runs_on); None: no GPU
 
     @property
     def budget_verdict(self) -> Status:
@@ -59,7 +59,7 @@ class TestResult:
             "outcome": self.outcome,
             "gate": self.gate,
             "speedups": list(self.speedups),
-            "gate_overrides": dict(self.gate_overrides),
+            "gpu": self.gpu,
         }
 
     @classmethod
@@ -72,7 +72,7 @@ class TestResult:
             outcome=data.get("outcome", "passed"),
             gate=data.get("gate"),
             speedups=list(data.get("speedups") or []),
-            gate_overrides=dict(data.get("gate_overrides") or {}),
+            gpu=data.get("gpu"),
         )
 
 

@@ -50,10 +50,8 @@ class RoundServer(Protocol):
     In an A/B job each worker's meter hands its warmed-up measurement to the
     coordinator, which asks the two workers for rounds in turn (pytest_dispatch.ab)."""
 
-    def serve(self, key: str, calls: dict[str, int], take_round: Callable[[], tuple[int, int, int]],
-              overrides: dict[str, float]) -> bool:
-        """Serve rounds until told to stop; False when this side must measure alone.
-        ``overrides``: the test's own gate settings (alpha, threshold)."""
+    def serve(self, key: str, calls: dict[str, int], take_round: Callable[[], tuple[int, int, int]]) -> bool:
+        """Serve rounds until told to stop; False when this side must measure alone."""
 
 
 @dataclasses.dataclass
@@ -230,8 +228,7 @@ class DispatchMeter:
     def __init__(self, request=None, *, device=None, timestamps_enabled: bool = False,
                  round_server: RoundServer | None = None,
                  lock: bool = True, min_rounds: int = settings.MIN_ROUNDS, max_time: float | None = None,
-                 timing: bool = True, gate_overrides: dict[str, float] | None = None,
-                 counter: instructions.Counter | None = None) -> None:
+                 timing: bool = True, counter: instructions.Counter | None = None) -> None:
         self._request = request
         # timed, counts only (timing=False: --dispatch-disable-timing) or, given a counter,
         # counted instructions (--dispatch-instructions)
@@ -241,7 +238,6 @@ class DispatchMeter:
         self._device = device
         self.timestamps_enabled = timestamps_enabled
         self.round_server = round_server
-        self.gate_overrides = dict(gate_overrides or {})  # the test's alpha/threshold, for the round server
         # Take turns on the GPU with other processes (off where a coordinator does it), only to time:
         # another process's GPU work does not move a count, and in counted mode (valgrind runs each
         # process on one core at a time) the turns made pytest-xdist's workers count one by one.
@@ -390,7 +386,7 @@ class DispatchMeter:
         if take_rounds is not None:
             take_rounds(samplers)
         elif not (served and self.round_server.serve(self._key(samplers[0].name), samplers[0].calls,
-                                                     samplers[0].take_round, self.gate_overrides)):
+                                                     samplers[0].take_round)):
             deadline = None if self.max_time is None else time.perf_counter() + self.max_time
             for taken in range(1, rounds + 1):
                 for sampler in samplers:

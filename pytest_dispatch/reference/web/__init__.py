@@ -47,7 +47,7 @@ _RECORDED = ([1, 2], [3], [4, 5, 6])
 
 def assets_dir() -> Path:
     """The folder of ``runner.js`` (package data)."""
-    return Path(__file__).with_name("web")
+    return Path(__file__).parent
 
 
 def write_site(folder, config: ModelConfig | str = "tiny", *, levels=tuple(LEVELS), **export) -> Path:
