@@ -26,9 +26,9 @@ from typing import Mapping
 
 import numpy as np
 
-from .config import ModelConfig, get_config
-from .graph import LEVELS
-from .model import ReferenceModel
+from pytest_dispatch.reference.config import ModelConfig, get_config
+from pytest_dispatch.reference.graph import LEVELS
+from pytest_dispatch.reference.model import ReferenceModel
 
 # WebGPU's default limits (the spec's "default" column), in wgpu-py's spelling.
 DEFAULT_LIMITS = {
