@@ -46,8 +46,9 @@ LAYERS = (
     ("pytest_dispatch._meta", 0), ("pytest_dispatch.settings", 0),
     ("pytest_dispatch.measurement", 1), ("pytest_dispatch.workloads", 1),
     ("pytest_dispatch.judgement", 2),
-    ("pytest_dispatch.presentation", 3), ("pytest_dispatch.options", 3),
-    ("pytest_dispatch.plugin", 4), ("pytest_dispatch.ab", 4), ("pytest_dispatch.cli", 4),
+    ("pytest_dispatch.storage", 3),
+    ("pytest_dispatch.presentation", 4), ("pytest_dispatch.options", 4),
+    ("pytest_dispatch.plugin", 5), ("pytest_dispatch.ab", 5), ("pytest_dispatch.cli", 5),
 )
 REFERENCE = "pytest_dispatch.reference"  # apart: it may import the measurement layer and the bottom only
 # Front ends that must not import each other: the plugin and A/B jobs talk through hooks.
@@ -66,7 +67,7 @@ def room_of(module: str) -> tuple[str, int]:
     if module == REFERENCE or module.startswith(REFERENCE + "."):
         return REFERENCE, 1
     assert module == "pytest_dispatch", f"{module}: give it a layer in tests/test_layers.py"
-    return module, 5
+    return module, 6
 
 
 def wrong_arrows() -> set[tuple[str, str]]:

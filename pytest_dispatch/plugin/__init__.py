@@ -222,7 +222,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _refuse_baselines_of_other_tests(baselines: Baselines, items: list[pytest.Item]) -> None:
     """Saved runs of the compared name hold none of the collected tests (whichever GPU each will
     run on): a usage error before any test runs."""
-    from pytest_dispatch.judgement import storage
+    from pytest_dispatch import storage
     from pytest_dispatch.judgement.results import sequential_measurements
     from pytest_dispatch.measurement.key import MeasurementKey
     from pytest_dispatch.presentation.text import count_and_first
@@ -252,7 +252,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gpu_session = state(session.config).gpu
     if baselines is None or not any(uses_gpu(item) for item in session.items) or gpu_session.unavailable_reason:
         return
-    from pytest_dispatch.judgement import storage
+    from pytest_dispatch import storage
 
     try:
         baselines.of(gpu_session.info)
@@ -385,7 +385,7 @@ def _gate_of(config: pytest.Config, result: "TestResult"):
     baselines = state(config).baselines
     if baselines is None or result.gpu is None or not result.measurements:
         return None
-    from pytest_dispatch.judgement import storage
+    from pytest_dispatch import storage
 
     try:
         return baselines.gate(GpuInfo.from_dict(result.gpu))

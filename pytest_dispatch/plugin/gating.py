@@ -47,7 +47,7 @@ class Baselines:
     A saved run that cannot be read raises ``storage.BaselineError``; the caller says where."""
 
     def __init__(self, config: pytest.Config, counted: bool) -> None:
-        from pytest_dispatch.judgement import storage
+        from pytest_dispatch import storage
 
         values = options.of(config)
         self.counted = counted  # counted mode: counted runs are the baselines, never timed ones
@@ -99,16 +99,16 @@ class Baselines:
         return self._loaded[gpu.fingerprint]
 
     def _find(self, gpu: "GpuInfo") -> "gate.Baseline | None":
-        from pytest_dispatch.judgement import gate, history
+        from pytest_dispatch.storage import baselines, saved
 
         with warnings.catch_warnings(record=True) as caught:  # a stored run that cannot be read: one line at the end
-            warnings.simplefilter("always", history.SkippedRunWarning)
+            warnings.simplefilter("always", saved.SkippedRunWarning)
             try:
-                return gate.find_baseline(self.store, gpu.fingerprint, self.name,
-                                          software=counted_software(self.counted, gpu))
+                return baselines.find_baseline(self.store, gpu.fingerprint, self.name,
+                                               software=counted_software(self.counted, gpu))
             finally:
-                skipped = [str(w.message) for w in caught if issubclass(w.category, history.SkippedRunWarning)]
+                skipped = [str(w.message) for w in caught if issubclass(w.category, saved.SkippedRunWarning)]
                 self.skipped = list(dict.fromkeys([*self.skipped, *skipped]))
                 for w in caught:
-                    if not issubclass(w.category, history.SkippedRunWarning):
+                    if not issubclass(w.category, saved.SkippedRunWarning):
                         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

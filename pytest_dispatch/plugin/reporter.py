@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dispatch.judgement import gate, storage
+from pytest_dispatch.judgement import gate
+from pytest_dispatch import storage
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch import options
 from pytest_dispatch.judgement.results import USER_PROPERTY, TestResult, sequential_measurements
