@@ -110,3 +110,28 @@ def test_the_import_graph_has_no_cycle():
     for module in sorted(graph):
         visit(module)
     assert cycles == []
+
+
+def test_no_module_beside_a_folder_of_the_same_name():
+    """``measurement/page.py`` beside ``measurement/page/`` hid which one ``import`` meant."""
+    clashes = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if path.with_suffix("").is_dir())
+    assert clashes == []
+
+
+FILE_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "glob", "rglob", "iterdir", "unlink",
+              "mkdir", "load_document", "load_runs"}
+
+
+def test_the_judgement_layer_reads_and_writes_no_file():
+    """Judgement decides over what it is given; the storage layer reads, writes and prunes saved runs."""
+    found = []
+    for path in sorted((PACKAGE / "judgement").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if called in FILE_CALLS:
+                    found.append(f"{path.name}:{node.lineno} {called}()")
+    imported = {target for module, targets in package_modules().items() if module.startswith("pytest_dispatch.judgement")
+                for target in targets}
+    assert not any(target.startswith("pytest_dispatch.storage") for target in imported)
+    assert found == []
