@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_dispatch._meta import PACKAGE_DIR
-from pytest_dispatch import settings
 from pytest_dispatch.judgement import budget
 from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
 from pytest_dispatch import options
-from pytest_dispatch.plugin import page, shader_errors
+from pytest_dispatch.plugin import markers, page, shader_errors
+from pytest_dispatch.plugin.markers import BUDGET_KEY, TIMING_KEY
 from pytest_dispatch.plugin.gating import Baselines, counts_instructions
 from pytest_dispatch.plugin.session import STATE_KEY, DispatchState, GpuSession, state, worker_index
 
@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 # What the plugin keeps of one test (the session's state is one object: plugin.session.DispatchState)
 CALL_COUNTS_KEY = pytest.StashKey[recorder.Counts]()
 METER_KEY = pytest.StashKey["DispatchMeterFixture"]()
-BUDGET_KEY = pytest.StashKey[budget.Budget]()
-TIMING_KEY = pytest.StashKey[dict]()  # the dispatch_timing marker's overrides of the meter's settings
 WORKER_OUTPUT = "pytest_dispatch"  # the key of xdist's workeroutput we use
 KEEPING = ("dispatch_report", "dispatch_json", "dispatch_save", "dispatch_compare", "dispatch_accept",
            "dispatch_plot")  # options whose asking keeps every test's result
@@ -113,8 +111,7 @@ def pytest_xdist_setupnodes(config: pytest.Config, specs) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(page, "dispatch_page")  # the gpu_page fixture (Playwright only when used)
-    config.addinivalue_line("markers", budget.MARKER_HELP)
-    config.addinivalue_line("markers", settings.TIMING_MARKER_HELP)
+    markers.register(config)
     gpu.ensure_runtime_dir()  # before any wgpu instance, ours or the tests'; xdist workers inherit it
     values = options.of(config)  # a bad ini value stops the session here
     if (values.dispatch_ab or values.dispatch_aa) and not any(
@@ -195,23 +192,10 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Parse every dispatch_budget and dispatch_timing marker now, so a bad one stops the
-    run before any test; so does a misspelt one."""
+    """Parse every test's markers now (plugin.markers), so a bad or misspelt one stops the run
+    before any test."""
     for item in items:
-        _refuse_unknown_dispatch_markers(item)
-        marker = item.get_closest_marker(budget.MARKER)
-        if marker is not None:
-            try:
-                item.stash[BUDGET_KEY] = budget.parse_budget(marker.args, marker.kwargs)
-            except budget.BudgetUsageError as error:
-                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{budget.MARKER}: {error}") from None
-        marker = item.get_closest_marker(settings.TIMING_MARKER)
-        if marker is not None:
-            try:
-                item.stash[TIMING_KEY] = settings.parse_timing_marker(marker.args, marker.kwargs)
-            except settings.SettingError as error:
-                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{settings.TIMING_MARKER}: "
-                                        f"{error}") from None
+        markers.parse(item)
     # Before -k and -m deselect: none of these can match, so none of those that run can. Not in
     # a pytest-xdist worker (an error there is no one-line message); the reporter says it at the end.
     baselines = state(config).baselines
@@ -258,24 +242,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         baselines.of(gpu_session.info)
     except storage.BaselineError as error:
         raise pytest.UsageError(f"--dispatch-compare: {error}") from None
-
-
-MARKERS = (budget.MARKER, settings.TIMING_MARKER)
-
-
-def _refuse_unknown_dispatch_markers(item: pytest.Item) -> None:
-    """A misspelt marker would leave the test without its budget: a usage error instead."""
-    import difflib
-
-    for mark in item.iter_markers():
-        if mark.name in MARKERS:
-            continue
-        close = difflib.get_close_matches(mark.name, MARKERS, n=1, cutoff=0.8)
-        if mark.name.startswith("dispatch_") or close:
-            hint = f"did you mean @pytest.mark.{close[0]}?" if close else \
-                f"pytest-dispatch's markers are {', '.join(MARKERS)}"
-            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{mark.name} is not a pytest-dispatch marker; "
-                                    f"{hint}")
 
 
 @pytest.hookimpl(wrapper=True)
