@@ -79,7 +79,7 @@ def test_a_session_of_page_and_wgpu_tests_saves_a_run_per_gpu_and_compares_each_
     assert len(adapters) == 2 and sum("via WebGPU in a page" in line for line in adapters) == 1, adapters
 
     monkeypatch.setenv("DISPATCHES", "5")  # the native test regresses; the page test does not
-    result = run(pytester, "--dispatch-compare=main")
+    result = run(pytester, "--dispatch-compare=main", "-n", "2")  # each worker loads the baselines of its GPUs
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["FAILED test_native.py::test_native*"])
 
