@@ -44,8 +44,9 @@ class DispatchReporter:
                 self.results.append(TestResult.from_dict(value))
 
     def by_gpu(self) -> list[tuple[GpuInfo | None, list[TestResult]]]:
-        """The results of each GPU, wgpu-py's adapter first; a result with no GPU (a budget of a test
-        that used none) goes with the only GPU where there is one, else stands alone."""
+        """The results of each GPU, in the order of each GPU's first test; a result with no GPU (a
+        budget of a test that found none) goes with the only GPU where there is one, else stands
+        alone, last."""
         groups: dict[str | None, tuple[GpuInfo | None, list[TestResult]]] = {}
         for result in self.results:
             gpu = None if result.gpu is None else GpuInfo.from_dict(result.gpu)
@@ -55,8 +56,7 @@ class DispatchReporter:
             (_, results), = groups.values()
             results.extend(loose)
             results.sort(key=lambda r: r.nodeid)
-        return sorted(groups.values(), key=lambda group: (group[0] is None, group[0] is not None
-                                                          and group[0].implementation == "chromium"))
+        return sorted(groups.values(), key=lambda group: group[0] is None)
 
     def _judge_session(self, groups) -> list[tuple[gate.Baseline, dict[str, gate.TestVerdicts]]]:
         """Every test's verdicts again on the controller (pytest-xdist workers judged their own),
