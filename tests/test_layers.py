@@ -131,7 +131,7 @@ def test_the_judgement_layer_reads_and_writes_no_file():
                 called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
                 if called in FILE_CALLS:
                     found.append(f"{path.name}:{node.lineno} {called}()")
-    imported = {target for module, targets in package_modules().items() if module.startswith("pytest_dispatch.judgement")
-                for target in targets}
+    imported = {target for module, targets in package_modules().items()
+                if module.startswith("pytest_dispatch.judgement") for target in targets}
     assert not any(target.startswith("pytest_dispatch.storage") for target in imported)
     assert found == []

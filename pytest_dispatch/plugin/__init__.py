@@ -125,14 +125,13 @@ def pytest_configure(config: pytest.Config) -> None:
         adapter=values.gpu_adapter,
     )
     spread = None if values.gpu_no_spread else worker_index(os.environ.get("PYTEST_XDIST_WORKER"))
+    counted = counts_instructions(config)
     config.stash[STATE_KEY] = DispatchState(
-        gpu=GpuSession(request, required=values.gpu_required, spread_index=spread),
-        counted=False, keeps_results=any(getattr(values, name) for name in KEEPING), baselines=None)
-    state(config).counted = counts_instructions(config)
-    if values.dispatch_compare:
-        state(config).baselines = Baselines(config, state(config).counted)
-        if not values.dispatch_accept:  # accepting makes the baseline: a new name is the point
-            state(config).baselines.refuse_unknown_name()
+        gpu=GpuSession(request, required=values.gpu_required, spread_index=spread), counted=counted,
+        keeps_results=any(getattr(values, name) for name in KEEPING),
+        baselines=Baselines(config, counted) if values.dispatch_compare else None)
+    if values.dispatch_compare and not values.dispatch_accept:  # accepting makes the baseline: a new name is the point
+        state(config).baselines.refuse_unknown_name()
     if state(config).keeps_results and not hasattr(config, "workerinput"):  # xdist workers send their results up
         from pytest_dispatch.plugin.reporter import DispatchReporter
 
@@ -199,7 +198,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # Before -k and -m deselect: none of these can match, so none of those that run can. Not in
     # a pytest-xdist worker (an error there is no one-line message); the reporter says it at the end.
     baselines = state(config).baselines
-    if baselines is not None and items and not options.of(config).dispatch_accept and not hasattr(config, "workerinput"):
+    in_worker = hasattr(config, "workerinput")
+    if baselines is not None and items and not options.of(config).dispatch_accept and not in_worker:
         _refuse_baselines_of_other_tests(baselines, items)
 
 

@@ -95,7 +95,8 @@ class DispatchReporter:
         if any(verdicts.counts for verdicts in self.verdicts.values()):
             return None
         ours = list(sequential_measurements(self.results))
-        theirs = list(dict.fromkeys(key for baseline, _ in compared for key in sequential_measurements(baseline.results)))
+        theirs = list(dict.fromkeys(key for baseline, _ in compared
+                                    for key in sequential_measurements(baseline.results)))
         paths = ", ".join(baseline.path for baseline, _ in compared)
         return (f"dispatch gate: no measurement of this run has a baseline in {paths}: this run "
                 f"measured {count_and_first(ours)}, the baseline holds {count_and_first(theirs)}; nothing was "
