@@ -122,3 +122,19 @@ def test_a_session_deselecting_its_page_tests_starts_no_browser_and_saves(pytest
     assert seen(pytester)["playwright"] is False
     (folder,) = saved(pytester)
     assert "webgpu-in-a-page" not in folder
+
+
+@pytest.mark.slow
+def test_the_examples_native_and_page_collect_in_one_session():
+    """``pytest examples`` holds native and page tests (and a test module of one name in each
+    folder would stop it at collection: "import file mismatch")."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "examples"],
+                          cwd=root, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    collected = done.stdout.splitlines()
+    assert any(line.startswith("examples/browser/") for line in collected)
+    assert any(line.startswith("examples/test_") for line in collected)
