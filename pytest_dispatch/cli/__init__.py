@@ -193,15 +193,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     runs = [run for path in args.files for run in _runs(_load(path))]
     runs.sort(key=lambda run: (storage.fingerprint_of(run) or "", run.get("datetime") or ""))
-    merged = {
-        "machine_info": {},
-        "commit_info": {},
-        "benchmarks": [entry for run in runs for entry in run.get("benchmarks", [])],
-        "datetime": max((run.get("datetime") or "" for run in runs), default=""),
-        "version": runs[0].get("version") if runs else None,
-        "pytest_dispatch": {"schema": storage.SCHEMA_VERSION, "tests": [], "runs": runs},
-    }
-    storage.write_json_atomically(args.output, merged)
+    storage.write_json_atomically(args.output, storage.merged_document(runs))
     fingerprints = sorted({storage.fingerprint_of(run) or "unknown" for run in runs})
     print(f"merged {len(runs)} run(s) of {len(fingerprints)} GPU(s) into {args.output}")
     return EXIT_OK
