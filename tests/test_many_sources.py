@@ -34,6 +34,25 @@ def pytest_sessionfinish(session):
     Path("seen.json").write_text(json.dumps({"wgpu": "wgpu" in sys.modules, "playwright": "playwright" in sys.modules}))
 """
 
+# Which GPUs' baselines this process looked up, in order.
+LOADS = """
+import json
+from pathlib import Path
+from pytest_dispatch.storage import baselines
+
+LOADS = []
+find_baseline = baselines.find_baseline
+
+def counting(store, fingerprint, *args, **kwargs):
+    LOADS.append(fingerprint)
+    return find_baseline(store, fingerprint, *args, **kwargs)
+
+baselines.find_baseline = counting
+
+def pytest_sessionfinish(session):
+    Path("loads.json").write_text(json.dumps(LOADS))
+"""
+
 
 def seen(pytester) -> dict[str, bool]:
     return json.loads((pytester.path / "seen.json").read_text())
@@ -69,8 +88,11 @@ def test_a_session_of_page_and_wgpu_tests_saves_a_run_per_gpu_and_compares_each_
     assert sorted(run["machine_info"]["gpu_fingerprint"] for run in document["pytest_dispatch"]["runs"]) == \
         sorted(folders)
 
+    pytester.makeconftest(LOADS)
     result = run(pytester, "--dispatch-compare=main", "--dispatch-report")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    loads = json.loads((pytester.path / "loads.json").read_text())
+    assert sorted(loads) == sorted(folders)  # each GPU's baseline once, though each test is judged twice
     output = result.stdout.str()
     for folder in folders:  # each GPU's measurements against that GPU's own run, its times beside its runs
         assert f"dispatch gate vs runs/{folder}/" in output
@@ -78,6 +100,7 @@ def test_a_session_of_page_and_wgpu_tests_saves_a_run_per_gpu_and_compares_each_
     adapters = [line for line in output.splitlines() if line.startswith("adapter: ")]  # the report, a part per GPU
     assert len(adapters) == 2 and sum("via WebGPU in a page" in line for line in adapters) == 1, adapters
 
+    (pytester.path / "conftest.py").unlink()
     monkeypatch.setenv("DISPATCHES", "5")  # the native test regresses; the page test does not
     result = run(pytester, "--dispatch-compare=main", "-n", "2")  # each worker loads the baselines of its GPUs
     result.assert_outcomes(passed=1, failed=1)
