@@ -10,8 +10,7 @@ setup:
 	./scripts/setup.sh
 
 demo: setup
-	$(PY) -m pytest examples --dispatch-report --ignore=examples/browser
-	$(PY) -m pytest examples/browser --dispatch-report  # pages in headless Chromium: a report of their own GPU
+	$(PY) -m pytest examples --dispatch-report  # native and page tests: the report has a part per GPU
 
 PYTEST_ARGS ?=
 

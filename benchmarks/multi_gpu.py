@@ -30,7 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-from pytest_dispatch.judgement import stats, storage
+from pytest_dispatch.judgement import stats
+from pytest_dispatch import storage
 from pytest_dispatch.judgement.results import sequential_measurements
 
 KINDS = {"serial": [], "spread": ["-n", "2"], "shared": ["-n", "2", "--gpu-no-spread"]}

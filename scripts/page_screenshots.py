@@ -57,7 +57,7 @@ def _measurement(name: str, dispatches: int, us: float, seed: int):
 
 def make_history(root: Path, runs: int = 12, unversioned_first: bool = True) -> Path:
     """Saved runs in ``root``: ``runs`` commits of one GPU, two measurements."""
-    from pytest_dispatch.judgement import storage
+    from pytest_dispatch import storage
     from pytest_dispatch.judgement.results import TestResult
     from pytest_dispatch.measurement.gpu import GpuInfo
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pytest_dispatch import cli
-from pytest_dispatch.judgement import storage
+from pytest_dispatch import storage
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from pytest_dispatch.judgement import storage
+from pytest_dispatch import storage
 from pytest_dispatch.measurement import instructions
 
 pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None,

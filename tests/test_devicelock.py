@@ -89,9 +89,8 @@ def test_no_spread_flag_and_worker_ids(pytester):
     assert worker_index("gw7") == 7 and worker_index(None) is None and worker_index("master") is None
     pytester.makeconftest(
         """
-        from pytest_dispatch.plugin import GPU_SESSION_KEY
         def pytest_report_header(config):
-            return f"SPREAD {config.stash[GPU_SESSION_KEY].spread_index}"
+            return f"SPREAD {config.hook.pytest_dispatch_gpu_session(config=config).spread_index}"
         """
     )
     pytester.makepyfile("def test_nothing():\n    pass\n")

@@ -45,7 +45,7 @@ def test_the_readme_table_has_a_row_per_code_and_a_column_per_command():
 
 @pytest.fixture
 def storage_folder(tmp_path) -> Path:
-    from pytest_dispatch.judgement import storage
+    from pytest_dispatch import storage
     from pytest_dispatch.judgement.results import TestResult
 
     store = storage.BaselineStore(tmp_path / "store")

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from pytest_dispatch import cli
-from pytest_dispatch.judgement import history, storage
+from pytest_dispatch.judgement import history
+from pytest_dispatch import storage
+from pytest_dispatch.storage import baselines, saved
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
@@ -46,7 +48,7 @@ def test_load_runs_in_commit_order_with_medians_and_counts(tmp_path):
     # saved out of order: the commit time, not the file's time, orders the series
     for index in (2, 0, 1):
         save_run(tmp_path, index, [measurement(us=40.0 + index, dispatches=10 + index, seed=index)])
-    runs = history.load_runs(tmp_path, GPU.fingerprint)
+    runs = saved.load_runs(tmp_path, GPU.fingerprint)
     assert [run.commit[:2] for run in runs] == ["00", "01", "02"]
     key = f"{NODE}::model"
     assert [run.measurements[key].dispatches for run in runs] == [10, 11, 12]
@@ -61,7 +63,7 @@ def test_load_runs_in_commit_order_with_medians_and_counts(tmp_path):
 def test_two_runs_of_one_commit_are_both_kept(tmp_path):
     save_run(tmp_path, 0, [measurement(seed=0)], commit="a" * 40)
     save_run(tmp_path, 0, [measurement(seed=1)], commit="a" * 40)
-    runs = history.load_runs(tmp_path, GPU.fingerprint)
+    runs = saved.load_runs(tmp_path, GPU.fingerprint)
     assert len(runs) == 2 and runs[0].path != runs[1].path
 
 
@@ -77,16 +79,16 @@ def test_corrupt_hostile_and_foreign_files_are_skipped_with_one_warning_each(tmp
     foreign.rename(folder / foreign.name)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runs = history.load_runs(tmp_path, GPU.fingerprint)
+        runs = saved.load_runs(tmp_path, GPU.fingerprint)
     assert len(runs) == 3
-    messages = [str(w.message) for w in caught if issubclass(w.category, history.SkippedRunWarning)]
+    messages = [str(w.message) for w in caught if issubclass(w.category, saved.SkippedRunWarning)]
     assert len(messages) == 3
     assert any("broken.json" in m for m in messages) and any("nan.json" in m for m in messages)
     assert any(OTHER_GPU.fingerprint in m for m in messages)
 
 
 def test_empty_or_missing_storage_has_no_runs(tmp_path):
-    assert history.load_runs(tmp_path / "nowhere", GPU.fingerprint) == []
+    assert saved.load_runs(tmp_path / "nowhere", GPU.fingerprint) == []
     assert storage.BaselineStore(tmp_path / "nowhere").fingerprints() == []
 
 
@@ -94,7 +96,7 @@ def test_single_op_measurements_are_not_in_the_series(tmp_path):
     single = measurement(name="model")
     single.method = "single-op"
     save_run(tmp_path, 0, [measurement(name="other"), single])
-    (run,) = history.load_runs(tmp_path, GPU.fingerprint)
+    (run,) = saved.load_runs(tmp_path, GPU.fingerprint)
     assert list(run.medians) == [f"{NODE}::other"]
 
 
@@ -102,7 +104,7 @@ def test_name_with_underscores_is_read_back(tmp_path):
     path = save_run(tmp_path, 0, [measurement()], name="nightly_main")
     assert storage.BaselineStore.name_of(path) == "nightly_main"
     assert storage.BaselineStore(tmp_path).find(GPU.fingerprint, "main") is None
-    assert history.load_runs(tmp_path, GPU.fingerprint)[0].name == "nightly_main"
+    assert saved.load_runs(tmp_path, GPU.fingerprint)[0].name == "nightly_main"
 
 
 # --------------------------------------------------------------------------
@@ -258,7 +260,7 @@ def test_list_and_prune(tmp_path, capsys):
     assert "would remove 4" in capsys.readouterr().out
     assert len(storage.BaselineStore(tmp_path).run_files(GPU.fingerprint)) == 6
     assert cli.main(["prune", "--keep", "2", "--storage", str(tmp_path)]) == 0
-    kept = history.load_runs(tmp_path, GPU.fingerprint)
+    kept = saved.load_runs(tmp_path, GPU.fingerprint)
     assert [run.commit for run in kept] == [commit_of(4)] * 2  # the newest saved, not the newest commit
 
 

@@ -46,8 +46,9 @@ LAYERS = (
     ("pytest_dispatch._meta", 0), ("pytest_dispatch.settings", 0),
     ("pytest_dispatch.measurement", 1), ("pytest_dispatch.workloads", 1),
     ("pytest_dispatch.judgement", 2),
-    ("pytest_dispatch.presentation", 3), ("pytest_dispatch.options", 3),
-    ("pytest_dispatch.plugin", 4), ("pytest_dispatch.ab", 4), ("pytest_dispatch.cli", 4),
+    ("pytest_dispatch.storage", 3),
+    ("pytest_dispatch.presentation", 4), ("pytest_dispatch.options", 4),
+    ("pytest_dispatch.plugin", 5), ("pytest_dispatch.ab", 5), ("pytest_dispatch.cli", 5),
 )
 REFERENCE = "pytest_dispatch.reference"  # apart: it may import the measurement layer and the bottom only
 # Front ends that must not import each other: the plugin and A/B jobs talk through hooks.
@@ -66,7 +67,7 @@ def room_of(module: str) -> tuple[str, int]:
     if module == REFERENCE or module.startswith(REFERENCE + "."):
         return REFERENCE, 1
     assert module == "pytest_dispatch", f"{module}: give it a layer in tests/test_layers.py"
-    return module, 5
+    return module, 6
 
 
 def wrong_arrows() -> set[tuple[str, str]]:
@@ -109,3 +110,28 @@ def test_the_import_graph_has_no_cycle():
     for module in sorted(graph):
         visit(module)
     assert cycles == []
+
+
+def test_no_module_beside_a_folder_of_the_same_name():
+    """``measurement/page.py`` beside ``measurement/page/`` hid which one ``import`` meant."""
+    clashes = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if path.with_suffix("").is_dir())
+    assert clashes == []
+
+
+FILE_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "glob", "rglob", "iterdir", "unlink",
+              "mkdir", "load_document", "load_runs"}
+
+
+def test_the_judgement_layer_reads_and_writes_no_file():
+    """Judgement decides over what it is given; the storage layer reads, writes and prunes saved runs."""
+    found = []
+    for path in sorted((PACKAGE / "judgement").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if called in FILE_CALLS:
+                    found.append(f"{path.name}:{node.lineno} {called}()")
+    imported = {target for module, targets in package_modules().items()
+                if module.startswith("pytest_dispatch.judgement") for target in targets}
+    assert not any(target.startswith("pytest_dispatch.storage") for target in imported)
+    assert found == []

@@ -106,7 +106,7 @@ def test_page(gpu_page, dispatch_meter):
 @needs_browser
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_a_page_run_is_saved_under_the_page_gpu_and_never_beside_a_native_one(pytester):
+def test_a_page_run_is_saved_under_the_page_gpu(pytester):
     import json
 
     pytester.makepyfile(test_stored=STORED)
@@ -122,11 +122,6 @@ def test_a_page_run_is_saved_under_the_page_gpu_and_never_beside_a_native_one(py
                                            "--dispatch-storage=runs", "--timeout=120")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert "no baseline" not in result.stdout.str()  # compared with the page's own saved run
-    pytester.makepyfile(test_native="def test_native(gpu_info):\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dispatch-save")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--dispatch-save: test_stored.py::test_page measures a browser page and "
-                                 "test_native.py::test_native the wgpu adapter; *"])
 
 
 HOSTILE = f"""

@@ -147,7 +147,7 @@ def test_an_unknown_baseline_name_is_refused_before_any_test_naming_the_saved_on
 
 def test_a_baseline_that_holds_none_of_this_runs_measurements_does_not_pass(pytester, gpu_info):
     from helpers import measurement
-    from pytest_dispatch.judgement import storage
+    from pytest_dispatch import storage
     from pytest_dispatch.judgement.results import TestResult
 
     gone = TestResult("test_new.py::test_gone", [measurement("old")], call={})
@@ -172,7 +172,7 @@ def test_fresh(dispatch_meter, gpu_device):
 
 def test_a_baseline_that_holds_none_of_the_collected_tests_stops_before_they_run(pytester, gpu_info):
     from helpers import measurement
-    from pytest_dispatch.judgement import storage
+    from pytest_dispatch import storage
     from pytest_dispatch.judgement.results import TestResult
 
     gone = TestResult("test_old.py::test_gone", [measurement("old")], call={})

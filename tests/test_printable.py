@@ -5,7 +5,7 @@ import types
 
 from helpers import GPU, measurement
 from pytest_dispatch import cli
-from pytest_dispatch.judgement import storage
+from pytest_dispatch import storage
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.plugin.page import GpuPage
 from pytest_dispatch.presentation import report

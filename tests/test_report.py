@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from helpers import measurement
 
-from pytest_dispatch.judgement import storage
+from pytest_dispatch import storage
 from pytest_dispatch.judgement.results import TestResult
 
 WORKLOAD = """

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from pytest_dispatch.judgement import storage
+from pytest_dispatch import storage
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ def test_a_process_killed_while_saving_leaves_the_previous_baseline_intact(tmp_p
     script = textwrap.dedent(
         f"""
         import os, signal
-        from pytest_dispatch.judgement import storage
+        from pytest_dispatch import storage
         def die_before_the_rename(fd):
             os.kill(os.getpid(), signal.SIGKILL)
         os.fsync = die_before_the_rename  # the new file is written, not yet renamed

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -177,3 +178,64 @@ def test_the_meter_keeps_what_a_source_runs_on_and_refuses_two_gpus_in_one_test(
     assert meter.runs_on.adapter_name == "A"
     with pytest.raises(MeasurementUsageError, match="on B: runs on B .*another measurement of this test ran on A"):
         meter.measure(on("B"))
+
+
+class _Locked(_Fake):
+    """A source of another kind that says it holds the device lock of its device."""
+
+    name = "locked"
+
+    def __init__(self, device):
+        self.capabilities = sources.Capabilities(device=device)
+
+
+def test_the_device_lock_is_taken_for_what_a_source_can_do_not_for_its_type(monkeypatch):
+    from pytest_dispatch.measurement import devicelock
+
+    locked = []
+    monkeypatch.setattr(devicelock, "for_device", lambda device: locked.append(device) or contextlib.nullcontext())
+    device = object()
+    DispatchMeter().measure(_Locked(device), rounds=2)
+    DispatchMeter().measure(_Fake(), rounds=2)  # says nothing: no lock
+    DispatchMeter(timing=False).measure(_Locked(device))  # only timed rounds take turns
+    assert locked == [device]
+    assert sources.capabilities_of(_Fake()) == sources.NO_CAPABILITIES
+    assert not sources.NO_CAPABILITIES.counts_instructions and not sources.NO_CAPABILITIES.holds_device_lock
+
+
+def test_rounds_are_taken_locally_served_or_in_turns_by_the_instrument():
+    from pytest_dispatch.measurement import instruments
+
+    class Sampler:
+        calls = {"dispatch": 1}
+
+        def __init__(self):
+            self.taken = 0
+
+        def take_round(self):
+            self.taken += 1
+            return 1, 1, 1
+
+    class Server:
+        def __init__(self, serves):
+            self.serves, self.asked = serves, []
+
+        def serve(self, key, calls, take_round):
+            self.asked.append((key, calls))
+            take_round()
+            return self.serves
+
+    samplers = [Sampler(), Sampler()]
+    instruments.Timed().take_rounds(samplers, instruments.Rounds(3, min_rounds=1))
+    assert [s.taken for s in samplers] == [3, 3]  # interleaved, each its rounds
+    server = Server(serves=True)
+    instruments.Timed().take_rounds(samplers[:1], instruments.Rounds(3, 1, server=server, key="k"))
+    assert server.asked == [("k", {"dispatch": 1})] and samplers[0].taken == 4  # the server's rounds only
+    declined = Server(serves=False)
+    instruments.Timed().take_rounds(samplers[:1], instruments.Rounds(2, 1, server=declined, key="k"))
+    assert samplers[0].taken == 7  # the other side has none: measured alone
+    turns = []
+    instruments.Timed().take_rounds(samplers, instruments.Rounds(0, 1, turns=turns.append))
+    assert turns == [samplers]
+    instruments.CountsOnly().take_rounds(samplers, instruments.Rounds(5, 1))
+    assert [s.taken for s in samplers] == [7, 3]

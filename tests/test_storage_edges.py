@@ -11,7 +11,9 @@ import pytest
 
 from helpers import GPU, measurement
 from pytest_dispatch import cli
-from pytest_dispatch.judgement import gate, history, storage, validation
+from pytest_dispatch.judgement import gate, history, validation
+from pytest_dispatch import storage
+from pytest_dispatch.storage import baselines, saved
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.instructions import InstructionCount, Software
 
@@ -124,7 +126,7 @@ def test_a_bad_newest_baseline_is_a_usage_error_naming_it(tmp_path, small_caps, 
     bad = save(tmp_path)
     bad.write_text(json.dumps(hostile(HOSTILE[case][0])))
     with pytest.raises(storage.BaselineError, match=f"^{re.escape(str(bad))}: .*{re.escape(HOSTILE[case][1])}"):
-        gate.find_baseline(storage.BaselineStore(tmp_path), GPU.fingerprint, "main")
+        baselines.find_baseline(storage.BaselineStore(tmp_path), GPU.fingerprint, "main")
 
 
 def test_a_file_larger_than_any_run_is_not_parsed(tmp_path, monkeypatch):
@@ -220,8 +222,8 @@ def test_prune_removes_an_interrupted_saves_temp_file_and_lists_a_fresh_one(tmp_
 def test_a_foreign_file_is_never_taken_for_the_newest_baseline(tmp_path):
     run = save(tmp_path)
     (run.parent / "notes.json").write_text('{"note": 1}')  # sorts after every saved run by name
-    with pytest.warns(history.SkippedRunWarning, match="notes.json"):  # among the stored runs' times
-        found = gate.find_baseline(storage.BaselineStore(tmp_path), GPU.fingerprint, "latest")
+    with pytest.warns(saved.SkippedRunWarning, match="notes.json"):  # among the stored runs' times
+        found = baselines.find_baseline(storage.BaselineStore(tmp_path), GPU.fingerprint, "latest")
     assert found is not None and found.path == str(run)
 
 
@@ -231,13 +233,13 @@ def test_a_timed_run_compares_with_the_newest_timed_run_not_a_newer_counted_one(
     timed = save(tmp_path, dispatches=10)
     counted = save(tmp_path, dispatches=10, counted=True)
     store = storage.BaselineStore(tmp_path)
-    assert gate.find_baseline(store, GPU.fingerprint, "main").path == str(timed)
-    assert gate.find_baseline(store, GPU.fingerprint, "main", software=SOFTWARE).path == str(counted)
+    assert baselines.find_baseline(store, GPU.fingerprint, "main").path == str(timed)
+    assert baselines.find_baseline(store, GPU.fingerprint, "main", software=SOFTWARE).path == str(counted)
 
 
 def test_a_counted_run_with_only_timed_baselines_has_no_baseline(tmp_path):
     save(tmp_path)
-    assert gate.find_baseline(storage.BaselineStore(tmp_path), GPU.fingerprint, "main", software=SOFTWARE) is None
+    assert baselines.find_baseline(storage.BaselineStore(tmp_path), GPU.fingerprint, "main", software=SOFTWARE) is None
 
 
 def test_timing_off_against_a_counted_baseline_never_blames_disable_timing():

@@ -14,7 +14,9 @@ import pytest
 
 from helpers import GPU, measurement
 from pytest_dispatch import cli
-from pytest_dispatch.judgement import gate, history, storage, validation
+from pytest_dispatch import storage
+from pytest_dispatch.judgement import gate, validation
+from pytest_dispatch.storage import baselines, saved
 from pytest_dispatch.judgement.results import TestResult
 
 NODE = "tests/test_model.py::test_forward"
@@ -80,7 +82,7 @@ def test_a_process_stream_that_is_a_log_file_is_appended_to_never_replaced(tmp_p
     log = tmp_path / "log.txt"
     log.write_text("before\n")
     inode = log.stat().st_ino
-    write = "from pytest_dispatch.judgement import storage; storage.write_text_atomically('/proc/self/fd/1', 'page\\n')"
+    write = "from pytest_dispatch import storage; storage.write_text_atomically('/proc/self/fd/1', 'page\\n')"
     with open(log, "a") as stdout:
         subprocess.run([sys.executable, "-c", write], stdout=stdout, check=True, timeout=60)
     assert log.read_text() == "before\npage\n" and log.stat().st_ino == inode
@@ -159,7 +161,7 @@ def test_an_unreadable_newest_baseline_is_one_error_naming_it(tmp_path, unreadab
     newest = save(tmp_path)
     unreadable(newest)
     with pytest.raises(storage.BaselineError, match=f"^{newest}: cannot be read \\(Permission denied\\)"):
-        gate.find_baseline(storage.BaselineStore(tmp_path), GPU.fingerprint, "latest")
+        baselines.find_baseline(storage.BaselineStore(tmp_path), GPU.fingerprint, "latest")
 
 
 # -- the newest run is the last one saved, whatever the clocks said ------------------------------
@@ -182,7 +184,7 @@ def test_a_run_saved_with_a_clock_ahead_is_not_the_baseline_after_a_later_save(t
         path, found = store.newest(GPU.fingerprint)
     assert path == accepted and found["pytest_dispatch"]["tests"][0]["measurements"][0]["dispatches_per_call"] == 8
     with pytest.warns(storage.FutureRunWarning):
-        assert history.resolve(tmp_path, "latest").path == accepted
+        assert saved.resolve(tmp_path, "latest").path == accepted
     assert cli.main(["prune", "--keep", "1", "--storage", str(tmp_path)]) == 0
     assert accepted.exists() and not ahead.exists()
     assert ahead.name in capsys.readouterr().err
@@ -252,7 +254,7 @@ def test_a_look_up_passes_over_a_run_pruned_after_it_was_listed(tmp_path, monkey
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert [run.path for run in history.load_runs(tmp_path, GPU.fingerprint)] == [kept]
+        assert [run.path for run in saved.load_runs(tmp_path, GPU.fingerprint)] == [kept]
 
 
 # -- end to end: --dispatch-accept of the real newest run, after a run saved with a clock ahead ----

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from pytest_dispatch.judgement import storage
+from pytest_dispatch import storage
 
 
 @pytest.fixture

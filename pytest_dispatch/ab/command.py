@@ -13,7 +13,7 @@ from typing import Callable, Iterator, Sequence
 
 from pytest_dispatch import options
 from pytest_dispatch.ab import JobError, coordinator, trees, verdicts
-from pytest_dispatch.judgement import storage
+from pytest_dispatch import storage
 from pytest_dispatch.judgement.status import ExitCode
 from pytest_dispatch.presentation import ab as ab_report
 from pytest_dispatch.settings import SettingError

@@ -23,7 +23,8 @@ from pytest_dispatch.ab import coordinator, verdicts
 from pytest_dispatch.ab import JobError, sidepaths
 from pytest_dispatch.ab.trees import source_roots
 from pytest_dispatch.ab.worker import HARNESS
-from pytest_dispatch.judgement import gate, storage
+from pytest_dispatch.judgement import gate
+from pytest_dispatch import storage
 from pytest_dispatch.judgement.status import ExitCode, Status
 from pytest_dispatch.measurement.instructions import Software
 

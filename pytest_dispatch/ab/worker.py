@@ -50,6 +50,7 @@ class Worker:
         self.missing: list[str] = []  # test paths given that this side's tree does not have
         self._phases: dict[str, tuple[str, str]] = {}
         self._result: dict | None = None
+        self._item: pytest.Item | None = None  # the test running now
 
     def pytest_dispatch_round_server(self, config: pytest.Config) -> "Worker":
         return self
@@ -104,7 +105,7 @@ class Worker:
             if command.get("cmd") != "run":
                 return True
             item = items.get(command["nodeid"])
-            self._phases, self._result = {}, None
+            self._phases, self._result, self._item = {}, None, item
             if item is not None:
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=items.get(command.get("next")))
             self.channel.send({"event": "test_done", "nodeid": command["nodeid"], **self._outcome(item)})
@@ -122,6 +123,14 @@ class Worker:
             return {"outcome": "skipped", "message": skipped[0], "result": self._result}
         return {"outcome": "passed", "message": "", "result": self._result}
 
+    def _overrides(self) -> dict[str, float]:
+        """The running test's gate settings (alpha, threshold) from its dispatch_budget marker, read
+        by the marker's one parser (collection already refused a bad one)."""
+        from pytest_dispatch.judgement import budget
+
+        marker = None if self._item is None else self._item.get_closest_marker(budget.MARKER)
+        return {} if marker is None else dict(budget.parse_budget(marker.args, marker.kwargs).gate)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from pytest_dispatch.judgement.results import USER_PROPERTY
 
@@ -137,12 +146,12 @@ class Worker:
 
     # -- the meter's round server
 
-    def serve(self, key: str, calls: dict[str, int], take_round: Callable[[], tuple[int, int, int]],
-              overrides: dict[str, float]) -> bool:
-        """Announce the warmed-up measurement, then take blocks of rounds until told to finish.
+    def serve(self, key: str, calls: dict[str, int], take_round: Callable[[], tuple[int, int, int]]) -> bool:
+        """Announce the warmed-up measurement with its test's gate settings, then take blocks of
+        rounds until told to finish.
 
         False: the other side has no such measurement; measure alone."""
-        self.channel.send({"event": "measure", "key": key, "calls": calls, "overrides": overrides})
+        self.channel.send({"event": "measure", "key": key, "calls": calls, "overrides": self._overrides()})
         while True:
             command = self.channel.receive()
             kind = command.get("cmd")

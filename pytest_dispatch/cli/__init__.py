@@ -29,13 +29,15 @@ from typing import Any, Sequence
 from pytest_dispatch.cli.progress import Progress
 from pytest_dispatch import options
 from pytest_dispatch._meta import __version__
-from pytest_dispatch.judgement import gate, history, storage
+from pytest_dispatch import storage
+from pytest_dispatch.judgement import gate, history
 from pytest_dispatch.judgement.results import TestResult, sequential_measurements
 from pytest_dispatch.judgement.status import ExitCode
 from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.presentation import history as history_view, report
 from pytest_dispatch.presentation.text import markdown_code, markdown_table, markdown_text, printable
+from pytest_dispatch.storage import baselines, saved
 
 
 
@@ -92,13 +94,13 @@ def _render_run(run: dict[str, Any], markdown: bool, verdicts=None) -> list[str]
 
 
 def _resolve(target: str, args: argparse.Namespace, fingerprint: str | None = None) -> str:
-    """A file as given, else the saved run a name designates (see ``history.resolve``)."""
+    """A file as given, else the saved run a name designates (see ``saved.resolve``)."""
     if Path(target).exists():
         return target
     if target.endswith(".json") or "/" in target or "\\" in target:
         raise InputError(f"{target}: no such file; give a results file, or a saved run's name (see `pytest-dispatch list`)")
     try:
-        return str(history.resolve(args.storage, target, fingerprint or args.fingerprint).path)
+        return str(saved.resolve(args.storage, target, fingerprint or args.fingerprint).path)
     except ValueError as error:
         raise InputError(f"{target!r} is no file; {error}") from None
 
@@ -114,7 +116,7 @@ def _newest_per_gpu(folder: Path) -> tuple[list[dict[str, Any]], int]:
         try:
             document = storage.load_document(path)
         except storage.BaselineError as error:
-            warnings.warn(f"{error} (skipped)", history.SkippedRunWarning)
+            warnings.warn(f"{error} (skipped)", saved.SkippedRunWarning)
             continue
         for run in _runs(document):
             readable += 1
@@ -186,8 +188,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     comparable = storage.fingerprint_of(baseline_doc) == storage.fingerprint_of(current_doc)
     counted = storage.counted_of(current_doc)
     baseline = gate.Baseline(args.baseline, storage.results_of(baseline_doc), comparable,
-                             gate.stored_of([baseline_doc]) if comparable else {},
-                             gate.counted_differences(baseline_doc, counted and Software.from_dict(counted)))
+                             baselines.stored_of([baseline_doc]) if comparable else {},
+                             baselines.counted_differences(baseline_doc, counted and Software.from_dict(counted)))
     session_gate = baseline.gate(instruction_tolerance=args.instructions_tolerance)
     results = storage.results_of(current_doc)
     verdicts = {r.nodeid: session_gate.judge(r) for r in results}
@@ -206,15 +208,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     runs = [run for path in args.files for run in _runs(_load(path))]
     runs.sort(key=lambda run: (storage.fingerprint_of(run) or "", run.get("datetime") or ""))
-    merged = {
-        "machine_info": {},
-        "commit_info": {},
-        "benchmarks": [entry for run in runs for entry in run.get("benchmarks", [])],
-        "datetime": max((run.get("datetime") or "" for run in runs), default=""),
-        "version": runs[0].get("version") if runs else None,
-        "pytest_dispatch": {"schema": storage.SCHEMA_VERSION, "tests": [], "runs": runs},
-    }
-    storage.write_json_atomically(args.output, merged)
+    storage.write_json_atomically(args.output, storage.merged_document(runs))
     fingerprints = sorted({storage.fingerprint_of(run) or "unknown" for run in runs})
     print(f"merged {len(runs)} run(s) of {len(fingerprints)} GPU(s) into {args.output}")
     return ExitCode.OK
@@ -222,18 +216,17 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def _fingerprints(args: argparse.Namespace) -> list[str]:
     try:
-        found = history.match_fingerprint(args.storage, args.fingerprint)
+        found = saved.match_fingerprint(args.storage, args.fingerprint)
     except ValueError as error:
         raise InputError(str(error)) from None
     if not found:
-        print(history.EMPTY_HINT.format(root=args.storage))
+        print(saved.EMPTY_HINT.format(root=args.storage))
     return found
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     for fingerprint in _fingerprints(args):
-        runs = sorted(history.load_runs(args.storage, fingerprint),
-                      key=lambda run: storage.BaselineStore.order_key(run.path))
+        runs = sorted(saved.load_runs(args.storage, fingerprint), key=lambda run: run.saved_order)
         print(f"GPU {runs[-1].gpu if runs else '?'} [{fingerprint}]: {len(runs)} saved run(s)")
         # columns as wide as their longest entry: a commit, branch or name is never cut
         commit_width = max([16, *(len(run.short_commit) for run in runs)])
@@ -269,12 +262,12 @@ def cmd_history(args: argparse.Namespace) -> int:
     change_settings = history.Settings(instruction_tolerance=args.instructions_tolerance)
     progress = Progress("pytest-dispatch history", every_s=1.0)
     try:
-        histories = history.analyse(args.storage, args.fingerprint, args.k, change_settings, args.branch,
+        histories = saved.histories(args.storage, args.fingerprint, args.k, change_settings, args.branch,
                                     lambda text: progress.step(text))
     except ValueError as error:
         raise InputError(str(error)) from None
     if not any(h.runs for h in histories):
-        print(history.EMPTY_HINT.format(root=args.storage))
+        print(saved.EMPTY_HINT.format(root=args.storage))
         return ExitCode.OK
     if args.k and not any(h.series or h.counted for h in histories):
         raise InputError(f"-k {args.k!r} selects no measurement of the saved runs")
@@ -285,7 +278,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        print(json.dumps(history.as_json(histories, change_settings, lambda text: progress.step(text)), indent=2))
+        print(json.dumps(history_view.as_json(histories, change_settings, lambda text: progress.step(text)), indent=2))
     elif args.markdown:
         print("\n".join(history_view.render_markdown(histories, change_settings)))
     elif not args.html:
@@ -460,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("default", history.SkippedRunWarning)  # once per file per command
+            warnings.simplefilter("default", saved.SkippedRunWarning)  # once per file per command
             warnings.showwarning = one_line
             return args.run(args)
     except InputError as error:

@@ -1,10 +1,10 @@
-"""Kept history: every saved run of one GPU fingerprint, read back as series per measurement.
+"""Kept history: every saved run of one GPU fingerprint, as series per measurement.
 
-``--dispatch-save`` keeps every run as ``<storage>/<GPU fingerprint>/<number>_<UTC time>_<commit>_<name>.json``
-(see ``storage.BaselineStore``).  ``load_runs`` reads one fingerprint's runs in commit order,
-each summarised per sequential measurement (median wall µs per dispatch, rounds, sync cost,
-exact counts; in a counted run, host instructions per call and the software that counted them).
-A file that cannot be read is skipped with one ``SkippedRunWarning`` naming it.
+The storage layer reads the runs back (``storage.saved.load_runs``: one GPU's runs in commit
+order); here each is a ``StoredRun``, summarised per sequential measurement (median wall µs per
+dispatch, rounds, sync cost, exact counts; in a counted run, host instructions per call and the
+software that counted them), and a GPU's runs become series, count changes and counted-instruction
+changes.  No file is read here.
 """
 
 from __future__ import annotations
@@ -13,24 +13,17 @@ import dataclasses
 import datetime
 import functools
 import math
-import os
 import re
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from pytest_dispatch.judgement import stats, storage
-from pytest_dispatch.judgement.results import sequential_measurements
+from pytest_dispatch.judgement import stats
 from pytest_dispatch.judgement.status import Status, exact_ratio_status
 from pytest_dispatch.settings import INSTRUCTION_TOLERANCE
 from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.recorder import COUNT_KINDS
-
-
-class SkippedRunWarning(UserWarning):
-    """A stored file was skipped (corrupt, hostile, of another GPU, or a merged file)."""
 
 
 INTERVAL_OF = f"95% interval of {stats.MEDIAN_OF_ROUNDS}"  # what a run's interval bounds
@@ -91,6 +84,7 @@ class StoredRun:
     # a counted run (--dispatch-instructions): its measurements by key, and the software that counted them
     counted: Mapping[str, CountedRunMeasurement] = dataclasses.field(default_factory=dict)
     counted_with: Software | None = None
+    saved_order: tuple = ()  # where the storage saved it among the GPU's runs (``BaselineStore.order_key``)
 
     @property
     def medians(self) -> dict[str, float]:
@@ -108,10 +102,10 @@ class StoredRun:
     def order_key(self) -> tuple:
         """Commit order: the commit's time, then the order the runs were saved in (runs of one
         commit stay apart)."""
-        return (self.commit_time or self.time, storage.BaselineStore.order_key(self.path))
+        return (self.commit_time or self.time, self.saved_order)
 
 
-def _parse_time(text: Any) -> datetime.datetime | None:
+def parse_time(text: Any) -> datetime.datetime | None:
     if not isinstance(text, str):
         return None
     try:
@@ -123,7 +117,7 @@ def _parse_time(text: Any) -> datetime.datetime | None:
     return value.astimezone(datetime.timezone.utc)
 
 
-def _summarise(key: str, measurement) -> RunMeasurement:
+def summarise(key: str, measurement) -> RunMeasurement:
     samples = np.asarray(measurement.wall_us_per_dispatch, dtype=float)
     return RunMeasurement(
         key=key,
@@ -136,72 +130,6 @@ def _summarise(key: str, measurement) -> RunMeasurement:
         counts={kind: measurement.count(kind) for kind in COUNT_KINDS},
         by_kernel=dict(measurement.by_kernel),
     )
-
-
-def read_run(path: str | os.PathLike, fingerprint: str | None = None) -> StoredRun:
-    """Read one saved run; ``storage.BaselineError`` names the file and the problem.
-
-    With ``fingerprint``, a run of another GPU is refused, so GPUs never mix."""
-    path = Path(path)
-    document = storage.load_document(path)
-    if document["pytest_dispatch"].get("runs"):
-        raise storage.BaselineError(f"{path}: a merged file of several runs, not one saved run; keep merged "
-                                    "files outside the storage folder")
-    found = storage.fingerprint_of(document)
-    gpu = storage.gpu_of(document)
-    if fingerprint is not None and found != fingerprint:
-        raise storage.BaselineError(f"{path}: a run of GPU {found!r}, not {fingerprint!r}; move or delete it")
-    commit_info = document.get("commit_info") if isinstance(document.get("commit_info"), dict) else {}
-    time = _parse_time(document.get("datetime")) or storage.BaselineStore.saved_time(path)
-    if time is None:
-        raise storage.BaselineError(f"{path}: no valid 'datetime'; delete it or save a new run")
-    commit = commit_info.get("id")
-    branch = commit_info.get("branch")
-    sequential = sequential_measurements(storage.results_of(document))
-    counted = storage.counted_of(document)
-    return StoredRun(
-        path=path,
-        fingerprint=str(found or "no-gpu"),
-        gpu=gpu.describe() if gpu else str(found or "no GPU"),
-        name=storage.BaselineStore.name_of(path),
-        commit=commit if isinstance(commit, str) and commit else None,
-        branch=branch if isinstance(branch, str) and branch else None,
-        time=time,
-        commit_time=_parse_time(commit_info.get("time")),
-        dirty=bool(commit_info.get("dirty")),
-        measurements={key: _summarise(key, m) for key, m in sequential.items() if m.timed},
-        counted={key: CountedRunMeasurement(m.instructions.per_call, {kind: m.count(kind) for kind in COUNT_KINDS})
-                 for key, m in sequential.items() if m.instructions is not None},
-        counted_with=None if counted is None else Software.from_dict(counted),
-    )
-
-
-def load_runs(
-    storage_root: str | os.PathLike,
-    fingerprint: str,
-    progress: Callable[[int, int], None] | None = None,
-) -> list[StoredRun]:
-    """Every saved run of one GPU fingerprint, in commit order (commit time, then run time).
-
-    A corrupt, hostile or foreign file is skipped with one ``SkippedRunWarning`` naming it;
-    ``progress(done, total)`` is called after each file.
-    """
-    files = sorted(storage.BaselineStore(storage_root).run_files(fingerprint))
-    runs = []
-    for done, path in enumerate(files, 1):
-        storage.BaselineStore.warn_if_future(path)
-        try:
-            runs.append(read_run(path, fingerprint))
-        except (storage.BaselineError, OSError) as error:
-            if not os.path.lexists(path):
-                pass  # pruned since it was listed: no run, and nothing wrong
-            elif isinstance(error, storage.BaselineError):
-                warnings.warn(f"{error} (skipped)", SkippedRunWarning, stacklevel=2)
-            else:
-                warnings.warn(f"{path}: cannot be read ({error}) (skipped)", SkippedRunWarning, stacklevel=2)
-        if progress is not None:
-            progress(done, len(files))
-    return sorted(runs, key=StoredRun.order_key)
 
 
 # --------------------------------------------------------------------------
@@ -393,51 +321,7 @@ def select_keys(keys: Iterable[str], expression: str | None) -> list[str]:
 TIME_NOTE = ("time is described (run medians, their 95% intervals over each run's rounds, the runs' spread), "
              "never judged: separate runs differ by more than their rounds suggest; time: use an A/B job "
              "(pytest-dispatch ab)")
-EMPTY_HINT = ("no saved runs in {root}/: run `pytest --dispatch-save` on each commit (e.g. in CI on main); "
-              "every saved run is kept there, one folder per GPU")
 
-
-def match_fingerprint(storage_root: str | os.PathLike, wanted: str | None) -> list[str]:
-    """The stored fingerprints containing ``wanted`` (all when None); ValueError when none does."""
-    found = storage.BaselineStore(storage_root).fingerprints()
-    if not wanted:
-        return found
-    matching = [fp for fp in found if wanted.lower() in fp.lower()]
-    if not matching:
-        known = ", ".join(found) or "none"
-        raise ValueError(f"no GPU fingerprint in {storage_root}/ contains {wanted!r} (stored: {known})")
-    return matching
-
-
-def resolve(storage_root: str | os.PathLike, name: str, fingerprint: str | None = None) -> StoredRun:
-    """The newest saved run that ``name`` designates: 'latest', a --dispatch-save name, a branch,
-    or a commit prefix (4+ hex digits); ``fingerprint`` (a substring) picks the GPU when several
-    are stored.  ValueError says what is missing or ambiguous."""
-    candidates = match_fingerprint(storage_root, fingerprint)
-    if not candidates:
-        raise ValueError(EMPTY_HINT.format(root=storage_root))
-    if len(candidates) > 1:
-        raise ValueError(f"runs of {len(candidates)} GPUs in {storage_root}/: pick one with --fingerprint "
-                         f"({', '.join(candidates)})")
-    runs = sorted(load_runs(storage_root, candidates[0]), key=lambda run: storage.BaselineStore.order_key(run.path))
-    where = f"{storage_root}/{candidates[0]}"
-    if not runs:
-        raise ValueError(EMPTY_HINT.format(root=storage_root))
-    if name == "latest":
-        return runs[-1]
-    for matches in ([r for r in runs if r.name == storage.BaselineStore.safe_name(name)],
-                    [r for r in runs if r.branch == name]):
-        if matches:
-            return matches[-1]
-    if len(name) >= 4 and all(c in "0123456789abcdefABCDEF" for c in name):
-        matches = [r for r in runs if r.commit and r.commit.lower().startswith(name.lower())]
-        commits = sorted({r.commit for r in matches})
-        if len(commits) > 1:
-            raise ValueError(f"commit prefix {name!r} is ambiguous in {where}: {', '.join(c[:12] for c in commits)}")
-        if matches:
-            return matches[-1]
-    raise ValueError(f"no saved run named {name!r}, on branch {name!r} or at a commit starting {name!r} "
-                     f"(4+ hex digits) in {where}; see `pytest-dispatch list`")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -454,73 +338,20 @@ class GpuHistory:
         return self.runs[-1].gpu if self.runs else self.fingerprint
 
 
-def analyse(
-    storage_root: str | os.PathLike,
-    fingerprint: str | None = None,
-    expression: str | None = None,
-    settings: Settings = Settings(),
-    branch: str | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> list[GpuHistory]:
-    """The history of every stored GPU (or those matching ``fingerprint``).  ValueError for a bad
-    selection."""
-    histories = []
-    for found in match_fingerprint(storage_root, fingerprint):
-        runs = load_runs(storage_root, found, (lambda done, total: progress(f"read {found}/ file {done} of {total}"))
-                         if progress else None)
-        if branch:
-            runs = [run for run in runs if run.branch == branch]
-        series = []
-        for key in select_keys(keys_of(runs), expression):
-            series.append(series_of(runs, key))
-            if progress:
-                progress(f"series {key}")
-        counted_keys = sorted({key for run in runs for key in run.counted})
-        counted = tuple(counted_series_of(runs, key, settings.instruction_tolerance)
-                        for key in select_keys(counted_keys, expression))
-        histories.append(GpuHistory(found, tuple(runs), tuple(series), counted))
-    return histories
-
-
-def _run_json(run: StoredRun) -> dict[str, Any]:
-    return {"path": str(run.path), "name": run.name, "commit": run.commit, "branch": run.branch,
-            "dirty": run.dirty, "time": run.time.isoformat(),
-            "commit_time": run.commit_time.isoformat() if run.commit_time else None}
-
-
-def as_json(histories: list[GpuHistory], settings: Settings,
-            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """The history as one JSON document (run indices refer to each GPU's ``runs``)."""
-    gpus = []
-    for history in histories:
-        index_of = {run.path: i for i, run in enumerate(history.runs)}
-        series = []
-        for s in history.series:
-            points = []
-            for run in s.runs:
-                m = run.measurements[s.key]
-                low, high = m.interval()
-                points.append({"run": index_of[run.path], "median_us": m.median_us_per_dispatch,
-                               "interval_us": [low, high], "interval_of": INTERVAL_OF,
-                               "rounds": m.rounds, "sync_us": m.sync_us, "counts": dict(m.counts)})
-            series.append({
-                "key": s.key,
-                "points": points,
-                "runs_spread": None if math.isinf(s.spread) else s.spread,
-                "count_changes": [{"run": index_of[c.run.path], "commit": c.run.commit, "kind": c.kind,
-                                   "before": c.before, "after": c.after} for c in s.count_changes],
-            })
-            if progress:
-                progress(f"intervals of {s.key}")
-        counted = [{"key": c.key,
-                    "points": [{"run": index_of[run.path], "instructions_per_call": run.counted[c.key].instructions_per_call}
-                               for run in c.runs],
-                    "changes": [{"run": index_of[ch.run.path], "commit": ch.run.commit, "before": ch.before,
-                                 "after": ch.after, "ratio": ch.ratio, "status": ch.status,
-                                 "since_commit": ch.since.commit if ch.since else None} for ch in c.changes],
-                    "software_changes": [{"run": index_of[run.path], "differences": list(differences)}
-                                         for run, differences in c.software_changes],
-                    "tolerance": c.tolerance} for c in history.counted]
-        gpus.append({"fingerprint": history.fingerprint, "gpu": history.gpu,
-                     "runs": [_run_json(run) for run in history.runs], "series": series, "counted": counted})
-    return {"settings": dataclasses.asdict(settings), "time": TIME_NOTE, "gpus": gpus}
+def history_of(fingerprint: str, runs: list[StoredRun], expression: str | None = None,
+               settings: Settings = Settings(), branch: str | None = None,
+               progress: Callable[[str], None] | None = None) -> GpuHistory:
+    """One GPU's history from its runs in commit order: the series of each measurement that
+    ``expression`` selects (``-k``'s grammar), of ``branch``'s runs only when given.  ValueError for a
+    bad selection."""
+    if branch:
+        runs = [run for run in runs if run.branch == branch]
+    series = []
+    for key in select_keys(keys_of(runs), expression):
+        series.append(series_of(runs, key))
+        if progress:
+            progress(f"series {key}")
+    counted_keys = sorted({key for run in runs for key in run.counted})
+    counted = tuple(counted_series_of(runs, key, settings.instruction_tolerance)
+                    for key in select_keys(counted_keys, expression))
+    return GpuHistory(fingerprint, tuple(runs), tuple(series), counted)

@@ -31,8 +31,8 @@ class TestResult:
     outcome: str = "passed"
     gate: dict[str, Any] | None = None  # the gate's verdicts (gate.TestVerdicts.as_dict), when comparing
     speedups: list[str] = dataclasses.field(default_factory=list)  # Speedup.summary of each assert_speedup
-    gate_overrides: dict[str, float] = dataclasses.field(default_factory=dict)  # the marker's alpha/threshold
     over_budget: list[str] | None = None  # the measurements that broke the budget (None: not said, all)
+    gpu: dict[str, Any] | None = None  # GpuInfo.as_dict() of what the test ran on (Source.runs_on); None: no GPU
 
     @property
     def budget_verdict(self) -> Status:
@@ -68,8 +68,8 @@ class TestResult:
             "outcome": self.outcome,
             "gate": self.gate,
             "speedups": list(self.speedups),
-            "gate_overrides": dict(self.gate_overrides),
             "over_budget": None if self.over_budget is None else list(self.over_budget),
+            "gpu": self.gpu,
         }
 
     @classmethod
@@ -82,8 +82,8 @@ class TestResult:
             outcome=data.get("outcome", "passed"),
             gate=data.get("gate"),
             speedups=list(data.get("speedups") or []),
-            gate_overrides=dict(data.get("gate_overrides") or {}),
             over_budget=None if data.get("over_budget") is None else list(data["over_budget"]),
+            gpu=data.get("gpu"),
         )
 
 

@@ -181,7 +181,8 @@ def _call(value: Any, where: str) -> None:
 _TEST = {"nodeid": text, "measurements": list_of(_measurement), "call": _call}
 _TEST_OPTIONAL = {"budget_lines": optional(list_of(text)), "outcome": text, "gate": optional(map_of(anything)),
                   "speedups": optional(list_of(text)), "gate_overrides": optional(_TIMES),
-                  "over_budget": optional(list_of(text))}
+                  "over_budget": optional(list_of(text)),
+                  "gpu": optional(lambda value, where: _gpu(value, where))}
 
 
 def _test(value: Any, where: str) -> None:

@@ -1,18 +1,23 @@
 """Instruments: how the meter measures a source, chosen once by mode when the meter is built.
 
-``Timed`` takes the timed rounds; ``CountsOnly`` (--dispatch-disable-timing) takes none;
+``Timed`` takes the timed rounds, in one of three ways (``Rounds``): itself, interleaved, up to a
+time cap; as a round server asks (an A/B job's coordinator); or in turns, as the caller decides
+(``assert_speedup``).  ``CountsOnly`` (--dispatch-disable-timing) takes none;
 ``CountedInstructions`` (--dispatch-instructions, in a session relaunched under callgrind)
-takes none and counts the host instructions of each sequential measurement instead.  Every
-instrument leaves the warm-up and the counted check rounds to the meter.
+takes none and counts the host instructions of each sequential measurement whose source can be
+counted (``Capabilities.counts_instructions``).  Every instrument leaves the warm-up and the
+counted check rounds to the meter.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import time
 import warnings
 from typing import Callable, Protocol, Sequence
 
 from pytest_dispatch.measurement import instructions, recorder
-from pytest_dispatch.measurement.sources import Source, WgpuCalls
+from pytest_dispatch.measurement.sources import Source, capabilities_of
 
 
 class Sampled(Protocol):
@@ -25,6 +30,49 @@ class Sampled(Protocol):
     calls_made: int  # calls of the source so far
     instructions: instructions.InstructionCount | None  # counted mode's count, once taken
 
+    def take_round(self) -> tuple[int, int, int]:
+        """One timed round: (wall ns, empty-sync ns, calls)."""
+
+
+class RoundServer(Protocol):
+    """Where the timed rounds of a measurement are decided, when not by the meter itself.
+
+    In an A/B job each worker's meter hands its warmed-up measurement to the
+    coordinator, which asks the two workers for rounds in turn (pytest_dispatch.ab)."""
+
+    def serve(self, key: str, calls: dict[str, int], take_round: Callable[[], tuple[int, int, int]]) -> bool:
+        """Serve rounds until told to stop; False when this side must measure alone."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rounds:
+    """How one measurement's timed rounds are taken: as ``turns`` decides (``turns(samplers)``);
+    else as ``server`` asks, the measurement announced as ``key``; else (or where the server
+    declines) ``count`` rounds of each sampler, interleaved, stopping once ``max_time`` seconds
+    have passed and ``min_rounds`` are taken."""
+
+    count: int
+    min_rounds: int
+    max_time: float | None = None
+    server: RoundServer | None = None
+    key: str = ""
+    turns: Callable[[Sequence[Sampled]], None] | None = None
+
+    def take(self, samplers: Sequence[Sampled]) -> None:
+        __tracebackhide__ = True
+        if self.turns is not None:
+            self.turns(samplers)
+            return
+        first = samplers[0]
+        if self.server is not None and self.server.serve(self.key, first.calls, first.take_round):
+            return
+        deadline = None if self.max_time is None else time.perf_counter() + self.max_time
+        for taken in range(1, self.count + 1):
+            for sampler in samplers:
+                sampler.take_round()
+            if deadline is not None and taken >= self.min_rounds and time.perf_counter() > deadline:
+                break
+
 
 class InstructionsNotCounted(UserWarning):
     """Counted mode met a source whose host instructions it cannot count (not wgpu-py calls)."""
@@ -35,8 +83,8 @@ class Instrument:
 
     timed = False
 
-    def take_rounds(self, take: Callable[[], None]) -> None:
-        """Take the timed rounds (``take()`` takes them all), or none."""
+    def take_rounds(self, samplers: Sequence[Sampled], rounds: Rounds) -> None:
+        """Take the timed rounds of ``samplers`` as ``rounds`` says, or none."""
 
     def finish(self, sequential: Sequence[Sampled], rounds: int) -> None:
         """After the counted check rounds, whatever else this mode measures of the sequential
@@ -48,8 +96,9 @@ class Timed(Instrument):
 
     timed = True
 
-    def take_rounds(self, take: Callable[[], None]) -> None:
-        take()
+    def take_rounds(self, samplers: Sequence[Sampled], rounds: Rounds) -> None:
+        __tracebackhide__ = True
+        rounds.take(samplers)
 
 
 class CountsOnly(Instrument):
@@ -65,14 +114,15 @@ class CountedInstructions(Instrument):
 
     def finish(self, sequential: Sequence[Sampled], rounds: int) -> None:
         for sampler in sequential:
-            if not isinstance(sampler.source, WgpuCalls):
+            capabilities = capabilities_of(sampler.source)
+            if not capabilities.counts_instructions:
                 warnings.warn(InstructionsNotCounted(
                     f"{sampler.name}: host instructions are counted for wgpu-py calls only, not for "
                     f"{type(sampler.source).__name__}; its counts are kept"), stacklevel=2)
                 continue
-            retire = instructions.retire_all(sampler.source.device)
+            retire = instructions.retire_all(capabilities.device)
             retire()
-            instructions.set_aside_pooled_encoders(sampler.source.device)
+            instructions.set_aside_pooled_encoders(capabilities.device)
             sampler.instructions = count_instructions(self.counter, sampler, retire,
                                                       max_calls=rounds * sampler.per_round)
 
@@ -87,10 +137,11 @@ def count_instructions(counter: instructions.Counter, sampler: Sampled, retire: 
     (rounds x per_round), which the warm-up and the windows do not exceed: a function with
     state (a decode step filling a KV cache) may allow no more."""
     __tracebackhide__ = True
-    source: WgpuCalls = sampler.source
+    source = sampler.source
+    host_calls = capabilities_of(source).host_calls
 
     def run(calls: int) -> None:
-        source.call(calls)
+        host_calls(calls)
         retire()
 
     dispatches = recorder.total(sampler.calls, "dispatches")

@@ -14,7 +14,7 @@ import inspect
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Protocol, Sequence
+from typing import Any, Callable, ContextManager, Sequence
 
 import numpy as np
 
@@ -22,8 +22,9 @@ from pytest_dispatch._meta import PACKAGE_DIR
 from pytest_dispatch import settings
 from pytest_dispatch.measurement import devicelock, instructions, instruments, recorder
 from pytest_dispatch.measurement.key import MeasurementKey
+from pytest_dispatch.measurement.instruments import RoundServer
 from pytest_dispatch.measurement.sources import (SOURCE_MEMBERS, WGPU_SYNC_METHOD, CallCounts, Source, WgpuCalls,
-                                                default_name, is_source)
+                                                capabilities_of, default_name, is_source)
 
 DEFAULT_WARMUP = 3
 DEFAULT_ROUNDS = 30
@@ -42,18 +43,6 @@ class InconsistentCountsError(AssertionError):
 
 class MeasurementUsageError(ValueError):
     """A measurement that cannot be taken as asked (a reused name, no dispatch)."""
-
-
-class RoundServer(Protocol):
-    """Where the timed rounds of a measurement are decided, when not by the meter itself.
-
-    In an A/B job each worker's meter hands its warmed-up measurement to the
-    coordinator, which asks the two workers for rounds in turn (pytest_dispatch.ab)."""
-
-    def serve(self, key: str, calls: dict[str, int], take_round: Callable[[], tuple[int, int, int]],
-              overrides: dict[str, float]) -> bool:
-        """Serve rounds until told to stop; False when this side must measure alone.
-        ``overrides``: the test's own gate settings (alpha, threshold)."""
 
 
 @dataclasses.dataclass
@@ -230,8 +219,7 @@ class DispatchMeter:
     def __init__(self, request=None, *, device=None, timestamps_enabled: bool = False,
                  round_server: RoundServer | None = None,
                  lock: bool = True, min_rounds: int = settings.MIN_ROUNDS, max_time: float | None = None,
-                 timing: bool = True, gate_overrides: dict[str, float] | None = None,
-                 counter: instructions.Counter | None = None) -> None:
+                 timing: bool = True, counter: instructions.Counter | None = None) -> None:
         self._request = request
         # timed, counts only (timing=False: --dispatch-disable-timing) or, given a counter,
         # counted instructions (--dispatch-instructions)
@@ -241,7 +229,6 @@ class DispatchMeter:
         self._device = device
         self.timestamps_enabled = timestamps_enabled
         self.round_server = round_server
-        self.gate_overrides = dict(gate_overrides or {})  # the test's alpha/threshold, for the round server
         # Take turns on the GPU with other processes (off where a coordinator does it), only to time:
         # another process's GPU work does not move a count, and in counted mode (valgrind runs each
         # process on one core at a time) the turns made pytest-xdist's workers count one by one.
@@ -358,8 +345,9 @@ class DispatchMeter:
     def _measure(self, jobs: list[tuple[Any, tuple, dict, str | None]], method: str, per_round: int, warmup: int,
                  rounds: int, device, *, served: bool = False,
                  take_rounds: Callable[[list["_Sampler"]], None] | None = None) -> list[Measurement]:
-        """Warm up each job's source, then take the rounds as the instrument does: ``rounds``
-        of each, interleaved; or as the round server asks (``served``); or as ``take_rounds`` does."""
+        """Warm up each job's source, let the instrument take the rounds (``rounds`` of each,
+        interleaved; or as the round server asks, ``served``; or as ``take_rounds`` does: see
+        ``instruments.Rounds``), take the counted check rounds, and assemble the measurements."""
         __tracebackhide__ = True
         if warmup < 2:
             raise ValueError(f"warmup must be >= 2 (the first call may create pipelines), not {warmup}")
@@ -371,11 +359,15 @@ class DispatchMeter:
         samplers = [_Sampler(self._source(fn, args, kwargs, name, device), method, per_round, name)
                     for (fn, args, kwargs, _), name in zip(jobs, names)]
         self._note_runs_on(samplers)
-        wgpu_devices = [s.source.device for s in samplers if isinstance(s.source, WgpuCalls)]
-        with devicelock.for_device(wgpu_devices[0]) if self.lock and wgpu_devices else contextlib.nullcontext():
+        locked = [capabilities_of(s.source).device for s in samplers
+                  if capabilities_of(s.source).holds_device_lock]
+        plan = instruments.Rounds(rounds, self.min_rounds, self.max_time, turns=take_rounds,
+                                  server=self.round_server if served else None,
+                                  key=self._key(samplers[0].name) if served else "")
+        with devicelock.for_device(locked[0]) if self.lock and locked else contextlib.nullcontext():
             for sampler in samplers:
                 sampler.warm_up(warmup)
-            self.instrument.take_rounds(lambda: self._take_rounds(samplers, rounds, served, take_rounds))
+            self.instrument.take_rounds(samplers, plan)
             for sampler in samplers:
                 for _ in range(CHECK_ROUNDS):
                     sampler.check_round()
@@ -383,20 +375,6 @@ class DispatchMeter:
         measurements = [sampler.measurement(warmup) for sampler in samplers]
         self.measurements.extend(measurements)
         return measurements
-
-    def _take_rounds(self, samplers: list["_Sampler"], rounds: int, served: bool,
-                     take_rounds: Callable[[list["_Sampler"]], None] | None) -> None:
-        __tracebackhide__ = True
-        if take_rounds is not None:
-            take_rounds(samplers)
-        elif not (served and self.round_server.serve(self._key(samplers[0].name), samplers[0].calls,
-                                                     samplers[0].take_round, self.gate_overrides)):
-            deadline = None if self.max_time is None else time.perf_counter() + self.max_time
-            for taken in range(1, rounds + 1):
-                for sampler in samplers:
-                    sampler.take_round()
-                if deadline is not None and taken >= self.min_rounds and time.perf_counter() > deadline:
-                    break
 
     def _note_runs_on(self, samplers: list["_Sampler"]) -> None:
         for sampler in samplers:
@@ -470,7 +448,7 @@ class _Sampler:
         """A counted round, not timed: its counts must agree with the warm-up's; it gives
         the host breakdown per call kind and, where the source times the GPU, the GPU time."""
         __tracebackhide__ = True
-        counted = self.source.counted(self.per_round, gpu_time=True)
+        counted = self.source.counted(self.per_round, gpu_time=capabilities_of(self.source).gpu_clock)
         self.calls_made += self.per_round
         self.round_counts.append(_counts_of(counted))
         for kind, us in counted.host_us_by_kind.items():

@@ -48,6 +48,34 @@ class RoundTime:
     host_ns: int  # from the first call until the last one returned
 
 
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What a source can do beyond the ``Source`` members; the meter and the instruments ask this,
+    never the source's type. A source without a ``capabilities`` attribute can do none of it."""
+
+    device: Any = None  # the wgpu-py device its calls go to: the device lock is taken on it, counted mode retires it
+    host_calls: Callable[[int], None] | None = None  # ``calls`` calls in this thread, nothing else: counted mode
+    gpu_clock: bool = False  # ``counted(gpu_time=True)`` gives the GPU time of its passes
+
+    @property
+    def holds_device_lock(self) -> bool:
+        """Its timed rounds take turns on the GPU with other processes (devicelock)."""
+        return self.device is not None
+
+    @property
+    def counts_instructions(self) -> bool:
+        """Counted mode can count the host instructions of its calls (under callgrind)."""
+        return self.host_calls is not None and self.device is not None
+
+
+NO_CAPABILITIES = Capabilities()
+
+
+def capabilities_of(source: Any) -> Capabilities:
+    """What ``source`` can do (``NO_CAPABILITIES`` where it says nothing)."""
+    return getattr(source, "capabilities", NO_CAPABILITIES)
+
+
 @runtime_checkable
 class Source(Protocol):
     """How a measured function is called and its calls counted (see the module's docstring).
@@ -98,7 +126,8 @@ class WgpuCalls:
     Its calls are counted by the recorder (this thread's calls); with ``timestamps``, the
     GPU time of its compute passes comes from timestamp queries (the device needs the
     ``timestamp-query`` feature).  Counted mode (host instructions under callgrind) applies
-    to this source only: it runs the calls with ``call`` and retires on ``device``."""
+    to the sources whose ``capabilities`` say so: this one runs the calls with ``call`` and retires on
+    ``device``."""
 
     sync_method = WGPU_SYNC_METHOD
 
@@ -159,6 +188,12 @@ class WgpuCalls:
 
     def runs_on(self) -> None:
         return None  # the session's GPU: the device's adapter is the gpu_info fixture's, or the user's own
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Its calls run in this thread on ``device``: locked, counted under callgrind, timed on the GPU
+        clock where timestamps are on."""
+        return Capabilities(device=self.device, host_calls=self.call, gpu_clock=self._stamper is not None)
 
     def __repr__(self) -> str:
         return f"WgpuCalls({self.name!r})"

@@ -7,38 +7,34 @@ the meter or a report needs one (see benchmarks/startup_overhead.py).
 from __future__ import annotations
 
 import logging
-import os
 import warnings
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_dispatch._meta import PACKAGE_DIR
-from pytest_dispatch import settings
 from pytest_dispatch.judgement import budget
 from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
 from pytest_dispatch import options
-from pytest_dispatch.plugin import page, shader_errors
-from pytest_dispatch.plugin.gating import COUNTED_KEY, counted_software, counts_instructions, gate_for
-from pytest_dispatch.plugin.session import GpuSession, worker_index
+from pytest_dispatch.plugin import markers, page, shader_errors
+from pytest_dispatch.plugin.markers import BUDGET_KEY, TIMING_KEY
+from pytest_dispatch.plugin.gating import Baselines, counts_instructions
+from pytest_dispatch.plugin.session import STATE_KEY, DispatchState, GpuSession, state, worker_index
+from pytest_dispatch.presentation.text import printable
 
 if TYPE_CHECKING:
-    from pytest_dispatch.judgement import gate
     from pytest_dispatch.judgement.results import TestResult
     from pytest_dispatch.plugin.fixture import DispatchMeterFixture
 
-GPU_SESSION_KEY = pytest.StashKey[GpuSession]()
+# What the plugin keeps of one test (the session's state is one object: plugin.session.DispatchState)
 CALL_COUNTS_KEY = pytest.StashKey[recorder.Counts]()
 METER_KEY = pytest.StashKey["DispatchMeterFixture"]()
-BUDGET_KEY = pytest.StashKey[budget.Budget]()
-TIMING_KEY = pytest.StashKey[dict]()  # the dispatch_timing marker's overrides of the meter's settings
-BASELINE_KEY = pytest.StashKey["gate.Baseline | None"]()
-GATE_KEY = pytest.StashKey["gate.Gate"]()
-WORKERS_KEY = pytest.StashKey[dict]()  # xdist controller: worker id -> what it said about its GPU
 WORKER_OUTPUT = "pytest_dispatch"  # the key of xdist's workeroutput we use
-SKIPPED_RUNS_KEY = pytest.StashKey[list]()  # --dispatch-compare: one line per stored run that could not be read
+KEEPING = ("dispatch_report", "dispatch_json", "dispatch_save", "dispatch_compare", "dispatch_accept",
+           "dispatch_plot")  # options whose asking keeps every test's result
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -70,7 +66,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_dispatch_gpu_session(config: pytest.Config) -> GpuSession:
-    return config.stash[GPU_SESSION_KEY]
+    return state(config).gpu
 
 
 def _relaunch_counted(config: pytest.Config) -> int | None:
@@ -117,8 +113,7 @@ def pytest_xdist_setupnodes(config: pytest.Config, specs) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(page, "dispatch_page")  # the gpu_page fixture (Playwright only when used)
-    config.addinivalue_line("markers", budget.MARKER_HELP)
-    config.addinivalue_line("markers", settings.TIMING_MARKER_HELP)
+    markers.register(config)
     gpu.ensure_runtime_dir()  # before any wgpu instance, ours or the tests'; xdist workers inherit it
     values = options.of(config)  # a bad ini value stops the session here
     if (values.dispatch_ab or values.dispatch_aa) and not any(
@@ -132,68 +127,17 @@ def pytest_configure(config: pytest.Config) -> None:
         adapter=values.gpu_adapter,
     )
     spread = None if values.gpu_no_spread else worker_index(os.environ.get("PYTEST_XDIST_WORKER"))
-    config.stash[GPU_SESSION_KEY] = GpuSession(request, required=values.gpu_required,
-                                               spread_index=spread)
-    config.stash[WORKERS_KEY] = {}
-    config.stash[COUNTED_KEY] = counts_instructions(config)
-    if values.dispatch_compare:
-        config.stash[BASELINE_KEY] = _load_baseline(config)
-    wants_reporter = any(
-        getattr(values, name)
-        for name in ("dispatch_report", "dispatch_json", "dispatch_save", "dispatch_compare",
-                     "dispatch_accept", "dispatch_plot")
-    )
-    if wants_reporter and not hasattr(config, "workerinput"):  # xdist workers send their results up
+    counted = counts_instructions(config)
+    config.stash[STATE_KEY] = DispatchState(
+        gpu=GpuSession(request, required=values.gpu_required, spread_index=spread), counted=counted,
+        keeps_results=any(getattr(values, name) for name in KEEPING),
+        baselines=Baselines(config, counted) if values.dispatch_compare else None)
+    if values.dispatch_compare and not values.dispatch_accept:  # accepting makes the baseline: a new name is the point
+        state(config).baselines.refuse_unknown_name()
+    if state(config).keeps_results and not hasattr(config, "workerinput"):  # xdist workers send their results up
         from pytest_dispatch.plugin.reporter import DispatchReporter
 
-        reporter = DispatchReporter(config, config.stash[GPU_SESSION_KEY], config.stash.get(BASELINE_KEY, None))
-        reporter.notes.extend(f"dispatch gate: warning: {line}" for line in config.stash.get(SKIPPED_RUNS_KEY, []))
-        config.pluginmanager.register(reporter, DispatchReporter.PLUGIN_NAME)
-
-
-SHOWN_NAMES = 8  # saved names a message lists before "..."
-
-
-def _refuse_unknown_baseline_name(store, name: str) -> None:
-    """A name no saved run has, while others are saved (a typo, another branch's name): say so
-    with the names there are, before any test runs. An empty storage is a first run: the
-    session runs, budgets are checked and the reporter says that nothing was compared."""
-    if name == "latest":
-        return
-    saved = sorted({store.name_of(path) for path in store.files(None)})
-    if saved and store.safe_name(name) not in saved:
-        from pytest_dispatch.presentation.text import first_names
-
-        shown = first_names(saved, SHOWN_NAMES)
-        raise pytest.UsageError(f"--dispatch-compare={name}: no saved run is named {store.safe_name(name)!r} in "
-                                f"{store.root}/; the saved names are {shown} (or save one with "
-                                f"--dispatch-save={name})")
-
-
-def _load_baseline(config: pytest.Config) -> "gate.Baseline | None":
-    from pytest_dispatch.judgement import gate, history, storage
-    from pytest_dispatch.presentation.text import printable
-
-    store = storage.BaselineStore(options.of(config).dispatch_storage)
-    if not options.of(config).dispatch_accept:  # accepting makes the baseline: a new name is the point
-        _refuse_unknown_baseline_name(store, options.of(config).dispatch_compare)
-    gpu_session = config.stash[GPU_SESSION_KEY]
-    if gpu_session.unavailable_reason:
-        return None  # GPU tests skip; nothing to compare
-    with warnings.catch_warnings(record=True) as caught:  # a stored run that cannot be read: one line at the end
-        warnings.simplefilter("always", history.SkippedRunWarning)
-        try:
-            found = gate.find_baseline(store, gpu_session.info.fingerprint, options.of(config).dispatch_compare,
-                                       software=counted_software(config, gpu_session.info))
-        except storage.BaselineError as error:
-            raise pytest.UsageError(printable(f"--dispatch-compare: {error}")) from None
-        finally:
-            config.stash[SKIPPED_RUNS_KEY] = list(dict.fromkeys(
-                printable(w.message) for w in caught if issubclass(w.category, history.SkippedRunWarning)))
-    for w in caught:  # once recording stopped: a warning given while recording is recorded again, endlessly
-        if not issubclass(w.category, history.SkippedRunWarning):
-            warnings.warn_explicit(w.category(printable(w.message)), w.category, w.filename, w.lineno)
-    return found
+        config.pluginmanager.register(DispatchReporter(config), DispatchReporter.PLUGIN_NAME)
 
 
 def uses_gpu(item: pytest.Item) -> bool:
@@ -204,7 +148,7 @@ def uses_gpu(item: pytest.Item) -> bool:
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
     """The adapter line, once GPU tests are collected (choosing the adapter loads wgpu)."""
     if any(uses_gpu(item) for item in items):
-        return config.stash[GPU_SESSION_KEY].header_line()
+        return state(config).gpu.header_line()
     return None
 
 
@@ -212,7 +156,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """An xdist worker tells the controller which GPU it measured on."""
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
-        workeroutput[WORKER_OUTPUT] = session.config.stash[GPU_SESSION_KEY].worker_output()
+        workeroutput[WORKER_OUTPUT] = state(session.config).gpu.worker_output()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -222,14 +166,18 @@ def pytest_testnodedown(node, error) -> None:
     if not said:
         return
     config = node.config
-    config.stash[WORKERS_KEY][node.gateway.id] = said
+    state(config).workers[node.gateway.id] = said
     if "gpu" in said:
-        config.stash[GPU_SESSION_KEY].adopt(GpuInfo.from_dict(said["gpu"]))
+        state(config).gpu.adopt(GpuInfo.from_dict(said["gpu"]))
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
-    """xdist controller: which adapter each worker measured on (the workers print no header)."""
-    workers = config.stash.get(WORKERS_KEY, {})
+    """xdist controller: which adapter each worker measured on (the workers print no header); the
+    browser of the page tests, once one started."""
+    browser = page.started_browser(config)
+    if browser is not None:
+        terminalreporter.write_line(browser.header_line())
+    workers = state(config).workers if STATE_KEY in config.stash else {}
     if not workers:
         return
     by_adapter: dict[tuple[str, int, int], list[str]] = {}
@@ -245,79 +193,64 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Parse every dispatch_budget and dispatch_timing marker now, so a bad one stops the
-    run before any test; so does a misspelt one."""
+    """Parse every test's markers now (plugin.markers), so a bad or misspelt one stops the run
+    before any test."""
     for item in items:
-        _refuse_unknown_dispatch_markers(item)
-        marker = item.get_closest_marker(budget.MARKER)
-        if marker is not None:
-            try:
-                item.stash[BUDGET_KEY] = budget.parse_budget(marker.args, marker.kwargs)
-            except budget.BudgetUsageError as error:
-                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{budget.MARKER}: {error}") from None
-        marker = item.get_closest_marker(settings.TIMING_MARKER)
-        if marker is not None:
-            try:
-                item.stash[TIMING_KEY] = settings.parse_timing_marker(marker.args, marker.kwargs)
-            except settings.SettingError as error:
-                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{settings.TIMING_MARKER}: "
-                                        f"{error}") from None
-    if page.page_gpu(config) is not None and options.of(config).dispatch_compare:
-        _reload_baseline(config)  # the session's GPU became a browser page's once its tests were collected
-    baseline = config.stash.get(BASELINE_KEY, None)
-    if baseline is not None:
-        from pytest_dispatch.judgement.results import sequential_measurements
-        from pytest_dispatch.measurement.key import MeasurementKey
-
-        collected = {item.nodeid for item in items}
-        matching = sum(1 for key in sequential_measurements(baseline.results)
-                     if MeasurementKey.parse(key).nodeid in collected)
-        # Before -k and -m deselect: none of these can match, so none of those that run can. Not in
-        # a pytest-xdist worker (an error there is no one-line message); the reporter says it at the end.
-        if not matching and items and not options.of(config).dispatch_accept and not hasattr(config, "workerinput"):
-            from pytest_dispatch.presentation.text import count_and_first
-
-            tests = list(dict.fromkeys(item.nodeid for item in items))
-            raise pytest.UsageError(
-                f"--dispatch-compare: no collected test is in the baseline {baseline.path}: "
-                f"{count_and_first(tests)} collected, the baseline holds "
-                f"{count_and_first(list(sequential_measurements(baseline.results)))}; nothing would be compared "
-                "(run the tests the baseline holds, or save one of these with --dispatch-save)")
-        config.stash[GATE_KEY] = gate_for(baseline, config)
+        markers.parse(item)
+    # Before -k and -m deselect: none of these can match, so none of those that run can. Not in
+    # a pytest-xdist worker (an error there is no one-line message); the reporter says it at the end.
+    baselines = state(config).baselines
+    in_worker = hasattr(config, "workerinput")
+    if baselines is not None and items and not options.of(config).dispatch_accept and not in_worker:
+        _refuse_baselines_of_other_tests(baselines, items)
 
 
-def _reload_baseline(config: pytest.Config) -> None:
-    from pytest_dispatch.plugin.reporter import DispatchReporter
+def _refuse_baselines_of_other_tests(baselines: Baselines, items: list[pytest.Item]) -> None:
+    """Saved runs of the compared name hold none of the collected tests (whichever GPU each will
+    run on): a usage error before any test runs."""
+    from pytest_dispatch import storage
+    from pytest_dispatch.judgement.results import sequential_measurements
+    from pytest_dispatch.measurement.key import MeasurementKey
+    from pytest_dispatch.presentation.text import count_and_first
 
-    config.stash[BASELINE_KEY] = _load_baseline(config)
-    reporter = config.pluginmanager.get_plugin(DispatchReporter.PLUGIN_NAME)
-    if reporter is not None:
-        reporter.baseline = config.stash[BASELINE_KEY]
+    try:
+        runs = baselines.newest_runs()
+    except storage.BaselineError as error:
+        raise pytest.UsageError(printable(f"--dispatch-compare: {error}")) from None
+    if not runs:
+        return  # nothing saved of this name: the reporter says so at the end
+    saved = list(dict.fromkeys(key for _, document in runs
+                               for key in sequential_measurements(storage.results_of(document))))
+    collected = {item.nodeid for item in items}
+    if not any(MeasurementKey.parse(key).nodeid in collected for key in saved):
+        tests = list(dict.fromkeys(item.nodeid for item in items))
+        paths = ", ".join(str(path) for path, _ in runs)
+        raise pytest.UsageError(
+            f"--dispatch-compare: no collected test is in the baseline {paths}: {count_and_first(tests)} collected, "
+            f"the baseline holds {count_and_first(saved)}; nothing would be compared "
+            "(run the tests the baseline holds, or save one of these with --dispatch-save)")
 
 
-MARKERS = (budget.MARKER, settings.TIMING_MARKER)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """``--dispatch-compare``: wgpu-py's GPU's baseline, once a selected test uses that GPU (a page's
+    GPU's is loaded at its first test, when its browser has started)."""
+    baselines = state(session.config).baselines
+    gpu_session = state(session.config).gpu
+    if baselines is None or not any(uses_gpu(item) for item in session.items) or gpu_session.unavailable_reason:
+        return
+    from pytest_dispatch import storage
 
-
-def _refuse_unknown_dispatch_markers(item: pytest.Item) -> None:
-    """A misspelt marker would leave the test without its budget: a usage error instead."""
-    import difflib
-
-    for mark in item.iter_markers():
-        if mark.name in MARKERS:
-            continue
-        close = difflib.get_close_matches(mark.name, MARKERS, n=1, cutoff=0.8)
-        if mark.name.startswith("dispatch_") or close:
-            hint = f"did you mean @pytest.mark.{close[0]}?" if close else \
-                f"pytest-dispatch's markers are {', '.join(MARKERS)}"
-            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{mark.name} is not a pytest-dispatch marker; "
-                                    f"{hint}")
+    try:
+        baselines.of(gpu_session.info)
+    except storage.BaselineError as error:
+        raise pytest.UsageError(printable(f"--dispatch-compare: {error}")) from None
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     """Count the whole call phase (for budgets), and fail the test on wgpu ERROR logs."""
     recorder.install_imported()  # wgpu imported by the test module (the GPU fixtures install it too)
-    if item.get_closest_marker(budget.MARKER) is not None:
+    if item.get_closest_marker(budget.MARKER) is not None and not page.uses_page(item):
         recorder.install("wgpu-native")  # a budget counts the test's own devices as well
     handler = _ErrorCollector()
     wgpu_logger = logging.getLogger("wgpu")
@@ -357,8 +290,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         outcome=report.outcome,
         speedups=[speedup.summary for speedup in meter.speedups] if meter else [],
     )
+    if state(item.config).keeps_results:
+        gpu_of_test = _gpu_of(item, meter)
+        result.gpu = None if gpu_of_test is None else gpu_of_test.as_dict()
     if item_budget is not None:
-        result.gate_overrides = dict(item_budget.gate)
         failure = budget.judge(item_budget, observations(result))
         result.budget_lines = list(failure.lines) if failure else []
         result.over_budget = list(failure.over) if failure else []
@@ -368,6 +303,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             report.sections.append(("dispatch budget: dispatches per kernel", failure.kernel_table))
     _judge_against_baseline(item, result, report)
     return report
+
+
+def _gpu_of(item: pytest.Item, meter: "DispatchMeterFixture | None") -> GpuInfo | None:
+    """The GPU a test ran on: its sources' (``Source.runs_on``), a page test's browser's, else
+    wgpu-py's adapter; None where it has none."""
+    if meter is not None and meter.runs_on is not None:
+        return meter.runs_on
+    if page.uses_page(item):
+        return page.page_gpu(item.config)
+    gpu_session = state(item.config).gpu
+    return None if gpu_session.unavailable_reason else gpu_session.info
 
 
 def _shorten_plugin_failure(item: pytest.Item, report: pytest.TestReport, excinfo: pytest.ExceptionInfo) -> None:
@@ -392,7 +338,7 @@ def _judge_against_baseline(item: pytest.Item, result: "TestResult", report: pyt
     """Fail the test on a gate regression; attach its result for the reporter."""
     from pytest_dispatch.judgement.results import USER_PROPERTY
 
-    test_gate = item.config.stash.get(GATE_KEY, None)
+    test_gate = _gate_of(item.config, result)
     if test_gate is not None and result.measurements:
         verdicts = test_gate.judge(result)
         failures = verdicts.failure_lines
@@ -403,13 +349,26 @@ def _judge_against_baseline(item: pytest.Item, result: "TestResult", report: pyt
         report.user_properties.append((USER_PROPERTY, result.as_dict()))
 
 
+def _gate_of(config: pytest.Config, result: "TestResult"):
+    """The gate of the test's GPU (its baseline loaded at the first test of that GPU), or None."""
+    baselines = state(config).baselines
+    if baselines is None or result.gpu is None or not result.measurements:
+        return None
+    from pytest_dispatch import storage
+
+    try:
+        return baselines.gate(GpuInfo.from_dict(result.gpu))
+    except storage.BaselineError as error:
+        pytest.exit(printable(f"--dispatch-compare: {error}"), returncode=pytest.ExitCode.USAGE_ERROR)
+
+
 _LOSS_MARKERS = ("device was lost", "device is lost", "DEVICE LOST")
 
 
 def _note_device_loss(item: pytest.Item, report: pytest.TestReport) -> None:
     """After a device loss, later GPU tests skip (see pytest_runtest_setup)."""
     if report.failed and any(marker in str(report.longrepr) for marker in _LOSS_MARKERS):
-        session = item.config.stash[GPU_SESSION_KEY]
+        session = state(item.config).gpu
         if session.lost is None:
             first_line = str(report.longrepr).strip().splitlines()[0][:200]
             session.lost = f"the session's GPU device was lost in {item.nodeid} ({first_line})"
@@ -420,7 +379,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     """A test that destroyed the session's device: the tests after it get a new one (pytest makes
     ``gpu_device``, and the fixtures made from it, again), and a warning names that test."""
     result = yield
-    if item.config.stash[GPU_SESSION_KEY].replace_destroyed():
+    if state(item.config).gpu.replace_destroyed():
         for fixturedef in item._fixtureinfo.name2fixturedefs.get("gpu_device", ()):
             fixturedef.finish(item._request)
         warnings.warn(pytest.PytestWarning(f"the session's GPU device was destroyed by {item.nodeid} "
@@ -430,7 +389,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    lost = item.config.stash[GPU_SESSION_KEY].lost
+    lost = state(item.config).gpu.lost
     if lost and uses_gpu(item):
         pytest.skip(f"{lost}; rerun the GPU tests (with --dispatch-isolate each gets its own device)")
 
@@ -501,7 +460,7 @@ def _attach_benchmark_counts(item: pytest.Item) -> None:
 
 
 def _gpu_session(request: pytest.FixtureRequest) -> GpuSession:
-    return request.config.stash[GPU_SESSION_KEY]
+    return state(request.config).gpu
 
 
 def _adapter_or_skip(request: pytest.FixtureRequest, attribute: str):
@@ -554,22 +513,21 @@ def dispatch_meter(request: pytest.FixtureRequest) -> DispatchMeterFixture:
     from pytest_dispatch.measurement import instructions
     from pytest_dispatch.plugin.fixture import DispatchMeterFixture
 
-    recorder.install("wgpu-native")
+    if not page.uses_page(request.node):  # a page test's meter measures the page: no wgpu-py to load
+        recorder.install("wgpu-native")
     recorder.install_imported()
     values = options.of(request.config)
     round_server = request.config.hook.pytest_dispatch_round_server(config=request.config)
-    item_budget = request.node.stash.get(BUDGET_KEY, None)
     meter = DispatchMeterFixture(
         request,
         timestamps_enabled=values.dispatch_timestamps,
         round_server=round_server,
         lock=round_server is None,  # in an A/B job the coordinator takes the turns
-        gate_overrides=dict(item_budget.gate) if item_budget is not None else {},
         **{"min_rounds": values.dispatch_min_rounds,
            "max_time": values.dispatch_max_time,
            "timing": not values.dispatch_disable_timing,
            **request.node.stash.get(TIMING_KEY, {})},
-        counter=instructions.session_counter() if request.config.stash[COUNTED_KEY] else None,
+        counter=instructions.session_counter() if state(request.config).counted else None,
     )
     request.node.stash[METER_KEY] = meter
     return meter

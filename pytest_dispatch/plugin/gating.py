@@ -1,8 +1,10 @@
-"""What the session's gate is made of: counted mode's switch and software, and the gate's tolerance."""
+"""What the session's gate is made of: counted mode's switch and software, and each GPU's baseline."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -13,7 +15,7 @@ if TYPE_CHECKING:
     from pytest_dispatch.measurement.gpu import GpuInfo
     from pytest_dispatch.measurement.instructions import Software
 
-COUNTED_KEY = pytest.StashKey[bool]()  # this session counts instructions (relaunched under callgrind)
+SHOWN_NAMES = 8  # saved names a message lists before "..."
 
 
 def counts_instructions(config: pytest.Config) -> bool:
@@ -28,15 +30,88 @@ def counts_instructions(config: pytest.Config) -> bool:
     return not hasattr(config, "workerinput") and instructions.counted_in_here() == instructions.COUNTED_IN_WORKERS
 
 
-def counted_software(config: pytest.Config, gpu: "GpuInfo") -> "Software | None":
-    """In counted mode, the software this session counts with, else None."""
-    if not config.stash.get(COUNTED_KEY, False):
+def counted_software(counted: bool, gpu: "GpuInfo") -> "Software | None":
+    """In counted mode (``counted``), the software this session counts with, else None."""
+    if not counted:
         return None
     from pytest_dispatch.measurement import instructions
 
     return instructions.Software.here(gpu)
 
 
-def gate_for(baseline: "gate.Baseline", config: pytest.Config) -> "gate.Gate":
-    """The session's gate over ``baseline``, with the session's tolerance of counted instructions."""
-    return baseline.gate(instruction_tolerance=options.of(config).dispatch_instructions_tolerance)
+class Baselines:
+    """``--dispatch-compare``: the baseline of each GPU the session's tests run on, loaded once, when
+    the first test of that GPU needs it (wgpu-py's adapter at collection, a page's GPU at its first
+    test, since the browser starts only then); each measurement is judged against its own GPU's.
+
+    A saved run that cannot be read raises ``storage.BaselineError``; the caller says where."""
+
+    def __init__(self, config: pytest.Config, counted: bool) -> None:
+        from pytest_dispatch import storage
+
+        values = options.of(config)
+        self.counted = counted  # counted mode: counted runs are the baselines, never timed ones
+        self.name = values.dispatch_compare
+        self.store = storage.BaselineStore(values.dispatch_storage)
+        self.tolerance = values.dispatch_instructions_tolerance
+        self._loaded: dict[str, tuple["GpuInfo", "gate.Baseline | None", "gate.Gate | None"]] = {}
+        self.skipped: list[str] = []  # one line per stored run that could not be read
+
+    def refuse_unknown_name(self) -> None:
+        """A name no saved run has, while others are saved (a typo, another branch's name): say so
+        with the names there are, before any test runs. An empty storage is a first run: the
+        session runs, budgets are checked and the reporter says that nothing was compared."""
+        store, name = self.store, self.name
+        if name == "latest":
+            return
+        saved = sorted({store.name_of(path) for path in store.files(None)})
+        if saved and store.safe_name(name) not in saved:
+            from pytest_dispatch.presentation.text import first_names
+
+            shown = first_names(saved, SHOWN_NAMES)
+            raise pytest.UsageError(f"--dispatch-compare={name}: no saved run is named {store.safe_name(name)!r} in "
+                                    f"{store.root}/; the saved names are {shown} (or save one with "
+                                    f"--dispatch-save={name})")
+
+    def newest_runs(self) -> list[tuple[Path, dict[str, Any]]]:
+        """The newest saved run of this name and of this session's kind (counted or timed), of each
+        GPU in the storage: before any GPU is chosen, what the collected tests could be compared with."""
+        found = (self.store.newest(fingerprint, self.name, self.counted) for fingerprint in self.store.fingerprints())
+        return [run for run in found if run is not None]
+
+    def of(self, gpu: "GpuInfo") -> "gate.Baseline | None":
+        """The baseline of ``gpu``'s measurements (None: no saved run of this name and kind)."""
+        return self._load(gpu)[1]
+
+    def gate(self, gpu: "GpuInfo") -> "gate.Gate | None":
+        """The gate over ``gpu``'s baseline, with the session's tolerance of counted instructions."""
+        return self._load(gpu)[2]
+
+    def loaded(self) -> list[tuple["GpuInfo", "gate.Baseline | None"]]:
+        """Each GPU looked up so far, with its baseline (None where it has none), in the order met."""
+        return [(gpu, baseline) for gpu, baseline, _ in self._loaded.values()]
+
+    def _load(self, gpu: "GpuInfo") -> tuple["GpuInfo", "gate.Baseline | None", "gate.Gate | None"]:
+        if gpu.fingerprint not in self._loaded:
+            baseline = self._find(gpu)
+            self._loaded[gpu.fingerprint] = (
+                gpu, baseline, None if baseline is None else baseline.gate(instruction_tolerance=self.tolerance))
+        return self._loaded[gpu.fingerprint]
+
+    def _find(self, gpu: "GpuInfo") -> "gate.Baseline | None":
+        from pytest_dispatch.storage import baselines, saved
+
+        from pytest_dispatch.presentation.text import printable
+
+        with warnings.catch_warnings(record=True) as caught:  # a stored run that cannot be read: one line at the end
+            warnings.simplefilter("always", saved.SkippedRunWarning)
+            try:
+                found = baselines.find_baseline(self.store, gpu.fingerprint, self.name,
+                                                software=counted_software(self.counted, gpu))
+            finally:
+                skipped = [printable(str(w.message)) for w in caught if issubclass(w.category, saved.SkippedRunWarning)]
+                self.skipped = list(dict.fromkeys([*self.skipped, *skipped]))
+                others = [w for w in caught if not issubclass(w.category, saved.SkippedRunWarning)]
+        for w in others:  # once recording stopped: a warning given while recording is recorded again, endlessly
+            warnings.warn_explicit(w.category(printable(str(w.message))), w.category, w.filename, w.lineno)
+        return found

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dispatch.judgement import storage
+from pytest_dispatch import storage
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.plugin.session import GPU_FIXTURES
 

@@ -1,9 +1,10 @@
 """The ``gpu_page`` fixture: a page of your own, with WebGPU, in headless Chromium.
 
-One browser per session (the system's Chromium, or --gpu-browser), started on first use;
+One browser per session (the system's Chromium, or --gpu-browser), started by the first page test
+that runs (never at collection: ``--collect-only`` and a session deselecting every page test start none);
 one page per test, opened on a local HTTP server (127.0.0.1, cross-origin isolated, so
 timers have 5 µs steps) that serves the folder the test names.  The recorder
-(``measurement/page.py``) runs in the page and in its workers.  Playwright is imported
+(``measurement/page/``) runs in the page and in its workers.  Playwright is imported
 here only, and only when a test asks for a page: it is the ``browser`` extra.
 """
 
@@ -37,9 +38,7 @@ BLOCKED_GRACE = 2.0  # seconds past a function's time-out before its page counts
 INSTALL = "pip install 'pytest-dispatch[browser]'"
 PAGE_FIXTURES = frozenset({"gpu_page", "gpu_browser"})
 PAGE_METER = frozenset({"dispatch_meter"})  # in a page test it measures the page, not the wgpu adapter
-STORING = ("dispatch_save", "dispatch_compare", "dispatch_accept", "dispatch_json")
 _SESSION_KEY = pytest.StashKey["BrowserSession"]()
-PAGE_GPU_KEY = pytest.StashKey[GpuInfo]()
 
 
 def find_browser(named: str | None) -> str | None:
@@ -364,37 +363,36 @@ def uses_wgpu(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Where all the GPU tests are page tests, the session's GPU is the page's: saved runs go under
-    its fingerprint and are compared with its own.  A saved run (or results file) names one GPU:
-    page tests and wgpu tests in one such session are a usage error."""
+    """An A/B worker whose GPU tests are all page tests measures on the page's GPU: its
+    coordinator compares the two sides' GPUs once they are collected, so its browser starts now.
+    Any other session starts its browser at its first page test."""
     pages = [item for item in items if uses_page(item)]
-    if not pages:
+    if not pages or any(uses_wgpu(item) for item in items):
         return
-    native = next((item for item in items if uses_wgpu(item)), None)
-    if native is not None:
-        values = options.of(config)
-        storing = [option for option in STORING if getattr(values, option)]
-        if storing:
-            raise pytest.UsageError(
-                f"--{storing[0].replace('_', '-')}: {pages[0].nodeid} measures a browser page and {native.nodeid} "
-                "the wgpu adapter; a saved run has one GPU: run page tests in a session of their own")
+    if config.hook.pytest_dispatch_round_server(config=config) is None:
         return
     session = browser_session(config)
     if not session.unavailable_reason:
         config.hook.pytest_dispatch_gpu_session(config=config).use(session.info)
-        config.stash[PAGE_GPU_KEY] = session.info
+
+
+def started_browser(config: pytest.Config) -> BrowserSession | None:
+    """The session's browser once a page test started it (or failed to), else None."""
+    session = config.stash.get(_SESSION_KEY, None)
+    return session if session is not None and "unavailable_reason" in session.__dict__ else None
 
 
 def page_gpu(config: pytest.Config) -> GpuInfo | None:
-    """The page's GPU where it is the session's (all the GPU tests are page tests), else None."""
-    return config.stash.get(PAGE_GPU_KEY, None)
+    """The page's GPU once a page test started the browser and it has an adapter, else None
+    (this never starts it)."""
+    session = started_browser(config)
+    return None if session is None or session.unavailable_reason else session.info
 
 
-def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
-    """The browser and its adapter, once page tests are collected."""
-    if not any(uses_page(item) for item in items):
-        return None
-    return browser_session(config).header_line()
+def browser_unavailable(config: pytest.Config) -> bool:
+    """A page test started the browser and it cannot run pages here."""
+    session = started_browser(config)
+    return session is not None and bool(session.unavailable_reason)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -1,15 +1,23 @@
-"""The session's GPU: one adapter and one device per pytest process, chosen once, lazily.
+"""The session's state in one object, and wgpu-py's GPU: one adapter and one device per pytest
+process, chosen once, lazily.
 
 Nothing here loads a WebGPU implementation until a GPU fixture, the meter or the
-report asks for the adapter, so sessions whose tests use no GPU start fast.
+report asks for the adapter, so sessions whose tests use no GPU (or only pages) start fast.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from typing import TYPE_CHECKING
+
+import pytest
 
 from pytest_dispatch.measurement import devicelock, gpu, recorder
 from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
+
+if TYPE_CHECKING:
+    from pytest_dispatch.plugin.gating import Baselines
 
 # A test that uses one of these fixtures is a GPU test.
 GPU_FIXTURES = frozenset({"gpu_adapter", "gpu_device", "gpu_info", "dispatch_meter"})
@@ -142,3 +150,23 @@ class GpuSession:
             return {"unavailable": self.unavailable_reason}
         return {"gpu": self.info.as_dict(), "adapter_index": self.adapter_index,
                 "adapter_count": self.adapter_count}
+
+
+@dataclasses.dataclass
+class DispatchState:
+    """What the plugin keeps of one session (the config's stash holds this one object): wgpu-py's
+    GPU, counted mode, whether results are kept, each GPU's baseline, the pytest-xdist workers'
+    GPUs. A page's GPU is its browser's (plugin/page.py), started by the first page test."""
+
+    gpu: GpuSession  # wgpu-py's adapter, chosen at its first use
+    counted: bool  # this process counts host instructions (relaunched under callgrind)
+    keeps_results: bool  # a report, a results file or a gate is asked for: each result names its GPU
+    baselines: "Baselines | None"  # --dispatch-compare: each GPU's, loaded once
+    workers: dict[str, dict] = dataclasses.field(default_factory=dict)  # xdist controller: worker id -> its GPU
+
+
+STATE_KEY = pytest.StashKey[DispatchState]()
+
+
+def state(config: pytest.Config) -> DispatchState:
+    return config.stash[STATE_KEY]

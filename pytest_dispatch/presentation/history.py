@@ -10,12 +10,14 @@ it, and tests/test_browser.py renders it in headless Chromium.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
 from html import escape
-from typing import Callable
+from typing import Any, Callable
 
-from pytest_dispatch.judgement.history import TIME_NOTE, CountedSeries, GpuHistory, Series, Settings
+from pytest_dispatch.judgement.history import (INTERVAL_OF, TIME_NOTE, CountedSeries, GpuHistory, Series, Settings,
+                                              StoredRun)
 from pytest_dispatch.presentation.text import cut_keeping_end, markdown_code, markdown_table, markdown_text
 
 
@@ -278,3 +280,47 @@ def page(histories: list[GpuHistory], settings: Settings, progress: Callable[[st
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>"
             f"<title>pytest-dispatch history</title><style>{_STYLE}</style></head><body>\n"
             + "\n".join(body) + "\n</body></html>\n")
+
+
+def _run_json(run: StoredRun) -> dict[str, Any]:
+    return {"path": str(run.path), "name": run.name, "commit": run.commit, "branch": run.branch,
+            "dirty": run.dirty, "time": run.time.isoformat(),
+            "commit_time": run.commit_time.isoformat() if run.commit_time else None}
+
+
+def as_json(histories: list[GpuHistory], settings: Settings,
+            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The history as one JSON document (run indices refer to each GPU's ``runs``)."""
+    gpus = []
+    for history in histories:
+        index_of = {run.path: i for i, run in enumerate(history.runs)}
+        series = []
+        for s in history.series:
+            points = []
+            for run in s.runs:
+                m = run.measurements[s.key]
+                low, high = m.interval()
+                points.append({"run": index_of[run.path], "median_us": m.median_us_per_dispatch,
+                               "interval_us": [low, high], "interval_of": INTERVAL_OF,
+                               "rounds": m.rounds, "sync_us": m.sync_us, "counts": dict(m.counts)})
+            series.append({
+                "key": s.key,
+                "points": points,
+                "runs_spread": None if math.isinf(s.spread) else s.spread,
+                "count_changes": [{"run": index_of[c.run.path], "commit": c.run.commit, "kind": c.kind,
+                                   "before": c.before, "after": c.after} for c in s.count_changes],
+            })
+            if progress:
+                progress(f"intervals of {s.key}")
+        counted = [{"key": c.key,
+                    "points": [{"run": index_of[run.path], "instructions_per_call": run.counted[c.key].instructions_per_call}
+                               for run in c.runs],
+                    "changes": [{"run": index_of[ch.run.path], "commit": ch.run.commit, "before": ch.before,
+                                 "after": ch.after, "ratio": ch.ratio, "status": ch.status,
+                                 "since_commit": ch.since.commit if ch.since else None} for ch in c.changes],
+                    "software_changes": [{"run": index_of[run.path], "differences": list(differences)}
+                                         for run, differences in c.software_changes],
+                    "tolerance": c.tolerance} for c in history.counted]
+        gpus.append({"fingerprint": history.fingerprint, "gpu": history.gpu,
+                     "runs": [_run_json(run) for run in history.runs], "series": series, "counted": counted})
+    return {"settings": dataclasses.asdict(settings), "time": TIME_NOTE, "gpus": gpus}

@@ -547,3 +547,16 @@ class BaselineStore:
             for path in outcome.removed + outcome.temp_removed:
                 path.unlink(missing_ok=True)  # another prune may have been first
         return outcome
+
+
+def merged_document(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One document holding several runs (``pytest_dispatch.runs``, each a whole document): several
+    GPUs' runs in one file, as ``pytest-dispatch merge`` writes them."""
+    return {
+        "machine_info": {},
+        "commit_info": {},
+        "benchmarks": [entry for run in runs for entry in run.get("benchmarks", [])],
+        "datetime": max((run.get("datetime") or "" for run in runs), default=""),
+        "version": runs[0].get("version") if runs else None,
+        "pytest_dispatch": {"schema": SCHEMA_VERSION, "tests": [], "runs": runs},
+    }

@@ -26,9 +26,9 @@ from typing import Mapping
 
 import numpy as np
 
-from .config import ModelConfig, get_config
-from .graph import LEVELS
-from .model import ReferenceModel
+from pytest_dispatch.reference.config import ModelConfig, get_config
+from pytest_dispatch.reference.graph import LEVELS
+from pytest_dispatch.reference.model import ReferenceModel
 
 # WebGPU's default limits (the spec's "default" column), in wgpu-py's spelling.
 DEFAULT_LIMITS = {
@@ -47,7 +47,7 @@ _RECORDED = ([1, 2], [3], [4, 5, 6])
 
 def assets_dir() -> Path:
     """The folder of ``runner.js`` (package data)."""
-    return Path(__file__).with_name("web")
+    return Path(__file__).parent
 
 
 def write_site(folder, config: ModelConfig | str = "tiny", *, levels=tuple(LEVELS), **export) -> Path:
