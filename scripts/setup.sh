@@ -10,7 +10,7 @@ PYTHON=${PYTHON:-python3}
 EXTRAS=dawn,plot,xdist,test,browser
 STAMP="$VENV/.pytest-dispatch-setup"
 # What the installed environment depends on: the package's metadata and the extras chosen.
-wanted_stamp="$( (cat pyproject.toml scripts/setup.sh; echo "extras=$EXTRAS") | sha256sum | cut -d' ' -f1)"
+wanted_stamp="$( (cat pyproject.toml scripts/setup.sh package-lock.json; echo "extras=$EXTRAS") | sha256sum | cut -d' ' -f1)"
 if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$wanted_stamp" ]; then
     echo "setup: $VENV is up to date (delete $STAMP to redo it)"
     exit 0
@@ -65,6 +65,20 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null 
     else
         echo "setup: no Chromium and no apt-get: page tests skip until one is installed (or --gpu-browser PATH)" >&2
     fi
+fi
+# The script engines of gpu_script and `pytest-dispatch engines` (docs/engines.md): Deno from PyPI (the
+# deno extra), and Node with the npm package webgpu, pinned by package-lock.json into ./node_modules.
+"$VENV/bin/python" -m pip install -q -e ".[deno]"
+if ! command -v npm >/dev/null; then
+    if command -v apt-get >/dev/null; then
+        echo "setup: no npm found; installing Debian's nodejs and npm (gpu_script in Node)"
+        apt_install nodejs npm
+    else
+        echo "setup: no Node.js and no apt-get: gpu_script's Node tests skip until Node.js and npm are installed" >&2
+    fi
+fi
+if command -v npm >/dev/null; then
+    npm ci --silent --no-audit --no-fund
 fi
 "$VENV/bin/python" -c "import wgpu; print('setup: adapter', wgpu.gpu.request_adapter_sync().summary)"
 echo "$wanted_stamp" > "$STAMP"

@@ -117,6 +117,7 @@ def pytest_xdist_setupnodes(config: pytest.Config, specs) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(page, "dispatch_page")  # the gpu_page fixture (Playwright only when used)
+    config.pluginmanager.import_plugin("pytest_dispatch.plugin.script")  # the gpu_script fixture (Deno, Node)
     config.addinivalue_line("markers", budget.MARKER_HELP)
     config.addinivalue_line("markers", settings.TIMING_MARKER_HELP)
     gpu.ensure_runtime_dir()  # before any wgpu instance, ours or the tests'; xdist workers inherit it
