@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
-EXTRAS=dawn,plot,xdist,test,browser
+EXTRAS=dawn,plot,xdist,test,browser,deno
 STAMP="$VENV/.pytest-dispatch-setup"
 # What the installed environment depends on: the package's metadata and the extras chosen.
 wanted_stamp="$( (cat pyproject.toml scripts/setup.sh package-lock.json; echo "extras=$EXTRAS") | sha256sum | cut -d' ' -f1)"
@@ -67,8 +67,8 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null 
     fi
 fi
 # The script engines of gpu_script and `pytest-dispatch engines` (docs/engines.md): Deno from PyPI (the
-# deno extra), and Node with the npm package webgpu, pinned by package-lock.json into ./node_modules.
-"$VENV/bin/python" -m pip install -q -e ".[deno]"
+# deno extra, above), and Node with the npm package webgpu, pinned by package-lock.json into ./node_modules
+# (npm's own record of what it installed there is newer than the lock file until the lock file changes).
 if ! command -v npm >/dev/null; then
     if command -v apt-get >/dev/null; then
         echo "setup: no npm found; installing Debian's nodejs and npm (gpu_script in Node)"
@@ -77,7 +77,7 @@ if ! command -v npm >/dev/null; then
         echo "setup: no Node.js and no apt-get: gpu_script's Node tests skip until Node.js and npm are installed" >&2
     fi
 fi
-if command -v npm >/dev/null; then
+if command -v npm >/dev/null && ! [ node_modules/.package-lock.json -nt package-lock.json ]; then
     npm ci --silent --no-audit --no-fund
 fi
 "$VENV/bin/python" -c "import wgpu; print('setup: adapter', wgpu.gpu.request_adapter_sync().summary)"
