@@ -10,6 +10,9 @@
     pytest-dispatch probe [--impl wgpu|dawn|all] [--n 100,1000] [--dtype f32,f16] [--json PATH]
                                                                      exit 1 when an adapter failed
     pytest-dispatch ab --base REF_OR_DIR [--head DIR] [-- pytest args]   exit 1 on a regression
+    pytest-dispatch engines [--engines deno,node,...] [--n 100] [--json PATH]
+                                                                     exit 1 when counts differ between
+                                                                     engines, 4 when fewer than two ran
 
 BASELINE, CURRENT and NAME are files or names of saved runs: 'latest', a --dispatch-save name,
 a branch, or a commit prefix.  Bad input (missing, corrupt or hostile files) is one line on
@@ -305,6 +308,30 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return EXIT_REGRESSED if failed else EXIT_OK
 
 
+def cmd_engines(args: argparse.Namespace) -> int:
+    from pytest_dispatch.cli import engines
+
+    chosen = args.engines.split(",")
+    unknown = sorted(set(chosen) - set(engines.ENGINES))
+    if unknown or args.n < 1 or args.rounds < 1:
+        raise InputError(f"--engines takes some of {','.join(engines.ENGINES)} (not {','.join(unknown)}), "
+                         "--n and --rounds positive counts" if unknown else "--n and --rounds take positive counts")
+    progress = Progress("pytest-dispatch engines", total=len(chosen))
+    rows, missing = engines.measure(chosen, args.n, args.rounds, Path.cwd(), progress.step)
+    print("\n".join(engines.render(rows, missing, args.n)))
+    if args.json:
+        storage.write_json_atomically(args.json, {"engines": [row.as_dict() for row in rows], "not_measured": missing,
+                                                  "n": args.n, "rounds": args.rounds})
+    differ = engines.counts_differ(rows)
+    if differ:
+        print(f"pytest-dispatch engines: counts per call differ from {rows[0].engine}'s in {', '.join(differ)}",
+              file=sys.stderr)
+        return EXIT_REGRESSED
+    if len(rows) < 2:
+        raise NothingCompared(f"{len(rows)} engine measured: counts compared with no other engine")
+    return EXIT_OK
+
+
 def cmd_ab(args: argparse.Namespace) -> int:
     from pytest_dispatch.ab import command, coordinator
 
@@ -355,6 +382,15 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--rounds", type=int, default=30, help="timed rounds per method (default %(default)s)")
     probe.add_argument("--json", help="also write the figures to this file")
     probe.set_defaults(run=cmd_probe)
+
+    engines = commands.add_parser("engines", help="one workload (the sequential micro-benchmark) in every WebGPU "
+                                                  "engine of this machine: counts and µs per dispatch side by side")
+    engines.add_argument("--engines", default="wgpu-native,dawn,chromium,deno,node",
+                         help="which engines, comma-separated (default: all)")
+    engines.add_argument("--n", type=int, default=100, help="dispatches per call (default %(default)s)")
+    engines.add_argument("--rounds", type=int, default=10, help="timed rounds per method (default %(default)s)")
+    engines.add_argument("--json", help="also write the figures to this file")
+    engines.set_defaults(run=cmd_engines)
 
     listing = commands.add_parser("list", help="every saved run in the storage, per GPU")
     _add_storage_arguments(listing)

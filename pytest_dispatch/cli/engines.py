@@ -1,0 +1,208 @@
+"""``pytest-dispatch engines``: one workload in every WebGPU engine of this machine, one table.
+
+The workload is the paper's sequential micro-benchmark (the add-one kernel, N dispatches each
+with its own encoder, pass and submit): ``workloads.AddOne`` in wgpu-py (wgpu-native) and
+wgpudawn (Dawn), ``engine_workload/add_one.js`` in headless Chromium (a page), Deno and Node
+(``gpu_script``'s engines). Each is measured by the plugin's own meter: its counts per call
+(equal in every engine, or the command fails), µs per dispatch by the sequential method (the
+empty sync subtracted), single-op (one dispatch and its sync), and its sync. Before any count,
+each engine's adapter must compute (the kernel's output read back): one that does not is
+refused, never measured. An engine that is missing is a line saying what to install.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from pytest_dispatch._meta import PACKAGE_DIR
+from pytest_dispatch.measurement import gpu, recorder, script
+from pytest_dispatch.measurement import page as page_measurement
+from pytest_dispatch.measurement.gpu import GpuInfo
+from pytest_dispatch.measurement.meter import DispatchMeter
+
+ENGINES = ("wgpu-native", "dawn", "chromium", "deno", "node")
+WORKLOAD = PACKAGE_DIR / "engine_workload"
+CHECK_CALLS = 3  # dispatches of the adder before its output is read back: every value must be 3.0
+WARMUP = 2
+COUNTED = ("dispatch", "submit", "pass", "encoder")  # the columns of counts per call
+
+
+class EngineUnavailable(Exception):
+    """An engine cannot be measured here: one line saying why and what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineRow:
+    engine: str
+    gpu: GpuInfo
+    sync_method: str
+    calls: dict[str, int]  # per call of the workload (N dispatches)
+    sequential_us: float  # median wall µs per dispatch, the empty sync subtracted
+    single_op_us: float  # median µs of one dispatch and its sync
+    sync_us: float  # median µs of an empty sync
+
+    def counts(self) -> tuple[int, ...]:
+        return tuple(self.calls[kind] for kind in COUNTED)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "gpu": self.gpu.as_dict(), "sync_method": self.sync_method,
+                "calls_per_call": self.calls, "sequential_us_per_dispatch": self.sequential_us,
+                "single_op_us": self.single_op_us, "sync_us": self.sync_us}
+
+
+def _refuse_unless_computed(engine: str, values: list[float]) -> None:
+    if len(values) < 1 or any(value != float(CHECK_CALLS) for value in values):
+        raise EngineUnavailable(f"{engine}: its adapter computes nothing (read back {values} after {CHECK_CALLS} "
+                                f"adds, not {float(CHECK_CALLS)}): refused, not measured")
+
+
+def _row(engine: str, info: GpuInfo, sequential, single, n: int, rounds: int) -> EngineRow:
+    meter = DispatchMeter()
+    seq = meter.measure(sequential, warmup=WARMUP, rounds=rounds, per_round=1, name=f"{engine} sequential N={n}")
+    one = meter.single_op(single, warmup=WARMUP, rounds=rounds, name=f"{engine} single-op")
+    return EngineRow(engine, info, seq.sync_method, dict(seq.calls), float(np.median(seq.wall_us_per_dispatch)),
+                     float(np.median(one.wall_us_per_call)), float(np.median(seq.sync_us)))
+
+
+def native_row(impl: str, n: int, rounds: int) -> EngineRow:
+    """wgpu-py's ``impl`` ("wgpu" or "dawn") on its first adapter."""
+    from pytest_dispatch.measurement.sources import WgpuCalls
+    from pytest_dispatch.workloads import AddOne
+
+    implementation = gpu.IMPLEMENTATIONS[impl]
+    try:
+        adapter = gpu.select_adapter(gpu.AdapterRequest(impl=impl))
+        reason = gpu.compute_unavailable_reason(adapter)
+    except gpu.NoAdapterError as error:
+        raise EngineUnavailable(f"{implementation}: {str(error).splitlines()[0]}") from None
+    if reason:
+        raise EngineUnavailable(f"{implementation}: {reason}")
+    recorder.install(implementation)
+    info = gpu.gpu_info(adapter, implementation)
+    device = gpu.request_device(adapter)
+    try:
+        kernel = AddOne(device)
+        kernel.reset(0.0)
+        kernel.submit_per_dispatch(CHECK_CALLS)
+        _refuse_unless_computed(implementation, [float(value) for value in kernel.read()[:4]])
+        sequential = WgpuCalls(kernel.submit_per_dispatch, (n,), device=device, name="sequential")
+        single = WgpuCalls(kernel.submit_per_dispatch, (1,), device=device, name="single-op")
+        return _row(implementation, info, sequential, single, n, rounds)
+    finally:
+        device.destroy()
+
+
+def _function_row(engine: str, info: GpuInfo, function: Callable[..., Any], n: int, rounds: int) -> EngineRow:
+    """A JS engine's row: ``function(target, *args)`` is one of the workload's functions as a source."""
+    try:
+        _refuse_unless_computed(engine, function("computed", CHECK_CALLS)())
+    except page_measurement.PageError as error:
+        raise EngineUnavailable(f"{engine}: the workload failed: {error.message}") from None
+    return _row(engine, info, function("sequential", n), function("sequential", 1), n, rounds)
+
+
+def script_row(name: str, n: int, rounds: int, root: Path) -> EngineRow:
+    """Deno or Node (``gpu_script``'s engines), the workload imported as a module."""
+    engine = script.find_engine(name, root)
+    if isinstance(engine, str):
+        raise EngineUnavailable(engine)
+    process = engine.start()
+    try:
+        process.evaluate("url => __dispatch_host.load(url)", (WORKLOAD / "add_one.js").as_uri())
+
+        def function(target: str, *args: Any) -> script.ScriptFunction:
+            return script.ScriptFunction(process.evaluator(page_measurement.DEFAULT_TIMEOUT), target, args=args,
+                                         where=f"add_one.js in {script.NAMES[name]}", engine=engine)
+
+        return _function_row(name, engine.info, function, n, rounds)
+    except script.ScriptError as error:
+        raise EngineUnavailable(f"{name}: {error}") from None
+    finally:
+        process.close()
+
+
+def chromium_row(n: int, rounds: int) -> EngineRow:
+    """Headless Chromium (the system's, as ``gpu_page``'s), the workload served as a page."""
+    from pytest_dispatch.plugin.page import BROWSERS, INSTALL, LAUNCH_ARGS, find_browser, probe_adapter
+
+    try:
+        from playwright.sync_api import Error, sync_playwright
+    except ImportError:
+        raise EngineUnavailable(f"chromium: Playwright is not installed; {INSTALL}") from None
+    executable = find_browser(None)
+    if executable is None:
+        raise EngineUnavailable(f"chromium: none found (tried {', '.join(BROWSERS)}); apt-get install chromium")
+    from pytest_dispatch.plugin.pageserver import PageServer
+
+    server = PageServer()
+    playwright = sync_playwright().start()
+    try:
+        browser = playwright.chromium.launch(executable_path=executable, headless=True, args=list(LAUNCH_ARGS))
+        context = browser.new_context()
+        context.add_init_script(script=page_measurement.recorder_script())
+        page = context.new_page()
+        page.goto(server.mount(WORKLOAD) + "index.html", wait_until="load")
+        adapter, missing = probe_adapter(page, f"Chromium {browser.version}")
+        if missing:
+            raise EngineUnavailable(f"chromium {browser.version}: {missing}")
+        info = page_measurement.page_gpu_info(browser.version, adapter)
+
+        def function(target: str, *args: Any) -> page_measurement.PageFunction:
+            return page_measurement.PageFunction(page.evaluate, target, args=args, where="the engines page", info=info)
+
+        return _function_row("chromium", info, function, n, rounds)
+    except Error as error:
+        raise EngineUnavailable(f"chromium: {str(error).strip().splitlines()[0]}") from None
+    finally:
+        playwright.stop()
+        server.close()
+
+
+def measure(engines: list[str], n: int, rounds: int, root: Path,
+            progress: Callable[[str], None] | None = None) -> tuple[list[EngineRow], list[str]]:
+    """A row for each engine that ran, and a line for each that did not."""
+    rows, missing = [], []
+    for engine in engines:
+        try:
+            if engine in ("wgpu-native", "dawn"):
+                rows.append(native_row("wgpu" if engine == "wgpu-native" else "dawn", n, rounds))
+            elif engine == "chromium":
+                rows.append(chromium_row(n, rounds))
+            else:
+                rows.append(script_row(engine, n, rounds, root))
+            text = f"{engine}: {rows[-1].sequential_us:.1f} µs per dispatch"
+        except EngineUnavailable as error:
+            missing.append(str(error))
+            text = str(error)
+        if progress:
+            progress(text)
+    return rows, missing
+
+
+def counts_differ(rows: list[EngineRow]) -> list[str]:
+    """The engines whose counts per call are not the first engine's (empty where all agree)."""
+    return [row.engine for row in rows[1:] if row.counts() != rows[0].counts()]
+
+
+def render(rows: list[EngineRow], missing: list[str], n: int) -> list[str]:
+    lines = [f"The sequential micro-benchmark (add_one, N={n} dispatches a call, each its own encoder, pass and "
+             "submit) in every engine; µs medians; sequential: per dispatch, the empty sync subtracted; "
+             "single-op: one dispatch and its sync"]
+    names = [f"{row.engine} {row.gpu.implementation_version}" for row in rows]
+    adapters = [f"{row.gpu.adapter_name}{' (CPU)' if row.gpu.is_cpu else ''}" for row in rows]
+    width = max([len("engine"), *map(len, names)])
+    adapter_width = max([len("adapter"), *map(len, adapters)])
+    header = (f"{'engine':<{width}}  {'adapter':<{adapter_width}}  {'disp/subm/pass/enc':>18}  "
+              f"{'sequential':>10}  {'single-op':>10}  {'sync':>9}")
+    lines += [header, "-" * len(header)]
+    for row, name, adapter in zip(rows, names, adapters):
+        counts = "/".join(str(count) for count in row.counts())
+        lines.append(f"{name:<{width}}  {adapter:<{adapter_width}}  {counts:>18}  {row.sequential_us:>10.1f}  "
+                     f"{row.single_op_us:>10.1f}  {row.sync_us:>9.1f}")
+    lines += [f"sync, {row.engine}: {row.sync_method}" for row in rows]
+    lines += [f"not measured: {line}" for line in missing]
+    return lines

@@ -1,0 +1,86 @@
+"""``pytest-dispatch engines``: one workload in every engine of the machine, counts equal everywhere,
+an adapter that computes nothing refused, fewer than two engines never a pass."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_dispatch import cli
+from pytest_dispatch.cli import engines
+from pytest_dispatch.measurement import script
+from pytest_dispatch.measurement.gpu import GpuInfo
+
+CPU = GpuInfo("deno", "2.9.8", "WebGPU in Deno", "llvmpipe", "", 0, 0, "", "CPU")
+
+
+def row(engine: str, dispatches: int = 10, submits: int = 10) -> engines.EngineRow:
+    calls = {"dispatch": dispatches, "submit": submits, "pass": dispatches, "encoder": dispatches}
+    return engines.EngineRow(engine, CPU, "a sync", calls, 40.0, 400.0, 300.0)
+
+
+def test_counts_that_differ_between_engines_are_named():
+    assert engines.counts_differ([row("deno"), row("node")]) == []
+    assert engines.counts_differ([row("deno"), row("node", submits=1), row("chromium")]) == ["node"]
+
+
+def test_the_table_has_a_row_per_engine_and_a_line_per_engine_not_measured():
+    lines = engines.render([row("deno"), row("node")], ["chromium: none found"], 10)
+    assert lines[1].split()[:2] == ["engine", "adapter"]
+    assert [line.split()[0] for line in lines[3:5]] == ["deno", "node"]
+    assert "10/10/10/10" in lines[3] and lines[3].split()[-3:] == ["40.0", "400.0", "300.0"]
+    assert lines[-1] == "not measured: chromium: none found"
+
+
+def test_an_adapter_that_computes_nothing_is_refused():
+    engines._refuse_unless_computed("deno", [3.0, 3.0, 3.0, 3.0])
+    with pytest.raises(engines.EngineUnavailable, match="deno: its adapter computes nothing .* refused, not measured"):
+        engines._refuse_unless_computed("deno", [0.0, 0.0, 0.0, 0.0])
+    with pytest.raises(engines.EngineUnavailable):
+        engines._refuse_unless_computed("deno", [])
+
+
+def test_an_unknown_engine_is_bad_input(capsys):
+    assert cli.main(["engines", "--engines", "deno,safari"]) == cli.EXIT_BAD_INPUT
+    assert "--engines takes some of wgpu-native,dawn,chromium,deno,node (not safari)" in capsys.readouterr().err
+
+
+def _available(*names: str) -> list[str]:
+    found = [name for name in names if script.executable(name)]
+    if len(found) < len(names):
+        pytest.skip(f"needs {', '.join(names)}")
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.gpu
+def test_the_engines_count_the_workload_alike(tmp_path, capsys):
+    _available("deno", "node")
+    out = tmp_path / "engines.json"
+    code = cli.main(["engines", "--engines", "wgpu-native,deno,node", "--n", "10", "--rounds", "3", "--json", str(out)])
+    printed = capsys.readouterr().out
+    document = json.loads(out.read_text())
+    measured = [entry["engine"] for entry in document["engines"]]
+    if len(measured) < 3:
+        pytest.skip(f"not measured here: {document['not_measured']}")
+    assert code == cli.EXIT_OK
+    assert measured == ["wgpu-native", "deno", "node"]
+    for entry in document["engines"]:
+        calls = entry["calls_per_call"]
+        assert (calls["dispatch"], calls["submit"], calls["pass"], calls["encoder"]) == (10, 10, 10, 10)
+        assert entry["single_op_us"] > 0 and entry["sequential_us_per_dispatch"] > 0
+    fingerprints = {entry["gpu"]["fingerprint"] for entry in document["engines"]}
+    assert len(fingerprints) == 3  # each engine its own GPU, even on the same adapter
+    assert "on every device of the script" in printed
+
+
+@pytest.mark.gpu
+def test_one_engine_is_never_a_pass(capsys):
+    _available("deno")
+    code = cli.main(["engines", "--engines", "deno", "--n", "5", "--rounds", "2"])
+    captured = capsys.readouterr()
+    if "not measured: deno" in captured.out:
+        pytest.skip(captured.out.splitlines()[-1])
+    assert code == cli.EXIT_NOTHING_COMPARED
+    assert "1 engine measured: counts compared with no other engine" in captured.err
