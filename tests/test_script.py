@@ -121,3 +121,11 @@ def test_the_recorder_opens_no_channel_outside_a_page(name):
     finally:
         process.close()
     assert process.process.returncode == 0  # the host ends when its input does
+
+
+def test_a_saved_run_never_files_script_tests_under_another_gpu(pytester):
+    pytester.makepyfile(test_stored="def test_script(gpu_script):\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dispatch-save", "--dispatch-storage=runs")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--dispatch-save: test_stored.py::test_script?deno? measures a script engine *"])
+    assert not (pytester.path / "runs").exists()

@@ -167,6 +167,22 @@ def gpu_script(request: pytest.FixtureRequest):
     host.close()
 
 
+STORING = ("dispatch_save", "dispatch_compare", "dispatch_accept", "dispatch_json")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A saved run (or results file) names one GPU, and each script engine is a GPU of its own:
+    script tests in such a session would be filed under another GPU's fingerprint. Refused."""
+    scripts = [item for item in items if FIXTURE in getattr(item, "fixturenames", ())]
+    values = options.of(config)
+    storing = [option for option in STORING if getattr(values, option)]
+    if scripts and storing:
+        raise pytest.UsageError(
+            f"--{storing[0].replace('_', '-')}: {scripts[0].nodeid} measures a script engine (each engine is a GPU "
+            "of its own) and a saved run or results file holds one GPU's: run script tests in a session without it")
+
+
 def _engines_used(items: list[pytest.Item]) -> list[str]:
     used = {getattr(item, "callspec", None) and item.callspec.params.get(FIXTURE) for item in items
             if FIXTURE in getattr(item, "fixturenames", ())}
