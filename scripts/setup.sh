@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
-EXTRAS=dawn,plot,xdist,test,browser,deno
+EXTRAS=dawn,plot,xdist,test,browser,deno,firefox
 STAMP="$VENV/.pytest-dispatch-setup"
 # What the installed environment depends on: the package's metadata and the extras chosen.
 wanted_stamp="$( (cat pyproject.toml scripts/setup.sh package-lock.json; echo "extras=$EXTRAS") | sha256sum | cut -d' ' -f1)"
@@ -79,6 +79,15 @@ if ! command -v npm >/dev/null; then
 fi
 if command -v npm >/dev/null && ! [ node_modules/.package-lock.json -nt package-lock.json ]; then
     npm ci --silent --no-audit --no-fund
+fi
+# Firefox ESR for `pytest-dispatch engines` (docs/engines.md; Playwright from the firefox extra, above)
+if ! command -v firefox-esr >/dev/null && ! command -v firefox >/dev/null; then
+    if command -v apt-get >/dev/null; then
+        echo "setup: no Firefox found; installing Debian's firefox-esr (the engines table)"
+        apt_install firefox-esr
+    else
+        echo "setup: no Firefox and no apt-get: the engines table leaves Firefox out" >&2
+    fi
 fi
 "$VENV/bin/python" -c "import wgpu; print('setup: adapter', wgpu.gpu.request_adapter_sync().summary)"
 echo "$wanted_stamp" > "$STAMP"

@@ -43,7 +43,7 @@ def test_an_adapter_that_computes_nothing_is_refused():
 
 def test_an_unknown_engine_is_bad_input(capsys):
     assert cli.main(["engines", "--engines", "deno,safari"]) == cli.EXIT_BAD_INPUT
-    assert "--engines takes some of wgpu-native,dawn,chromium,deno,node (not safari)" in capsys.readouterr().err
+    assert "--engines takes some of wgpu-native,dawn,chromium,firefox,deno,node (not safari)" in capsys.readouterr().err
 
 
 def _available(*names: str) -> list[str]:
@@ -84,3 +84,42 @@ def test_one_engine_is_never_a_pass(capsys):
         pytest.skip(captured.out.splitlines()[-1])
     assert code == cli.EXIT_NOTHING_COMPARED
     assert "1 engine measured: counts compared with no other engine" in captured.err
+
+
+def test_a_playwright_that_cannot_drive_firefox_says_which_can(monkeypatch):
+    from pytest_dispatch.plugin import engines as page_engines
+
+    monkeypatch.setattr(page_engines.importlib.metadata, "version", lambda name: "1.65.3")
+    assert page_engines.unavailable_reason() == (
+        "firefox: Playwright 1.65.3 cannot drive Firefox ESR over BiDi (it works from 1.58 to before 1.65); "
+        "pip install 'pytest-dispatch[firefox]'")
+    monkeypatch.setattr(page_engines.importlib.metadata, "version", lambda name: "1.64.1")
+    monkeypatch.setattr(page_engines, "find_firefox", lambda: None)
+    assert page_engines.unavailable_reason() == ("firefox: none found (tried firefox-esr, firefox); "
+                                                 "apt-get install firefox-esr")
+
+
+def test_an_engine_whose_sync_is_a_poll_has_no_single_op_figure():
+    polled = engines.EngineRow("firefox", CPU, "a poll", row("deno").calls, 30.0, None, 100_000.0,
+                               method="slope between N=10 and N=10010")
+    lines = engines.render([row("deno"), polled], [], 10)
+    assert lines[4].split()[-3:] == ["30.0", "-", "100000.0"]
+    assert "sequential, firefox: slope between N=10 and N=10010; single-op not measured (it would be the sync)" in lines
+
+
+@pytest.mark.slow
+@pytest.mark.gpu
+def test_firefox_counts_the_workload_as_deno_does(tmp_path):
+    from pytest_dispatch.plugin import engines as page_engines
+
+    if page_engines.unavailable_reason():
+        pytest.skip(page_engines.unavailable_reason())
+    _available("deno")
+    out = tmp_path / "engines.json"
+    code = cli.main(["engines", "--engines", "firefox,deno", "--n", "20", "--rounds", "3", "--json", str(out)])
+    document = json.loads(out.read_text())
+    assert document["not_measured"] == [] and code == cli.EXIT_OK
+    firefox, deno = document["engines"]
+    assert firefox["calls_per_call"] == deno["calls_per_call"] and firefox["calls_per_call"]["dispatch"] == 20
+    assert firefox["single_op_us"] is None and firefox["method"] == "slope between N=20 and N=10020"
+    assert firefox["gpu"]["implementation"] == "firefox" and "polls for completion" in firefox["sync_method"]

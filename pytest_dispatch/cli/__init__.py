@@ -311,7 +311,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def cmd_engines(args: argparse.Namespace) -> int:
     from pytest_dispatch.cli import engines
 
-    chosen = args.engines.split(",")
+    chosen = args.engines.split(",") if args.engines else list(engines.ENGINES)
     unknown = sorted(set(chosen) - set(engines.ENGINES))
     if unknown or args.n < 1 or args.rounds < 1:
         raise InputError(f"--engines takes some of {','.join(engines.ENGINES)} (not {','.join(unknown)}), "
@@ -385,8 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     engines = commands.add_parser("engines", help="one workload (the sequential micro-benchmark) in every WebGPU "
                                                   "engine of this machine: counts and µs per dispatch side by side")
-    engines.add_argument("--engines", default="wgpu-native,dawn,chromium,deno,node",
-                         help="which engines, comma-separated (default: all)")
+    engines.add_argument("--engines", help="which engines, comma-separated: wgpu-native, dawn, chromium, firefox, "
+                                           "deno, node (default: all)")
     engines.add_argument("--n", type=int, default=100, help="dispatches per call (default %(default)s)")
     engines.add_argument("--rounds", type=int, default=10, help="timed rounds per method (default %(default)s)")
     engines.add_argument("--json", help="also write the figures to this file")

@@ -2,10 +2,11 @@
 
 The workload is the paper's sequential micro-benchmark (the add-one kernel, N dispatches each
 with its own encoder, pass and submit): ``workloads.AddOne`` in wgpu-py (wgpu-native) and
-wgpudawn (Dawn), ``engine_workload/add_one.js`` in headless Chromium (a page), Deno and Node
-(``gpu_script``'s engines). Each is measured by the plugin's own meter: its counts per call
-(equal in every engine, or the command fails), µs per dispatch by the sequential method (the
-empty sync subtracted), single-op (one dispatch and its sync), and its sync. Before any count,
+wgpudawn (Dawn), ``engine_workload/add_one.js`` in headless Chromium and Firefox (a page), Deno
+and Node (``gpu_script``'s engines). Each is measured by the plugin's own meter: its counts per
+call (equal in every engine, or the command fails), µs per dispatch by the sequential method (the
+empty sync subtracted; in Firefox, whose every sync waits a poll, the slope between two N),
+single-op (one dispatch and its sync; not in Firefox), and its sync. Before any count,
 each engine's adapter must compute (the kernel's output read back): one that does not is
 refused, never measured. An engine that is missing is a line saying what to install.
 """
@@ -24,11 +25,13 @@ from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.meter import DispatchMeter
 
-ENGINES = ("wgpu-native", "dawn", "chromium", "deno", "node")
+ENGINES = ("wgpu-native", "dawn", "chromium", "firefox", "deno", "node")
 WORKLOAD = PACKAGE_DIR / "engine_workload"
 CHECK_CALLS = 3  # dispatches of the adder before its output is read back: every value must be 3.0
 WARMUP = 2
 COUNTED = ("dispatch", "submit", "pass", "encoder")  # the columns of counts per call
+SLOPE_DISPATCHES = 10_000  # where every sync waits a poll (Firefox): the second N is this many more
+SEQUENTIAL = "the empty sync subtracted"
 
 
 class EngineUnavailable(Exception):
@@ -41,9 +44,10 @@ class EngineRow:
     gpu: GpuInfo
     sync_method: str
     calls: dict[str, int]  # per call of the workload (N dispatches)
-    sequential_us: float  # median wall µs per dispatch, the empty sync subtracted
-    single_op_us: float  # median µs of one dispatch and its sync
+    sequential_us: float  # median wall µs per dispatch (by ``method``)
+    single_op_us: float | None  # median µs of one dispatch and its sync; None where the sync is a poll
     sync_us: float  # median µs of an empty sync
+    method: str = SEQUENTIAL  # how sequential_us was had: the empty sync subtracted, or a slope
 
     def counts(self) -> tuple[int, ...]:
         return tuple(self.calls[kind] for kind in COUNTED)
@@ -51,7 +55,7 @@ class EngineRow:
     def as_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "gpu": self.gpu.as_dict(), "sync_method": self.sync_method,
                 "calls_per_call": self.calls, "sequential_us_per_dispatch": self.sequential_us,
-                "single_op_us": self.single_op_us, "sync_us": self.sync_us}
+                "single_op_us": self.single_op_us, "sync_us": self.sync_us, "method": self.method}
 
 
 def _refuse_unless_computed(engine: str, values: list[float]) -> None:
@@ -125,41 +129,85 @@ def script_row(name: str, n: int, rounds: int, root: Path) -> EngineRow:
         process.close()
 
 
-def chromium_row(n: int, rounds: int) -> EngineRow:
-    """Headless Chromium (the system's, as ``gpu_page``'s), the workload served as a page."""
+def browser_row(engine: str, n: int, rounds: int) -> EngineRow:
+    """Headless Chromium (the system's, as ``gpu_page``'s) or Firefox, the workload served as a page."""
+    from pytest_dispatch.plugin import engines as page_engines
     from pytest_dispatch.plugin.page import BROWSERS, INSTALL, LAUNCH_ARGS, find_browser, probe_adapter
 
     try:
         from playwright.sync_api import Error, sync_playwright
     except ImportError:
-        raise EngineUnavailable(f"chromium: Playwright is not installed; {INSTALL}") from None
-    executable = find_browser(None)
-    if executable is None:
-        raise EngineUnavailable(f"chromium: none found (tried {', '.join(BROWSERS)}); apt-get install chromium")
+        raise EngineUnavailable(f"{engine}: Playwright is not installed; {INSTALL}") from None
+    if engine == "firefox":
+        reason = page_engines.unavailable_reason()
+        if reason:
+            raise EngineUnavailable(reason)
+        executable = page_engines.find_firefox()
+    else:
+        executable = find_browser(None)
+        if executable is None:
+            raise EngineUnavailable(f"chromium: none found (tried {', '.join(BROWSERS)}); apt-get install chromium")
     from pytest_dispatch.plugin.pageserver import PageServer
 
     server = PageServer()
     playwright = sync_playwright().start()
     try:
-        browser = playwright.chromium.launch(executable_path=executable, headless=True, args=list(LAUNCH_ARGS))
+        if engine == "firefox":
+            browser = page_engines.launch_firefox(playwright, executable)
+        else:
+            browser = playwright.chromium.launch(executable_path=executable, headless=True, args=list(LAUNCH_ARGS))
         context = browser.new_context()
         context.add_init_script(script=page_measurement.recorder_script())
         page = context.new_page()
         page.goto(server.mount(WORKLOAD) + "index.html", wait_until="load")
-        adapter, missing = probe_adapter(page, f"Chromium {browser.version}")
+        adapter, missing = probe_adapter(page, f"{engine} {browser.version}")
         if missing:
-            raise EngineUnavailable(f"chromium {browser.version}: {missing}")
-        info = page_measurement.page_gpu_info(browser.version, adapter)
+            raise EngineUnavailable(f"{engine} {browser.version}: {missing}")
+        if engine == "firefox":
+            info = page_engines.firefox_gpu_info(browser.version, adapter)
+        else:
+            info = page_measurement.page_gpu_info(browser.version, adapter)
 
         def function(target: str, *args: Any) -> page_measurement.PageFunction:
-            return page_measurement.PageFunction(page.evaluate, target, args=args, where="the engines page", info=info)
+            return _BrowserFunction(page.evaluate, target, args=args, where=f"the engines page in {engine}",
+                                    info=info, sync=page_engines.SYNC_METHOD if engine == "firefox" else None)
 
-        return _function_row("chromium", info, function, n, rounds)
+        if engine == "firefox":
+            return _slope_row(engine, info, function, n, rounds)
+        return _function_row(engine, info, function, n, rounds)
     except Error as error:
-        raise EngineUnavailable(f"chromium: {str(error).strip().splitlines()[0]}") from None
+        raise EngineUnavailable(f"{engine}: {str(error).strip().splitlines()[0]}") from None
     finally:
         playwright.stop()
         server.close()
+
+
+class _BrowserFunction(page_measurement.PageFunction):
+    """A page function whose sync is described as its browser's."""
+
+    def __init__(self, *args: Any, sync: str | None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sync = sync
+
+    @property
+    def sync_method(self) -> str:
+        return self._sync or super().sync_method
+
+
+def _slope_row(engine: str, info: GpuInfo, function: Callable[..., Any], n: int, rounds: int) -> EngineRow:
+    """An engine whose every sync waits a poll: µs per dispatch from the slope between N and
+    N + SLOPE_DISPATCHES (the poll is in both, and cancels); no single-op figure (it would be the poll)."""
+    try:
+        _refuse_unless_computed(engine, function("computed", CHECK_CALLS)())
+    except page_measurement.PageError as error:
+        raise EngineUnavailable(f"{engine}: the workload failed: {error.message}") from None
+    meter = DispatchMeter()
+    low = meter.measure(function("sequential", n), warmup=WARMUP, rounds=rounds, per_round=1, name=f"N={n}")
+    high_n = n + SLOPE_DISPATCHES
+    high = meter.measure(function("sequential", high_n), warmup=WARMUP, rounds=rounds, per_round=1, name=f"N={high_n}")
+    slope = (float(np.median(high.wall_us_per_call)) - float(np.median(low.wall_us_per_call))) / SLOPE_DISPATCHES
+    return EngineRow(engine, info, low.sync_method, dict(low.calls), slope, None, float(np.median(low.sync_us)),
+                     method=f"slope between N={n} and N={high_n}")
 
 
 def measure(engines: list[str], n: int, rounds: int, root: Path,
@@ -170,14 +218,17 @@ def measure(engines: list[str], n: int, rounds: int, root: Path,
         try:
             if engine in ("wgpu-native", "dawn"):
                 rows.append(native_row("wgpu" if engine == "wgpu-native" else "dawn", n, rounds))
-            elif engine == "chromium":
-                rows.append(chromium_row(n, rounds))
+            elif engine in ("chromium", "firefox"):
+                rows.append(browser_row(engine, n, rounds))
             else:
                 rows.append(script_row(engine, n, rounds, root))
             text = f"{engine}: {rows[-1].sequential_us:.1f} µs per dispatch"
         except EngineUnavailable as error:
             missing.append(str(error))
             text = str(error)
+        except (page_measurement.PageError, page_measurement.PageTimeout, script.ScriptError) as error:
+            missing.append(f"{engine}: failed while measured: {str(error).splitlines()[0]}")
+            text = missing[-1]
         if progress:
             progress(text)
     return rows, missing
@@ -201,8 +252,11 @@ def render(rows: list[EngineRow], missing: list[str], n: int) -> list[str]:
     lines += [header, "-" * len(header)]
     for row, name, adapter in zip(rows, names, adapters):
         counts = "/".join(str(count) for count in row.counts())
+        single = "-" if row.single_op_us is None else f"{row.single_op_us:.1f}"
         lines.append(f"{name:<{width}}  {adapter:<{adapter_width}}  {counts:>18}  {row.sequential_us:>10.1f}  "
-                     f"{row.single_op_us:>10.1f}  {row.sync_us:>9.1f}")
+                     f"{single:>10}  {row.sync_us:>9.1f}")
     lines += [f"sync, {row.engine}: {row.sync_method}" for row in rows]
+    lines += [f"sequential, {row.engine}: {row.method}; single-op not measured (it would be the sync)"
+              for row in rows if row.method != SEQUENTIAL]
     lines += [f"not measured: {line}" for line in missing]
     return lines
