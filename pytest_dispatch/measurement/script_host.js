@@ -34,6 +34,13 @@ async function nodeGpu(root) {
   } catch {
     throw new Error(`the npm package webgpu is not installed in ${root} or a folder above it`);
   }
+  // Node's fetch takes no file: URL; Deno's does, and a module may fetch its own files (a plan, weights)
+  const fetchUrl = G.fetch;
+  const { readFile } = await import("node:fs/promises");
+  G.fetch = async (input, init) => {
+    const url = String(input instanceof G.Request ? input.url : input);
+    return url.startsWith("file:") ? new G.Response(await readFile(new URL(url))) : fetchUrl(input, init);
+  };
   const { create, globals } = await import(pathToFileURL(path).href);
   Object.assign(G, globals);
   if (typeof G.navigator === "undefined") G.navigator = {};
