@@ -152,10 +152,7 @@ def browser_row(engine: str, n: int, rounds: int) -> EngineRow:
     server = PageServer()
     playwright = sync_playwright().start()
     try:
-        if engine == "firefox":
-            browser = page_engines.launch_firefox(playwright, executable)
-        else:
-            browser = playwright.chromium.launch(executable_path=executable, headless=True, args=list(LAUNCH_ARGS))
+        browser = page_engines.launch(playwright, engine, executable, list(LAUNCH_ARGS))
         context = browser.new_context()
         context.add_init_script(script=page_measurement.recorder_script())
         page = context.new_page()
@@ -163,14 +160,11 @@ def browser_row(engine: str, n: int, rounds: int) -> EngineRow:
         adapter, missing = probe_adapter(page, f"{engine} {browser.version}")
         if missing:
             raise EngineUnavailable(f"{engine} {browser.version}: {missing}")
-        if engine == "firefox":
-            info = page_engines.firefox_gpu_info(browser.version, adapter)
-        else:
-            info = page_measurement.page_gpu_info(browser.version, adapter)
+        info = page_engines.gpu_info(engine, browser.version, adapter)
 
         def function(target: str, *args: Any) -> page_measurement.PageFunction:
-            return _BrowserFunction(page.evaluate, target, args=args, where=f"the engines page in {engine}",
-                                    info=info, sync=page_engines.SYNC_METHOD if engine == "firefox" else None)
+            return page_measurement.PageFunction(page.evaluate, target, args=args, info=info,
+                                                 where=f"the engines page in {engine}")
 
         if engine == "firefox":
             return _slope_row(engine, info, function, n, rounds)
@@ -180,18 +174,6 @@ def browser_row(engine: str, n: int, rounds: int) -> EngineRow:
     finally:
         playwright.stop()
         server.close()
-
-
-class _BrowserFunction(page_measurement.PageFunction):
-    """A page function whose sync is described as its browser's."""
-
-    def __init__(self, *args: Any, sync: str | None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._sync = sync
-
-    @property
-    def sync_method(self) -> str:
-        return self._sync or super().sync_method
 
 
 def _slope_row(engine: str, info: GpuInfo, function: Callable[..., Any], n: int, rounds: int) -> EngineRow:

@@ -23,9 +23,6 @@ PREFS = {"dom.webgpu.enabled": True, "gfx.webgpu.ignore-blocklist": True}
 # (emulation.setMediaFeaturesOverride) that this Firefox does not know, at the first context.
 PLAYWRIGHT = ((1, 58), (1, 65))  # from, up to (excluded)
 INSTALL = "pip install 'pytest-dispatch[firefox]'"
-SYNC_POLL_MS = 100  # about what every Firefox sync waits: a completion poll
-SYNC_METHOD = (f"{page_measurement.SYNC_METHOD} (Firefox polls for completion: every sync waits about "
-               f"{SYNC_POLL_MS} ms)")
 
 
 def find_firefox() -> str | None:
@@ -62,3 +59,34 @@ def firefox_gpu_info(browser_version: str, adapter: dict[str, Any]) -> GpuInfo:
     import dataclasses
 
     return dataclasses.replace(page_measurement.page_gpu_info(browser_version, adapter), implementation="firefox")
+
+
+# gpu_page's browser engines (--gpu-browser-engine): how each is found, started and described.
+NAMES = {"chromium": "Chromium", "firefox": "Firefox"}
+
+
+def find(engine: str, named: str | None, chromium: Any) -> str | None:
+    """The engine's executable: --gpu-browser's, else the first on PATH (``chromium``: Chromium's finder)."""
+    if engine != "firefox" or named:
+        return chromium(named)
+    return find_firefox()
+
+
+def launch(playwright: Any, engine: str, executable: str, chromium_args: list[str]) -> Any:
+    if engine == "firefox":
+        return launch_firefox(playwright, executable)
+    return playwright.chromium.launch(executable_path=executable, headless=True, args=chromium_args)
+
+
+def gpu_info(engine: str, browser_version: str, adapter: dict[str, Any]) -> GpuInfo:
+    if engine == "firefox":
+        return firefox_gpu_info(browser_version, adapter)
+    return page_measurement.page_gpu_info(browser_version, adapter)
+
+
+def describe(engine: str, browser_version: str, adapter: dict[str, Any]) -> str:
+    """The header's line: Chromium's own, or Firefox's with what its sync costs."""
+    text = page_measurement.describe_adapter(browser_version, adapter)
+    if engine == "firefox":
+        text = f"{text.replace('Chromium', 'Firefox', 1)}; {page_measurement.POLLED_SYNC['firefox']}"
+    return text
