@@ -38,7 +38,7 @@ def test_a_page_runs_in_firefox_counted_as_in_chromium(pytester):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpu-browser-engine=firefox", "--gpu-required",
                                            "--timeout=300")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["dispatch page: Firefox 1*, adapter *; Firefox polls for completion: *"])
+    result.stdout.fnmatch_lines(["dispatch page: Firefox 1*, adapter *; 20 µs timer; Firefox polls for completion: *"])
 
 
 def test_firefox_without_a_playwright_that_drives_it_skips_in_one_line(pytester, monkeypatch):

@@ -129,3 +129,13 @@ def test_a_saved_run_never_files_script_tests_under_another_gpu(pytester):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--dispatch-save: test_stored.py::test_script?deno? measures a script engine *"])
     assert not (pytester.path / "runs").exists()
+
+
+def test_a_script_gpu_names_its_engine_and_adapter():
+    adapter = {"vendor": "65541", "architecture": "", "device": "0", "description": "llvmpipe (LLVM 15.0.6, 256 bits)",
+               "fallback": True}
+    deno = script.script_gpu_info("deno", "2.9.8", adapter)
+    assert (deno.adapter_name, deno.vendor_id, deno.driver, deno.is_cpu) == ("llvmpipe (LLVM 15.0.6, 256 bits)",
+                                                                            65541, "", True)
+    node = script.script_gpu_info("node", "20.20.2 + webgpu 0.6.2", adapter)
+    assert len({deno.fingerprint, node.fingerprint, script.script_gpu_info("deno", "2.9.9", adapter).fingerprint}) == 3

@@ -216,6 +216,7 @@ class Engine:
 def script_gpu_info(name: str, version: str, adapter: dict[str, Any]) -> GpuInfo:
     """The GPU of a script: the engine (and its version) and its adapter; a fallback is a CPU one."""
     vendor = str(adapter.get("vendor") or "")
+    device = str(adapter.get("device") or "")
     named = " ".join(part for part in (vendor, str(adapter.get("architecture") or "")) if part)
     return GpuInfo(
         implementation=name,
@@ -223,9 +224,9 @@ def script_gpu_info(name: str, version: str, adapter: dict[str, Any]) -> GpuInfo
         backend=f"WebGPU in {NAMES.get(name, name)}",  # a script's fingerprint is never a page's or a native one
         adapter_name=str(adapter.get("description") or "") or named or "unknown adapter",
         vendor=vendor,
-        vendor_id=0,
-        device_id=0,
-        driver=str(adapter.get("device") or ""),
+        vendor_id=int(vendor) if vendor.isdigit() else 0,  # Deno gives the PCI id as the vendor (65541: Mesa)
+        device_id=int(device) if device.isdigit() else 0,
+        driver="" if device.isdigit() else device,
         adapter_type="CPU" if adapter.get("fallback") else "unknown",
         features=frozenset(str(feature) for feature in adapter.get("features") or ()),
     )
