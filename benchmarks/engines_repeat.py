@@ -29,7 +29,7 @@ from pytest_dispatch.measurement.page import DEFAULT_TIMEOUT  # noqa: E402
 
 WORKLOAD = ROOT / "pytest_dispatch" / "engine_workload" / "add_one.js"
 EXAMPLE = ROOT / "examples" / "engines" / "add_scale.js"
-REFERENCE_MODULE = ROOT / "tests" / "scripts" / "reference_model.js"
+REFERENCE_MODULE = ROOT / "pytest_dispatch" / "engine_workload" / "reference_model.js"
 LEVELS = {"eager": 879, "fused": 586, "fused+": 99}
 
 # setPipeline `calls` times in one pass, wrapped or not; the pass is ended, never submitted.

@@ -3,9 +3,12 @@ an adapter that computes nothing refused, fewer than two engines never a pass.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
+
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +17,7 @@ from pytest_dispatch.cli import engines
 from pytest_dispatch.measurement import script
 from pytest_dispatch.measurement.gpu import GpuInfo
 
+ROOT = Path(__file__).resolve().parent.parent
 CPU = GpuInfo("deno", "2.9.8", "WebGPU in Deno", "llvmpipe", "", 0, 0, "", "CPU")
 
 
@@ -28,7 +32,7 @@ def test_counts_that_differ_between_engines_are_named():
 
 
 def test_the_table_has_a_row_per_engine_and_a_line_per_engine_not_measured():
-    lines = engines.render([row("deno"), row("node")], ["chromium: none found"], 10)
+    lines = engines.render([row("deno"), row("node")], ["chromium: none found"], engines.Workload("sequential", 10))
     assert lines[1].split()[:2] == ["engine", "adapter"]
     assert [line.split()[0] for line in lines[3:5]] == ["deno", "node"]
     assert "10/10/10/10" in lines[3] and lines[3].split()[-3:] == ["40.0", "400.0", "300.0"]
@@ -104,7 +108,7 @@ def test_a_playwright_that_cannot_drive_firefox_says_which_can(monkeypatch):
 def test_an_engine_whose_sync_is_a_poll_has_no_single_op_figure():
     polled = engines.EngineRow("firefox", CPU, "a poll", row("deno").calls, 30.0, None, 100_000.0,
                                method="slope between N=10 and N=10010")
-    lines = engines.render([row("deno"), polled], [], 10)
+    lines = engines.render([row("deno"), polled], [], engines.Workload("sequential", 10))
     assert lines[4].split()[-3:] == ["30.0", "-", "100000.0"]
     assert "sequential, firefox: slope between N=10 and N=10010; single-op not measured (it would be the sync)" in lines
 
@@ -129,3 +133,25 @@ def test_firefox_counts_the_workload_as_deno_does(tmp_path):
     assert firefox["calls_per_call"] == deno["calls_per_call"] and firefox["calls_per_call"]["dispatch"] == 20
     assert firefox["single_op_us"] is None and firefox["method"] == "slope between N=20 and N=10020"
     assert firefox["gpu"]["implementation"] == "firefox" and "polls for completion" in firefox["sync_method"]
+
+
+@pytest.mark.slow
+@pytest.mark.gpu
+def test_the_decode_step_is_counted_alike_with_the_same_tokens():
+    _available("deno")
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "engines_decode.py"), "--engines",
+                           "wgpu-native,deno", "--rounds", "2"], capture_output=True, text=True, timeout=400)
+    if "not measured" in done.stdout:
+        pytest.skip(done.stdout.splitlines()[-1])
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split()[0] for line in lines[5:7]] == ["wgpu-native", "deno"]
+    assert all("99/1/1/1" in line for line in lines[5:7])  # dispatches, submits, passes, encoders a decode step
+    tokens = [line.split(": ", 1)[1] for line in lines if line.startswith("greedy tokens, ")]
+    assert len(tokens) == 2 and tokens[0] == tokens[1]
+
+
+def test_greedy_tokens_that_differ_between_engines_are_named():
+    same = dataclasses.replace(row("deno"), tokens=(1, 2))
+    assert engines.counts_differ([same, dataclasses.replace(row("node"), tokens=(1, 2))]) == []
+    assert engines.counts_differ([same, dataclasses.replace(row("node"), tokens=(1, 3))]) == ["node"]

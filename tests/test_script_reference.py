@@ -13,7 +13,7 @@ from pytest_dispatch.reference.web import write_site
 QWEN = get_config("qwen2.5-0.5b", widths="tiny")  # 24 layers at tiny widths
 LEVELS = {"eager": 879, "fused": 586, "fused+": 99}
 PROMPT, N_TOKENS = [1, 2, 3, 4, 5], 8
-MODULE = Path(__file__).resolve().parent / "scripts" / "reference_model.js"
+MODULE = Path(__file__).resolve().parent.parent / "pytest_dispatch" / "engine_workload" / "reference_model.js"
 
 
 @pytest.fixture(scope="module")
