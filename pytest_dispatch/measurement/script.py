@@ -33,6 +33,7 @@ MARK = "\x1edispatch "
 START_TIMEOUT = 30.0  # seconds an engine may take to start and answer
 PROBE_TIMEOUT = 20.0  # seconds the adapter check (a device, a pipeline, a readback) may take
 BLOCKED_GRACE = 2.0  # seconds past a function's time-out before its engine counts as blocked, and is ended
+CLOSE_TIMEOUT = 10.0  # seconds an engine may take to exit once its input is closed (then it is killed)
 STDERR_LINES = 40  # the last lines of an engine's stderr, kept for its failures
 SYNC_METHOD = "await queue.onSubmittedWorkDone() on every device of the script"
 INSTALL = {
@@ -167,7 +168,7 @@ class ScriptProcess:
         if self.process.poll() is None:
             try:
                 self.process.stdin.close()  # the host exits when its stdin closes
-                self.process.wait(timeout=2)
+                self.process.wait(timeout=CLOSE_TIMEOUT)
             except (OSError, subprocess.TimeoutExpired):
                 self.process.kill()
                 self.process.wait()
