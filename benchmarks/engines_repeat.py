@@ -7,7 +7,7 @@ levels (879 / 586 / 99 dispatches), each counted and checked against what it mus
 more process, the recorder's cost a wrapped call: ``--calls`` calls of ``setPipeline`` wrapped and
 unwrapped, in turns, the median difference per call.
 
-    python benchmarks/engines_repeat.py [--processes 10] [--no-reference] [--calls 200000]
+    python benchmarks/engines_repeat.py [--processes 10] [--no-reference] [--calls 200000] [--engines deno,node]
 """
 
 from __future__ import annotations
@@ -108,6 +108,7 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=10)
     parser.add_argument("--no-reference", action="store_true", help="leave the reference transformer out")
     parser.add_argument("--calls", type=int, default=200_000, help="wrapped calls timed per turn")
+    parser.add_argument("--engines", default=",".join(script.ENGINES), help="which script engines, comma-separated")
     options = parser.parse_args()
     site = None
     if not options.no_reference:
@@ -119,10 +120,10 @@ def main() -> int:
         shutil.copy(REFERENCE_MODULE, folder / REFERENCE_MODULE.name)
         site = folder / REFERENCE_MODULE.name
     print(f"command: python benchmarks/engines_repeat.py --processes {options.processes}"
-          + (" --no-reference" if options.no_reference else "") + f" --calls {options.calls}")
+          + (" --no-reference" if options.no_reference else "") + f" --calls {options.calls} --engines {options.engines}")
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; CPUs: {os.cpu_count()}")
     failed = False
-    for name in script.ENGINES:
+    for name in options.engines.split(","):
         engine = script.find_engine(name, ROOT)
         if isinstance(engine, str):
             print(f"{name}: not measured: {engine}")
