@@ -120,7 +120,8 @@ def main() -> int:
         shutil.copy(REFERENCE_MODULE, folder / REFERENCE_MODULE.name)
         site = folder / REFERENCE_MODULE.name
     print(f"command: python benchmarks/engines_repeat.py --processes {options.processes}"
-          + (" --no-reference" if options.no_reference else "") + f" --calls {options.calls} --engines {options.engines}")
+          + (" --no-reference" if options.no_reference else "")
+          + f" --calls {options.calls} --engines {options.engines}")
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; CPUs: {os.cpu_count()}")
     failed = False
     for name in options.engines.split(","):

@@ -5,12 +5,12 @@ with its own encoder, pass and submit): ``workloads.AddOne`` in wgpu-py (wgpu-na
 wgpudawn (Dawn), ``engine_workload/add_one.js`` in headless Chromium and Firefox (a page), Deno
 and Node (``gpu_script``'s engines); or the reference transformer's decode step at one of its
 levels (``ReferenceModel`` natively, ``write_site``'s plans elsewhere: benchmarks/engines_decode.py
-gives them), whose greedy tokens must then be equal in every engine too. Each is measured by the plugin's own meter: its counts per
-call (equal in every engine, or the command fails), µs per dispatch by the sequential method (the
-empty sync subtracted; in Firefox, whose every sync waits a poll, the slope between two N),
-single-op (one dispatch and its sync; not in Firefox), and its sync. Before any count,
-each engine's adapter must compute (the kernel's output read back): one that does not is
-refused, never measured. An engine that is missing is a line saying what to install.
+gives them), whose greedy tokens must then be equal in every engine too. Each is measured by the
+plugin's own meter: its counts per call (equal in every engine, or the command fails), µs per
+dispatch by the sequential method (the empty sync subtracted; in Firefox, whose every sync waits a
+poll, the slope between two N), single-op (one call and its sync; not in Firefox), and its sync.
+Before any count, each engine's adapter must compute (the kernel's output read back): one that
+does not is refused, never measured. An engine that is missing is a line saying what to install.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ class Workload:
         if self.decode:
             return (f"The reference transformer's decode step (qwen2.5-0.5b at tiny widths, level {self.name}, "
                     "one call a decode step)")
-        return f"The sequential micro-benchmark (add_one, N={self.n} dispatches a call, each its own encoder, pass and submit)"
+        return (f"The sequential micro-benchmark (add_one, N={self.n} dispatches a call, each its own encoder, "
+                "pass and submit)")
 
     @property
     def page(self) -> Path:

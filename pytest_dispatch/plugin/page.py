@@ -104,7 +104,9 @@ class BrowserSession:
                     f"{str(error).strip().splitlines()[0]}")
         finally:
             context.close()
-        return f"gpu_page: {self.browser_name} {self.version}: {missing} (WebGPU is off in this browser)" if missing else None
+        if missing:
+            return f"gpu_page: {self.browser_name} {self.version}: {missing} (WebGPU is off in this browser)"
+        return None
 
     @property
     def browser_name(self) -> str:
