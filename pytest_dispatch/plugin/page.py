@@ -312,7 +312,7 @@ def _end_renderers(ended: threading.Event) -> None:
     ended.set()
     for pid in descendants(os.getpid()):
         try:
-            if any(kind in Path(f"/proc/{pid}/cmdline").read_bytes() for kind in (b"--type=renderer", b"-contentproc")):
+            if b"--type=renderer" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 os.kill(pid, signal.SIGKILL)
         except OSError:
             pass  # gone already, or not ours to end
