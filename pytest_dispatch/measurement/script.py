@@ -107,7 +107,7 @@ class ScriptProcess:
         for line in self.process.stdout:
             if line.startswith(MARK):
                 self._answers.put(json.loads(line[len(MARK):]))
-            else:  # printed past the host's console (process.stdout.write): kept with stderr
+            else:  # what the script printed (console.log): kept with its stderr, in order before the answer after it
                 self.stderr.append(line.rstrip("\n"))
         self._answers.put(None)
 

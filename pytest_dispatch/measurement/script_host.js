@@ -3,15 +3,15 @@
 // pytest_dispatch.measurement.script reaches it through evaluate(expression, arg), as the page
 // source reaches a page: one request a line on stdin, {id, expression, arg}; one answer a line on
 // stdout, MARK + {id, value} or MARK + {id, failed: {name, message, stack}}. The expression is
-// evaluated in the global scope; a function is called with arg and awaited. Whatever the script
-// prints goes to stderr, so that stdout carries answers only.
+// evaluated in the global scope; a function is called with arg and awaited. What the script prints
+// with console.log, info or debug comes on stdout without the mark, in order with the answers (so
+// it is there by the time the answer after it is); its warnings and errors go to stderr.
 // Usage: deno run --allow-all script_host.js ROOT | node script_host.js ROOT (ROOT: where Node
 // looks for node_modules/webgpu, and its folders above).
 const MARK = "\u001edispatch ";
 const G = globalThis;
 const isDeno = typeof G.Deno !== "undefined";
 const answer = console.log.bind(console);
-for (const name of ["log", "info", "debug"]) console[name] = console.error.bind(console);
 
 function failed(error) {
   if (error instanceof Error) return { name: error.name, message: error.message, stack: String(error.stack || "") };
@@ -118,6 +118,9 @@ async function* lines() {
 }
 
 async function main() {
+  const format = isDeno ? (...args) => args.map((a) => (typeof a === "string" ? a : G.Deno.inspect(a))).join(" ")
+                        : (await import("node:util")).format;
+  for (const name of ["log", "info", "debug"]) console[name] = (...args) => answer(format(...args));
   const root = isDeno ? G.Deno.args[0] : G.process.argv[2];
   const engine = isDeno ? { engine: "deno", version: G.Deno.version.deno }
                         : { engine: "node", version: G.process.versions.node };
