@@ -41,4 +41,6 @@ def test_fused_is_one_dispatch(module, dispatch_meter):
 
 
 def test_fused_is_faster_than_eager(module, dispatch_meter):
-    dispatch_meter.assert_speedup(module.function("fused", STEPS), module.function("eager", STEPS), at_least=1.3)
+    # Deno's sync waits about 11 ms: 100 calls a round put the fused call's work above the sync's noise
+    dispatch_meter.assert_speedup(module.function("fused", STEPS), module.function("eager", STEPS), at_least=1.3,
+                                  per_round=100)
