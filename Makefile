@@ -1,4 +1,5 @@
-# make demo: set up (venv, package, lavapipe if no GPU, Chromium) and run the examples with the report.
+# make demo: set up (venv, package, lavapipe if no GPU, Chromium, Deno, Node's webgpu) and run the examples with
+# the report, then the engines table.
 # make test: set up and run the test suite.
 # make dist: build the sdist and the wheel into dist/ and check them with twine.
 VENV ?= .venv
@@ -11,6 +12,7 @@ setup:
 
 demo: setup
 	$(PY) -m pytest examples --dispatch-report  # native and page tests: the report has a part per GPU
+	$(VENV)/bin/pytest-dispatch engines  # one workload in every engine found: wgpu-native, Dawn, Chromium, Deno, Node
 
 PYTEST_ARGS ?=
 

@@ -16,10 +16,10 @@ fi
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
-EXTRAS=dawn,plot,xdist,test,browser
+EXTRAS=dawn,plot,xdist,test,browser,deno,firefox
 STAMP="$VENV/.pytest-dispatch-setup"
 # What the installed environment depends on: the package's metadata and the extras chosen.
-wanted_stamp="$( (cat pyproject.toml scripts/setup.sh; echo "extras=$EXTRAS") | sha256sum | cut -d' ' -f1)"
+wanted_stamp="$( (cat pyproject.toml scripts/setup.sh package-lock.json; echo "extras=$EXTRAS") | sha256sum | cut -d' ' -f1)"
 if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$wanted_stamp" ]; then
     echo "setup: $VENV is up to date (delete $STAMP to redo it)"
     exit 0
@@ -77,6 +77,29 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null 
         apt_install chromium
     else
         echo "setup: no Chromium and no apt-get: page tests skip until one is installed (or --gpu-browser PATH)" >&2
+    fi
+fi
+# The script engines of gpu_script and `pytest-dispatch engines` (docs/engines.md): Deno from PyPI (the
+# deno extra, above), and Node with the npm package webgpu, pinned by package-lock.json into ./node_modules
+# (npm's own record of what it installed there is newer than the lock file until the lock file changes).
+if ! command -v npm >/dev/null; then
+    if command -v apt-get >/dev/null; then
+        echo "setup: no npm found; installing Debian's nodejs and npm (gpu_script in Node)"
+        apt_install nodejs npm
+    else
+        echo "setup: no Node.js and no apt-get: gpu_script's Node tests skip until Node.js and npm are installed" >&2
+    fi
+fi
+if command -v npm >/dev/null && ! [ node_modules/.package-lock.json -nt package-lock.json ]; then
+    npm ci --silent --no-audit --no-fund
+fi
+# Firefox ESR for `pytest-dispatch engines` (docs/engines.md; Playwright from the firefox extra, above)
+if ! command -v firefox-esr >/dev/null && ! command -v firefox >/dev/null; then
+    if command -v apt-get >/dev/null; then
+        echo "setup: no Firefox found; installing Debian's firefox-esr (the engines table)"
+        apt_install firefox-esr
+    else
+        echo "setup: no Firefox and no apt-get: the engines table leaves Firefox out" >&2
     fi
 fi
 "$VENV/bin/python" -c "import wgpu; print('setup: adapter', wgpu.gpu.request_adapter_sync().summary)"

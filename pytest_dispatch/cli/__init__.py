@@ -11,6 +11,9 @@
                                                                      exit 1 when an adapter failed, 2
                                                                      when none of --impl's is found
     pytest-dispatch ab --base REF_OR_DIR [--head DIR] [-- pytest args]   exit 1 on a regression
+    pytest-dispatch engines [--engines deno,node,...] [--n 100] [--json PATH]
+                                                                     exit 1 when counts differ between
+                                                                     engines, 4 when fewer than two ran
 
 BASELINE, CURRENT and NAME are files or names of saved runs: 'latest', a --dispatch-save name,
 a branch, or a commit prefix.  Bad input (missing, corrupt or hostile files) is one line on
@@ -326,6 +329,31 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return ExitCode.FAILED if failed else ExitCode.OK
 
 
+def cmd_engines(args: argparse.Namespace) -> int:
+    from pytest_dispatch.cli import engines
+
+    chosen = args.engines.split(",") if args.engines else list(engines.ENGINES)
+    unknown = sorted(set(chosen) - set(engines.ENGINES))
+    if unknown or args.n < 1 or args.rounds < 1:
+        raise InputError(f"--engines takes some of {','.join(engines.ENGINES)} (not {','.join(unknown)}), "
+                         "--n and --rounds positive counts" if unknown else "--n and --rounds take positive counts")
+    progress = Progress("pytest-dispatch engines", total=len(chosen))
+    workload = engines.Workload("sequential", args.n)
+    rows, missing = engines.measure(chosen, workload, args.rounds, Path.cwd(), progress.step)
+    print("\n".join(engines.render(rows, missing, workload)))
+    if args.json:
+        storage.write_json_atomically(args.json, {"engines": [row.as_dict() for row in rows], "not_measured": missing,
+                                                  "n": args.n, "rounds": args.rounds})
+    differ = engines.counts_differ(rows)
+    if differ:
+        print(f"pytest-dispatch engines: counts per call or greedy tokens differ from {rows[0].engine}'s in "
+              f"{', '.join(differ)}", file=sys.stderr)
+        return EXIT_REGRESSED
+    if len(rows) < 2:
+        raise NothingCompared(f"{len(rows)} engine measured: counts compared with no other engine")
+    return EXIT_OK
+
+
 def cmd_ab(args: argparse.Namespace) -> int:
     from pytest_dispatch.ab import command, coordinator
 
@@ -379,6 +407,16 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("-v", "--verbose", action="store_true",
                        help="also print what native libraries (Dawn, drivers) wrote while adapters were opened")
     probe.set_defaults(run=cmd_probe)
+
+    engines = commands.add_parser("engines", help="one workload (the sequential micro-benchmark) in every WebGPU "
+                                                  "engine of this machine: counts and µs per dispatch side by side")
+    engines.add_argument("--engines", help="which engines, comma-separated: wgpu-native, dawn, chromium, firefox, "
+                                           "deno, node (default: all)")
+    engines.add_argument("--n", type=int, default=100, help="dispatches per call of the micro-benchmark "
+                                                            "(default %(default)s)")
+    engines.add_argument("--rounds", type=int, default=10, help="timed rounds per method (default %(default)s)")
+    engines.add_argument("--json", help="also write the figures to this file")
+    engines.set_defaults(run=cmd_engines)
 
     listing = commands.add_parser("list", help="every saved run in the storage, per GPU")
     _add_storage_arguments(listing)

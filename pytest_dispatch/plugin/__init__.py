@@ -114,6 +114,7 @@ def pytest_xdist_setupnodes(config: pytest.Config, specs) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(page, "dispatch_page")  # the gpu_page fixture (Playwright only when used)
     markers.register(config)
+    config.pluginmanager.import_plugin("pytest_dispatch.plugin.script")  # the gpu_script fixture (Deno, Node)
     gpu.ensure_runtime_dir()  # before any wgpu instance, ours or the tests'; xdist workers inherit it
     values = options.of(config)  # a bad ini value stops the session here
     if (values.dispatch_ab or values.dispatch_aa) and not any(

@@ -25,6 +25,7 @@ from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.page import PageCounting, PageError, PageFunction, PageTimeout
+from pytest_dispatch.plugin import engines as page_engines
 from pytest_dispatch.plugin.session import GPU_FIXTURES
 from pytest_dispatch.presentation.text import printable
 
@@ -55,6 +56,7 @@ class BrowserSession:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.named = options.of(config).gpu_browser
+        self.engine = options.of(config).gpu_browser_engine  # chromium or firefox (plugin/engines.py)
         self.required = options.of(config).gpu_required
         self._playwright = self.browser = self.server = None
         self.version = ""
@@ -72,7 +74,9 @@ class BrowserSession:
             from playwright.sync_api import Error, sync_playwright
         except ImportError:
             return f"gpu_page: Playwright is not installed; {INSTALL}"
-        executable = find_browser(self.named)
+        if self.engine == "firefox" and page_engines.unavailable_reason():
+            return f"gpu_page: {page_engines.unavailable_reason()}"
+        executable = page_engines.find(self.engine, self.named, find_browser)
         if executable is None:
             if self.named:
                 return f"gpu_page: --gpu-browser {self.named}: no such browser; name a Chromium or Chrome executable"
@@ -81,7 +85,7 @@ class BrowserSession:
         args = [*LAUNCH_ARGS, *(("--no-sandbox",) if hasattr(os, "geteuid") and os.geteuid() == 0 else ())]
         try:
             self._playwright = sync_playwright().start()
-            self.browser = self._playwright.chromium.launch(executable_path=executable, headless=True, args=args)
+            self.browser = page_engines.launch(self._playwright, self.engine, executable, args)
         except Error as error:
             self.close()
             return f"gpu_page: {executable} did not start: {str(error).strip().splitlines()[0]}"
@@ -94,22 +98,29 @@ class BrowserSession:
             context.add_init_script(script=page_measurement.recorder_script())
             page = context.new_page()
             page.goto(self.server.blank)
-            self.adapter, missing = probe_adapter(page, f"Chromium {self.version}")
+            self.adapter, missing = probe_adapter(page, f"{self.browser_name} {self.version}")
         except Error as error:
-            return f"gpu_page: Chromium {self.version} could not open a page: {str(error).strip().splitlines()[0]}"
+            return (f"gpu_page: {self.browser_name} {self.version} could not open a page: "
+                    f"{str(error).strip().splitlines()[0]}")
         finally:
             context.close()
-        return f"gpu_page: Chromium {self.version}: {missing} (WebGPU is off in this browser)" if missing else None
+        if missing:
+            return f"gpu_page: {self.browser_name} {self.version}: {missing} (WebGPU is off in this browser)"
+        return None
+
+    @property
+    def browser_name(self) -> str:
+        return page_engines.NAMES[self.engine]
 
     @functools.cached_property
     def info(self) -> GpuInfo:
         """The page's GPU: browser and adapter, with a fingerprint of its own."""
-        return page_measurement.page_gpu_info(self.version, self.adapter or {})
+        return page_engines.gpu_info(self.engine, self.version, self.adapter or {})
 
     def header_line(self) -> str:
         if self.unavailable_reason:
             return f"dispatch page: {self.unavailable_reason}"
-        return f"dispatch page: {page_measurement.describe_adapter(self.version, self.adapter or {})}"
+        return f"dispatch page: {page_engines.describe(self.engine, self.version, self.adapter or {})}"
 
     def close(self) -> None:
         if self.server is not None:
@@ -355,10 +366,14 @@ def uses_page(item: pytest.Item) -> bool:
     return bool(PAGE_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
+SOURCE_FIXTURES = PAGE_FIXTURES | {"gpu_script"}  # fixtures whose tests' meter measures a GPU of their own
+
+
 def uses_wgpu(item: pytest.Item) -> bool:
-    """Whether the test uses the session's wgpu adapter (a page test's meter measures the page)."""
+    """Whether the test uses the session's wgpu adapter (a page or script test's meter measures
+    the page's or the engine's GPU)."""
     names = set(getattr(item, "fixturenames", ()))
-    return bool((GPU_FIXTURES - PAGE_METER) & names if uses_page(item) else GPU_FIXTURES & names)
+    return bool((GPU_FIXTURES - PAGE_METER) & names if SOURCE_FIXTURES & names else GPU_FIXTURES & names)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -26,6 +26,8 @@ CHANNEL = "pytest-dispatch"  # the BroadcastChannel on which workers tell the pa
 IMPLEMENTATION = "chromium"
 BACKEND = "WebGPU in a page"  # a page's fingerprint never equals a native adapter's
 SYNC_METHOD = "await queue.onSubmittedWorkDone() on every device of the page"
+# Browsers whose every sync waits for a completion poll: one op's time is then the poll's
+POLLED_SYNC = {"firefox": "Firefox polls for completion: every sync waits about 100 ms"}
 DEFAULT_TIMEOUT = 30.0  # seconds a page function may take to settle
 WORKER_WAIT_MS = 250  # how long a count waits for a worker that does not answer (then: its last totals)
 
@@ -184,9 +186,10 @@ class PageFunction:
 
     @property
     def sync_method(self) -> str:
+        notes = [POLLED_SYNC[self.info.implementation]] if self.info and self.info.implementation in POLLED_SYNC else []
         if self.info is not None and self.info.is_cpu:
-            return f"{SYNC_METHOD} (a fallback adapter, on the CPU: timings are indicative)"
-        return SYNC_METHOD
+            notes.append("a fallback adapter, on the CPU: timings are indicative")
+        return f"{SYNC_METHOD} ({'; '.join(notes)})" if notes else SYNC_METHOD
 
     def counted(self, calls: int, *, gpu_time: bool = False) -> CallCounts:
         """``calls`` awaited calls in one counting scope of the page and its workers, then one

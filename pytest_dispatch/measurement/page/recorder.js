@@ -83,7 +83,8 @@ function install(KINDS, UNLABELLED, CHANNEL) {
 
   // Workers tell the page their totals (cumulative) on a BroadcastChannel: when asked, and
   // after a task that counted something (so a worker that ends has told its last totals).
-  const channel = typeof G.BroadcastChannel === "function" ? new G.BroadcastChannel(CHANNEL) : null;
+  // CHANNEL null: standalone (a script in Deno or Node), where an open channel keeps the process alive.
+  const channel = CHANNEL && typeof G.BroadcastChannel === "function" ? new G.BroadcastChannel(CHANNEL) : null;
   const id = Math.random().toString(36).slice(2);
   let told = true;
   function changed() {

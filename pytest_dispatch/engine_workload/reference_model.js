@@ -1,0 +1,22 @@
+// The reference transformer as a module, for Deno and Node: what write_site's index.html does in a
+// page (the same functions). Copied beside runner.js and the plan folders of write_site's output;
+// each level's plan is fetched by file: URL and loaded on first use.
+import { loadModel } from "./runner.js";
+
+const models = {};
+const model = (level) => (models[level] ??= loadModel(new URL(`${level}/`, import.meta.url).href));
+
+export const prefill = async (level, tokens) => (await model(level)).prefill(tokens);
+export const decodeStep = async (level) => (await model(level)).decodeStep();
+export const generate = async (level, prompt, n) => (await model(level)).generate(prompt, n);
+// A decode step that never runs out of cache: at a full cache it goes on from position 0 with the
+// last token (the same commands, a shorter context), so it can be measured without end.
+export const step = async (level) => {
+  const m = await model(level);
+  if (m.position >= m.maxSeqLen) {
+    const last = m.lastToken;
+    m.reset();
+    return m.forward([last]);
+  }
+  return m.decodeStep();
+};

@@ -1,0 +1,94 @@
+"""Browsers other than Chromium as page engines: Firefox (Debian's ``firefox-esr``) with WebGPU on.
+
+Playwright drives Firefox over WebDriver BiDi (``channel="moz-firefox"``, the system's Firefox,
+no download); which Playwright versions can drive which Firefox is narrow, so the range is
+checked here and a mismatch is one line saying what to install. WebGPU is on through two prefs
+in the profile's ``user.js`` (Playwright writes ``firefox_user_prefs`` there). Every sync in
+Firefox waits for a completion poll (about 100 ms), so its per-dispatch cost is the slope
+between two N, and single-op timing means nothing there.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import shutil
+from typing import Any
+
+from pytest_dispatch.measurement import page as page_measurement
+from pytest_dispatch.measurement.gpu import GpuInfo
+
+FIREFOXES = ("firefox-esr", "firefox")
+PREFS = {"dom.webgpu.enabled": True, "gfx.webgpu.ignore-blocklist": True}
+# Playwright's BiDi Firefox with Firefox ESR 153: 1.58 to 1.64 work; 1.65 sends a command
+# (emulation.setMediaFeaturesOverride) that this Firefox does not know, at the first context.
+PLAYWRIGHT = ((1, 58), (1, 65))  # from, up to (excluded)
+INSTALL = "pip install 'pytest-dispatch[firefox]'"
+
+
+def find_firefox() -> str | None:
+    return next((path for path in map(shutil.which, FIREFOXES) if path), None)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:2] if part.isdigit())
+
+
+def unavailable_reason() -> str | None:
+    """Why Firefox cannot run pages here (no Playwright, one outside the range, no Firefox), or None."""
+    try:
+        version = importlib.metadata.version("playwright")
+    except importlib.metadata.PackageNotFoundError:
+        return f"firefox: Playwright is not installed; {INSTALL}"
+    low, high = PLAYWRIGHT
+    if not low <= _version(version) < high:
+        return (f"firefox: Playwright {version} cannot drive Firefox ESR over BiDi (it works from "
+                f"{'.'.join(map(str, low))} to before {'.'.join(map(str, high))}); {INSTALL}")
+    if find_firefox() is None:
+        return f"firefox: none found (tried {', '.join(FIREFOXES)}); apt-get install firefox-esr"
+    return None
+
+
+def launch_firefox(playwright: Any, executable: str) -> Any:
+    """Headless Firefox with WebGPU on (its prefs in the profile's user.js)."""
+    return playwright.firefox.launch(channel="moz-firefox", executable_path=executable, headless=True,
+                                     firefox_user_prefs=dict(PREFS))
+
+
+def firefox_gpu_info(browser_version: str, adapter: dict[str, Any]) -> GpuInfo:
+    """The GPU of a Firefox page: a page's, with Firefox as its implementation (a fingerprint of its own)."""
+    import dataclasses
+
+    return dataclasses.replace(page_measurement.page_gpu_info(browser_version, adapter), implementation="firefox")
+
+
+# gpu_page's browser engines (--gpu-browser-engine): how each is found, started and described.
+NAMES = {"chromium": "Chromium", "firefox": "Firefox"}
+
+
+def find(engine: str, named: str | None, chromium: Any) -> str | None:
+    """The engine's executable: --gpu-browser's, else the first on PATH (``chromium``: Chromium's finder)."""
+    if engine != "firefox" or named:
+        return chromium(named)
+    return find_firefox()
+
+
+def launch(playwright: Any, engine: str, executable: str, chromium_args: list[str]) -> Any:
+    if engine == "firefox":
+        return launch_firefox(playwright, executable)
+    return playwright.chromium.launch(executable_path=executable, headless=True, args=chromium_args)
+
+
+def gpu_info(engine: str, browser_version: str, adapter: dict[str, Any]) -> GpuInfo:
+    if engine == "firefox":
+        return firefox_gpu_info(browser_version, adapter)
+    return page_measurement.page_gpu_info(browser_version, adapter)
+
+
+def describe(engine: str, browser_version: str, adapter: dict[str, Any]) -> str:
+    """The header's line: Chromium's own, or Firefox's with what its sync costs."""
+    text = page_measurement.describe_adapter(browser_version, adapter)
+    if engine == "firefox":
+        # cross-origin isolated, Firefox's clock has 20 µs steps (Chromium's 5 µs)
+        text = text.replace("Chromium", "Firefox", 1).replace("5 µs timer", "20 µs timer")
+        text = f"{text}; {page_measurement.POLLED_SYNC['firefox']}"
+    return text
