@@ -14,6 +14,7 @@ import pytest
 
 from pytest_dispatch import cli
 from pytest_dispatch.cli import engines
+from pytest_dispatch.judgement.status import ExitCode
 from pytest_dispatch.measurement import script
 from pytest_dispatch.measurement.gpu import GpuInfo
 
@@ -48,7 +49,7 @@ def test_an_adapter_that_computes_nothing_is_refused():
 
 
 def test_an_unknown_engine_is_bad_input(capsys):
-    assert cli.main(["engines", "--engines", "deno,safari"]) == cli.EXIT_BAD_INPUT
+    assert cli.main(["engines", "--engines", "deno,safari"]) == ExitCode.BAD_INPUT
     assert "--engines takes some of wgpu-native,dawn,chromium,firefox,deno,node (not safari)" in capsys.readouterr().err
 
 
@@ -70,7 +71,7 @@ def test_the_engines_count_the_workload_alike(tmp_path, capsys):
     measured = [entry["engine"] for entry in document["engines"]]
     if len(measured) < 3:
         pytest.skip(f"not measured here: {document['not_measured']}")
-    assert code == cli.EXIT_OK
+    assert code == ExitCode.OK
     assert measured == ["wgpu-native", "deno", "node"]
     for entry in document["engines"]:
         calls = entry["calls_per_call"]
@@ -88,7 +89,7 @@ def test_one_engine_is_never_a_pass(capsys):
     captured = capsys.readouterr()
     if "not measured: deno" in captured.out:
         pytest.skip(captured.out.splitlines()[-1])
-    assert code == cli.EXIT_NOTHING_COMPARED
+    assert code == ExitCode.NOTHING_COMPARED
     assert "1 engine measured: counts compared with no other engine" in captured.err
 
 
@@ -128,7 +129,7 @@ def test_firefox_counts_the_workload_as_deno_does(tmp_path):
                            "engines", "--engines", "firefox,deno", "--n", "20", "--rounds", "3", "--json", str(out)],
                           capture_output=True, text=True, timeout=300)
     document = json.loads(out.read_text())
-    assert document["not_measured"] == [] and done.returncode == cli.EXIT_OK, done.stderr
+    assert document["not_measured"] == [] and done.returncode == ExitCode.OK, done.stderr
     firefox, deno = document["engines"]
     assert firefox["calls_per_call"] == deno["calls_per_call"] and firefox["calls_per_call"]["dispatch"] == 20
     assert firefox["single_op_us"] is None and firefox["method"] == "slope between N=20 and N=10020"

@@ -348,10 +348,10 @@ def cmd_engines(args: argparse.Namespace) -> int:
     if differ:
         print(f"pytest-dispatch engines: counts per call or greedy tokens differ from {rows[0].engine}'s in "
               f"{', '.join(differ)}", file=sys.stderr)
-        return EXIT_REGRESSED
+        return ExitCode.FAILED
     if len(rows) < 2:
         raise NothingCompared(f"{len(rows)} engine measured: counts compared with no other engine")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
