@@ -108,6 +108,8 @@ def test_the_docs_blocks_run(doc, tmp_path, gpu_info):
     folder with a copy of examples/."""
     shutil.copytree(ROOT / "examples", tmp_path / "examples",
                     ignore=shutil.ignore_patterns("node_modules", "__pycache__", ".dispatch"))
+    if (ROOT / "node_modules").is_dir():  # the project's npm packages (Node's webgpu), as set-up installed them
+        (tmp_path / "node_modules").symlink_to(ROOT / "node_modules")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env.pop("PYTEST_ADDOPTS", None)
     tests, scripts, script = [], [], ["set -euo pipefail"]
