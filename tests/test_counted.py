@@ -63,7 +63,7 @@ def test_a_counted_session_saves_and_fails_a_host_side_regression(pytester, monk
     assert json.loads((pytester.path / "controller.json").read_text()) == {"on_valgrind": False}
     saved.assert_outcomes(passed=1)
     saved.stdout.fnmatch_lines(["*counted (callgrind *): host instructions of the calling thread, not wall*",
-                                "*instr/call*spread*", "*windows cut to 1 call by the call budget (rounds x per_round of measure()): *"])
+                                "*instr/call*spread*", "*windows cut to 1 call by the call budget (rounds x per_round of measure()):*"])
     document = json.loads((pytester.path / "base.json").read_text())
     section = document["pytest_dispatch"]
     assert section["schema"] == storage.SCHEMA_VERSION and section["counted"]["valgrind"].startswith("valgrind-")
