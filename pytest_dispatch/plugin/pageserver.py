@@ -1,6 +1,6 @@
 """The gpu_page fixture's HTTP server: 127.0.0.1, a free port, each test's folder mounted under a
 path of its own, cross-origin isolated (COOP/COEP: 5 µs timers and SharedArrayBuffer in pages),
-nothing cached; a worker's script is served with the page recorder in front of it."""
+nothing cached; every file served as it is on disk."""
 
 from __future__ import annotations
 
@@ -12,13 +12,11 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from pytest_dispatch.measurement import page as page_measurement
-
 BLANK = "/__dispatch__/blank.html"
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    """Serves the mounted folders cross-origin isolated; a worker's script gets the recorder in front."""
+    """Serves the mounted folders cross-origin isolated."""
 
     server: "PageServer"
     extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".js": "text/javascript",
@@ -43,11 +41,6 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path == BLANK:
             return self._send(b"<!doctype html><title>pytest-dispatch</title>", "text/html")
-        if self.headers.get("Sec-Fetch-Dest") in ("worker", "sharedworker"):
-            path = Path(self.translate_path(self.path))
-            if path.is_file():
-                script = page_measurement.recorder_script().encode() + path.read_bytes()
-                return self._send(script, "text/javascript")
         return super().do_GET()
 
     def _send(self, body: bytes, content_type: str) -> None:

@@ -1,0 +1,251 @@
+"""A page and every realm it makes, each given the recorder before its first script.
+
+The page's target is auto-attached to its frames and workers, paused at their start
+(``Target.setAutoAttach`` with ``waitForDebuggerOnStart``), recursively; shared and service
+workers of the page's browser context come the same way from the browser.  A paused worker gets
+the recorder by ``Runtime.evaluate`` and is resumed; a frame gets it as a script run in every
+new document (``Page.addScriptToEvaluateOnNewDocument``).  Nobody's source is rewritten.
+
+Counts are read from each realm, in that realm, when asked: a realm that cannot answer in time
+is named, never read from an old total; a worker that ended is taken at its last totals, which
+it tells before every message it posts (so before the page can know it finished).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from pytest_dispatch.measurement.page import RealmError
+from pytest_dispatch.plugin.cdp import BrowserGone, CallTimeout, Chromium, ProtocolError
+
+WORKERS = {"worker": "worker", "shared_worker": "shared worker", "service_worker": "service worker"}
+TELL = "__dispatchTell"  # the binding through which a worker tells its totals
+
+
+class Realm:
+    """One JS realm with the recorder: the page, a frame, or a worker."""
+
+    def __init__(self, session: str, context: int | None, kind: str, url: str, frame: str = "") -> None:
+        self.session, self.context, self.kind, self.url, self.frame = session, context, kind, url, frame
+        self.told: dict[str, Any] | None = None  # a worker's last totals, told by itself
+        # A worker is asked nothing before it has the recorder: until then it has run no script.
+        self.ready = context is not None
+        self.gone = False
+
+    def name(self) -> str:
+        return f"{self.kind} {self.url}" if self.url else self.kind
+
+
+class PageRealms:
+    """The realms of one page (its own browser context); ``open`` it, then read them."""
+
+    def __init__(self, browser: Chromium, recorder: str) -> None:
+        self.browser, self.recorder = browser, recorder
+        self._lock = threading.Lock()
+        self.realms: dict[tuple[str, int | None], Realm] = {}
+        self.targets: set[str] = set()
+        self._given: set[str] = set()  # worker sessions given the recorder
+        self.frame_urls: dict[str, str] = {}
+        self.thrown: list[dict[str, Any]] = []  # exceptionDetails of errors no realm caught
+        self.crashed: str | None = None
+        self.loaded = threading.Event()
+        self.context_id = browser.call("Target.createBrowserContext", {"disposeOnDetach": True})["browserContextId"]
+        self.target_id = browser.call("Target.createTarget", {"url": "about:blank",
+                                                              "browserContextId": self.context_id})["targetId"]
+        self.session = browser.call("Target.attachToTarget", {"targetId": self.target_id,
+                                                              "flatten": True})["sessionId"]
+        self.targets.add(self.target_id)
+        self.browser.handlers[self.session] = self._handler(self.session, "page")
+        for method, params in (("Runtime.addBinding", {"name": TELL}), ("Page.enable", None),
+                               ("Page.addScriptToEvaluateOnNewDocument",
+                                                        {"source": recorder}),
+                               ("Runtime.enable", None), ("Target.setAutoAttach", _AUTO_ATTACH)):
+            self.browser.call(method, params, self.session)
+
+    # Events, on the reader thread.
+
+    def adopt(self, parent: str, event: dict[str, Any]) -> None:
+        """A target attached paused: the recorder first, its own children next, then it runs."""
+        info, session = event["targetInfo"], event["sessionId"]
+        kind = info.get("type", "")
+        post = self.browser.post
+        with self._lock:
+            known = info["targetId"] in self.targets
+            self.targets.add(info["targetId"])
+        if known or (kind not in WORKERS and kind != "iframe"):
+            post("Runtime.runIfWaitingForDebugger", session=session)
+            post("Target.detachFromTarget", {"sessionId": session}, session=parent)
+            return
+        self.browser.handlers[session] = self._handler(session, kind)
+        post("Runtime.addBinding", {"name": TELL}, session=session)
+        if kind == "iframe":
+            post("Page.enable", session=session)
+            post("Page.addScriptToEvaluateOnNewDocument", {"source": self.recorder}, session=session)
+            post("Runtime.enable", session=session)
+        else:
+            with self._lock:
+                self.realms[(session, None)] = Realm(session, None, WORKERS[kind], info.get("url", ""))
+            # A worker's global scope may not exist yet while it is paused (a module worker's does
+            # not): it runs to the instant before its first script, where it gets the recorder.
+            post("Runtime.enable", session=session)
+            post("Debugger.enable", session=session)
+            post("Debugger.setInstrumentationBreakpoint", {"instrumentation": "beforeScriptExecution"},
+                 session=session)
+        post("Target.setAutoAttach", _AUTO_ATTACH, session=session)
+        post("Runtime.runIfWaitingForDebugger", session=session)
+
+    def _handler(self, session: str, kind: str):
+        def on_event(method: str, params: dict[str, Any]) -> None:
+            if method == "Target.attachedToTarget":
+                self.adopt(session, params)
+            elif method == "Target.detachedFromTarget":
+                self.browser.handlers.pop(params.get("sessionId", ""), None)
+                self._gone(params.get("sessionId", ""), "all")
+            elif method == "Runtime.executionContextCreated" and kind in ("page", "iframe"):
+                context = params["context"]
+                aux = context.get("auxData") or {}
+                if aux.get("isDefault"):
+                    frame = aux.get("frameId", "")
+                    where = "page" if frame == self.target_id else "frame"
+                    url = self.frame_urls.get(frame, context.get("origin", ""))
+                    with self._lock:
+                        self.realms[(session, context["id"])] = Realm(session, context["id"], where, url, frame)
+            elif method == "Runtime.executionContextDestroyed":
+                self._gone(session, params.get("executionContextId"))
+            elif method == "Runtime.executionContextsCleared" and kind in ("page", "iframe"):
+                self._gone(session, "all")
+            elif method == "Debugger.paused" and kind in WORKERS and session not in self._given:
+                self._given.add(session)
+                realm = self.realms.get((session, None))
+
+                def given(result: Any, error: Exception | None) -> None:
+                    if realm is not None:
+                        realm.ready = True
+
+                self.browser.post("Runtime.evaluate", {"expression": self.recorder}, session, given)
+                self.browser.post("Debugger.disable", session=session)
+                self.browser.post("Debugger.resume", session=session)
+            elif method == "Runtime.bindingCalled" and params.get("name") == TELL:
+                realm = self.realms.get((session, None)) or self.realms.get((session, params.get("executionContextId")))
+                if realm is not None:
+                    realm.told = json.loads(params["payload"])
+            elif method == "Runtime.exceptionThrown" and kind in ("page", "iframe"):
+                self.thrown.append(params.get("exceptionDetails", {}))
+            elif method == "Page.frameNavigated":
+                frame = params["frame"]
+                self.frame_urls[frame["id"]] = frame.get("url", "")
+                with self._lock:
+                    for realm in self.realms.values():
+                        if realm.frame == frame["id"]:
+                            realm.url = self.frame_urls[frame["id"]]
+            elif method == "Page.loadEventFired" and session == self.session:
+                self.loaded.set()
+            elif method == "Inspector.targetCrashed":
+                self.crashed = "its renderer crashed"
+        return on_event
+
+    def _gone(self, session: str, context: Any) -> None:
+        """Realms ended (a context, or all of a target's): each keeps the totals it last told."""
+        with self._lock:
+            for key, realm in list(self.realms.items()):
+                if key[0] == session and (context == "all" or key[1] == context) and not realm.gone:
+                    if realm.told is None:
+                        del self.realms[key]
+                    else:
+                        realm.gone = True
+
+    # Questions, from the test's thread.
+
+    def navigate(self, url: str, timeout: float) -> str | None:
+        """Go to ``url`` and wait for its load event; why not, or None."""
+        self.loaded.clear()
+        result = self.browser.call("Page.navigate", {"url": url}, self.session, timeout)
+        if result.get("errorText"):
+            return result["errorText"]
+        if not self.loaded.wait(timeout):
+            return f"its load event did not come in {timeout:g} s"
+        return None
+
+    def evaluate(self, expression: str, timeout: float, realm: Realm | None = None) -> dict[str, Any]:
+        """``expression`` awaited in ``realm`` (the page's own by default): Runtime.evaluate's result."""
+        params: dict[str, Any] = {"expression": expression, "awaitPromise": True, "returnByValue": True}
+        session = self.session
+        if realm is not None:
+            session = realm.session
+            if realm.context is not None:
+                params["contextId"] = realm.context
+        return self.browser.call("Runtime.evaluate", params, session, timeout)
+
+    def each(self, expression: str, timeout: float) -> list[tuple[Realm, Any]]:
+        """``expression`` in every live realm at once: (realm, value) pairs; a realm that does not
+        answer in ``timeout`` is a RealmError naming it (one that went away meanwhile is left out)."""
+        with self._lock:
+            live = [realm for realm in self.realms.values() if not realm.gone and realm.ready]
+        answers: dict[int, Any] = {}
+        done = threading.Event()
+        left = [len(live)]
+        if not live:
+            return []
+
+        def answered(index: int):
+            def then(result: Any, error: Exception | None) -> None:
+                answers[index] = error if error is not None else result
+                left[0] -= 1
+                if left[0] == 0:
+                    done.set()
+            return then
+
+        for index, realm in enumerate(live):
+            params: dict[str, Any] = {"expression": expression, "awaitPromise": True, "returnByValue": True}
+            if realm.context is not None:
+                params["contextId"] = realm.context
+            self.browser.post("Runtime.evaluate", params, realm.session, answered(index))
+        done.wait(timeout)
+        found = []
+        for index, realm in enumerate(live):
+            answer = answers.get(index)
+            if answer is None:
+                if realm.gone or (realm.session, realm.context) not in self.realms:
+                    continue
+                raise RealmError(f"the {realm.name()} did not answer in {timeout:g} s")
+            if isinstance(answer, BrowserGone):
+                raise answer
+            if isinstance(answer, ProtocolError):
+                if realm.gone or (realm.session, realm.context) not in self.realms:
+                    continue  # it went away while asked
+                raise RealmError(f"the {realm.name()} could not be asked: {answer}")
+            if "exceptionDetails" in answer:
+                raise RealmError(f"the {realm.name()}: {_exception_text(answer['exceptionDetails'])}")
+            found.append((realm, answer.get("result", {}).get("value")))
+        return found
+
+    def totals(self, timeout: float) -> list[tuple[Realm, dict[str, Any]]]:
+        """Every realm's totals: live ones asked now, ended workers as they last told."""
+        found = []
+        for realm, value in self.each("globalThis.__dispatch ? globalThis.__dispatch.own() : null", timeout):
+            if value is None:
+                raise RealmError(f"the {realm.name()} has no recorder (it was not reached before its first "
+                                 "script), so its WebGPU calls cannot be counted")
+            found.append((realm, value))
+        with self._lock:
+            found += [(realm, realm.told) for realm in self.realms.values() if realm.gone and realm.told]
+        return found
+
+    def close(self) -> None:
+        try:
+            self.browser.call("Target.disposeBrowserContext", {"browserContextId": self.context_id}, timeout=10)
+        except (ProtocolError, BrowserGone, CallTimeout):
+            pass
+        for session in [key[0] for key in self.realms] + [self.session]:
+            self.browser.handlers.pop(session, None)
+
+
+_AUTO_ATTACH = {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True}
+
+
+def _exception_text(details: dict[str, Any]) -> str:
+    exception = details.get("exception") or {}
+    return str(exception.get("description") or details.get("text") or "an exception").splitlines()[0]
+
