@@ -184,7 +184,7 @@ def test_hostile_pages_fail_with_the_js_error_or_skip_with_the_reason(pytester):
     result.stdout.fnmatch_lines(["*spin of *throws/index.html did not settle in 1 s*"])  # its renderer ended
     result.stdout.fnmatch_lines(["*missing is not a function of the page (it is undefined after 0.5 s)*"])
     result.stdout.fnmatch_lines(["*throws_on_load/index.html (uncaught) threw TypeError: *undefined*"])
-    result.stdout.fnmatch_lines(["page function of *throws/index.html threw Error: Execution context was destroyed*"])
+    result.stdout.fnmatch_lines(["page function of *throws/index.html threw Error: the page failed: *navigated*"])
     result.stdout.fnmatch_lines([
         "SKIPPED * gpu_page: *no_gpu/index.html: navigator.gpu is undefined",
         "SKIPPED * gpu_page: *no_adapter/index.html: navigator.gpu.requestAdapter() returned null",

@@ -131,9 +131,10 @@ def realms_difference(driver: PageDriver, after: list[tuple[Any, dict[str, Any]]
 def gpu_errors(driver: PageDriver, readings: list[tuple[Any, dict[str, Any]]]) -> str | None:
     """The first GPU error any realm has seen, as a failure's text (a WGSL error as the native one:
     the page's file and line of the ``createShaderModule`` call, the source line and a caret)."""
-    for realm, totals in readings:
-        for error in totals.get("errors") or ():
-            return escaped(describe_gpu_error(error, driver.realm_name(realm)))
+    found = [(error.get("kind") != "WGSL", realm, error) for realm, totals in readings
+             for error in totals.get("errors") or ()]  # a shader's own message first: it has the line
+    for _, realm, error in sorted(found, key=lambda item: item[0]):
+        return escaped(describe_gpu_error(error, driver.realm_name(realm)))
     return None
 
 
@@ -267,7 +268,8 @@ class PageFunction:
         try:
             return self._run("call")
         except (PageError, PageTimeout) as error:
-            return self.failed(error)
+            failure = error
+        return self.failed(failure)
 
     def count(self, calls: int = 1) -> recorder.Counts:
         """``calls`` calls, their WebGPU calls counted in every realm of the page; then every
@@ -280,9 +282,10 @@ class PageFunction:
             counted = realms_difference(self._driver, after, before)
             self._driver.sync(self.timeout)
             self._checked(self._driver.totals(self.timeout))
+            return page_counts(counted)
         except (PageError, PageTimeout, RealmError, GpuError) as error:
-            return self.failed(error)
-        return page_counts(counted)
+            failure = error
+        return self.failed(failure)
 
     # The measurement Source (measurement.sources.Source): dispatch_meter.measure(fn) takes it.
 
@@ -317,17 +320,20 @@ class PageFunction:
             value = self._run("round", calls)
             self._driver.sync(self.timeout)
             self._checked(self._driver.totals(self.timeout))
+            return RoundTime(wall_ns=int(value["wall_ns"]), sync_ns=int(value["sync_ns"]),
+                             host_ns=int(value["host_ns"]))
         except (PageError, PageTimeout, RealmError, GpuError) as error:
-            return self.failed(error)
-        return RoundTime(wall_ns=int(value["wall_ns"]), sync_ns=int(value["sync_ns"]), host_ns=int(value["host_ns"]))
+            failure = error
+        return self.failed(failure)
 
     def sync(self) -> None:
         """Wait until every device of every realm of the page has done its submitted work."""
         __tracebackhide__ = True
         try:
-            self._driver.sync(self.timeout)
+            return self._driver.sync(self.timeout)
         except (PageError, PageTimeout, RealmError) as error:
-            self.failed(error)
+            failure = error
+        self.failed(failure)
 
     def runs_on(self) -> GpuInfo | None:
         """The page's GPU (the browser and its adapter): a fingerprint of its own."""
