@@ -75,3 +75,16 @@ def test_workers_scripts_are_served_as_they_are_on_disk(gpu_page):
     request = urllib.request.Request(url, headers={"Sec-Fetch-Dest": "worker"})
     with urllib.request.urlopen(request) as answer:
         assert answer.read() == (REALMS / "worker.js").read_bytes()  # "use strict" and lines kept
+
+
+@pytest.mark.parametrize(("function", "adds"), [
+    ("inSharedWorker", 2),         # a shared worker from a URL
+    ("inSharedBlobWorker", 3),     # a shared worker from a Blob URL
+    ("inServiceWorker", 2),        # the page's service worker
+    ("inDataWorker", 2),           # a worker from a data URL, made and ended inside the call
+    ("inBlankFrame", 2),           # a frame without a URL, through its navigator.gpu
+])
+def test_workers_of_every_kind_are_counted_exactly(gpu_page, function, adds):
+    gpu_page.open(REALMS)
+    for _ in range(2):
+        assert gpu_page.count(function, adds).by_kernel == {"add": adds}

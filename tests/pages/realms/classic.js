@@ -1,6 +1,6 @@
 // The kernels of ../counted/kernels.js as a classic script (for importScripts): self.setUp.
-self.setUp = async function setUp() {
-  const adapter = await navigator.gpu.requestAdapter();
+self.setUp = async function setUp(gpu = navigator.gpu) {
+  const adapter = await gpu.requestAdapter();
   const device = await adapter.requestDevice();
   const module = device.createShaderModule({ code: `
     @group(0) @binding(0) var<storage, read_write> x: array<f32>;
@@ -24,7 +24,8 @@ self.setUp = async function setUp() {
     device.queue.submit([encoder.finish()]);
   };
 };
-// A realm's answer to "dispatch n": run them, then post "done" (after `busy` ms of blocking).
+// A realm's answer to "dispatch n": run them, then post "done" (after `busy` ms of blocking) to
+// the asker (a service worker's client) or back on `target` (a worker, a shared worker's port).
 self.serve = function serve(target, ready) {
   target.onmessage = async (event) => {
     const { adds, busy } = event.data;
@@ -32,6 +33,6 @@ self.serve = function serve(target, ready) {
     const until = performance.now() + (busy || 0);
     while (performance.now() < until) { /* blocked */ }
     run(adds);
-    target.postMessage("done");
+    (event.source && event.source.postMessage ? event.source : target).postMessage("done");
   };
 };
