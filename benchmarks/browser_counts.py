@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import statistics
 import sys
@@ -22,8 +23,10 @@ import time
 from pathlib import Path
 
 from pytest_dispatch.measurement import page as page_measurement
-from pytest_dispatch.plugin.page import LAUNCH_ARGS, descendants, find_browser
+from pytest_dispatch.plugin.cdp import Chromium
+from pytest_dispatch.plugin.page import LAUNCH_ARGS, _Driver, descendants, find_browser, probe_adapter
 from pytest_dispatch.plugin.pageserver import PageServer
+from pytest_dispatch.plugin.realms import PageRealms
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "browser" / "pages" / "add_scale"
 
@@ -52,14 +55,11 @@ COST = """async ([calls, wrapped]) => {
 
 
 def browser_resident_mib() -> tuple[float, float]:
-    """Memory of the browser's processes (this process's descendants but Playwright's driver,
-    node), from /proc, MiB: resident summed (a page shared by several processes counted in each),
+    """Memory of the browser's processes (this process's descendants), from /proc, MiB: resident summed (a page shared by several processes counted in each),
     and proportional (PSS: a shared page divided among its processes, what the browser adds)."""
     total = proportional = 0
     for current in descendants(os.getpid()):
         try:
-            if Path(f"/proc/{current}/comm").read_text().strip() == "node":
-                continue
             rss_pages = int(Path(f"/proc/{current}/statm").read_text().split()[1])
             pss_kib = next(int(line.split()[1]) for line in Path(f"/proc/{current}/smaps_rollup").open()
                            if line.startswith("Pss:"))
@@ -70,17 +70,20 @@ def browser_resident_mib() -> tuple[float, float]:
     return total / 2**20, proportional / 2**20
 
 
-def start_browser(playwright, executable: str, server: PageServer):
-    """A fresh browser with its context and a page of ``server`` probed for its adapter, and the seconds taken."""
+def start_browser(executable: str, server: PageServer):
+    """A fresh browser with a page of ``server`` probed for its adapter, and the seconds taken."""
     args = [*LAUNCH_ARGS, *(("--no-sandbox",) if os.geteuid() == 0 else ())]
     start = time.perf_counter()
-    browser = playwright.chromium.launch(executable_path=executable, headless=True, args=args)
-    context = browser.new_context()
-    context.add_init_script(script=page_measurement.recorder_script())
-    page = context.new_page()
-    page.goto(server.blank)
-    adapter = page.evaluate("ms => __dispatch.probe(ms)", 10_000)["value"]
-    return browser, context, page, adapter, time.perf_counter() - start
+    browser = Chromium(executable, tuple(args))
+    version = browser.call("Browser.getVersion")["product"].rpartition("/")[2]
+    page = PageRealms(browser, page_measurement.recorder_script())
+    page.navigate(server.blank, 30)
+    adapter, _ = probe_adapter(page, "the blank page")
+    return browser, version, page, adapter, time.perf_counter() - start
+
+
+def evaluate(page: PageRealms, function: str, arg) -> float:
+    return page.evaluate(f"({function})({json.dumps(arg)})", 120)["result"]["value"]
 
 
 def main() -> int:
@@ -89,8 +92,6 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=15)
     options = parser.parse_args()
-    from playwright.sync_api import sync_playwright
-
     executable = find_browser(None)
     if executable is None:
         print("browser_counts: no Chromium found (apt-get install chromium)", file=sys.stderr)
@@ -98,32 +99,28 @@ def main() -> int:
     server = PageServer()
     url = server.mount(EXAMPLE) + "index.html"
     seen, starts, memory = [], [], []
-    with sync_playwright() as playwright:
-        for _ in range(options.browsers):
-            browser, context, page, adapter, seconds = start_browser(playwright, executable, server)
-            starts.append(seconds)
-            memory.append(browser_resident_mib())
-            page.goto(url)
-            counts = []
-            for name, args in (("eager", [8]), ("fused", [8])):
-                function = page_measurement.PageFunction(page.evaluate, name, args=tuple(args))
-                function.count()  # the first call may set up
-                counted = function.count()
-                counts.append((name, counted.calls, counted.by_kernel))
-            seen.append(counts)
-            version = browser.version
-            context.close()
-            browser.close()
-        browser, context, page, adapter, _ = start_browser(playwright, executable, server)
-        page.evaluate(COST, [1000, True])  # warm both paths up
-        page.evaluate(COST, [1000, False])
-        added = []
-        for _ in range(options.rounds):
-            wrapped = page.evaluate(COST, [options.calls, True])
-            plain = page.evaluate(COST, [options.calls, False])
-            added.append((wrapped - plain) * 1000 / options.calls)
-        context.close()
+    for _ in range(options.browsers):
+        browser, version, page, adapter, seconds = start_browser(executable, server)
+        starts.append(seconds)
+        memory.append(browser_resident_mib())
+        page.navigate(url, 30)
+        counts = []
+        for name, args in (("eager", [8]), ("fused", [8])):
+            function = page_measurement.PageFunction(_Driver(page, url), name, args=tuple(args))
+            function.count()  # the first call may set up
+            counted = function.count()
+            counts.append((name, counted.calls, counted.by_kernel))
+        seen.append(counts)
         browser.close()
+    browser, version, page, adapter, _ = start_browser(executable, server)
+    evaluate(page, COST, [1000, True])  # warm both paths up
+    evaluate(page, COST, [1000, False])
+    added = []
+    for _ in range(options.rounds):
+        wrapped = evaluate(page, COST, [options.calls, True])
+        plain = evaluate(page, COST, [options.calls, False])
+        added.append((wrapped - plain) * 1000 / options.calls)
+    browser.close()
     server.close()
     info = page_measurement.page_gpu_info(version, adapter)
     print(f"command: python benchmarks/browser_counts.py --browsers {options.browsers} --calls {options.calls} "
