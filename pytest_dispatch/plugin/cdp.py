@@ -62,6 +62,12 @@ class Chromium:
         self._stderr_tail: list[str] = []
         threading.Thread(target=self._read, name="pytest-dispatch chromium", daemon=True).start()
         threading.Thread(target=self._drain_stderr, name="pytest-dispatch chromium stderr", daemon=True).start()
+        threading.Thread(target=self._watch, name="pytest-dispatch chromium exit", daemon=True).start()
+
+    def _watch(self) -> None:
+        """The browser's end, even where a process it left holds the pipe open (a crash handler)."""
+        status = self.process.wait()
+        self._end(f"the browser ended (exit status {status})")
 
     def _drain_stderr(self) -> None:
         for line in iter(self.process.stderr.readline, b""):
@@ -125,21 +131,23 @@ class Chromium:
         with self._lock:
             if self.gone:
                 waiter[2] = BrowserGone(self.gone)
-                waiter[0].set()
-                return waiter
-            self._next += 1
-            message: dict[str, Any] = {"id": self._next, "method": method, "params": params or {}}
-            if session:
-                message["sessionId"] = session
-            self._pending[self._next] = waiter
-            data = json.dumps(message).encode() + b"\0"
-            try:
-                while data:
-                    data = data[os.write(self._to_browser, data):]
-            except OSError:
-                self._pending.pop(self._next, None)
-                waiter[2] = BrowserGone("the browser's protocol pipe closed")
-                waiter[0].set()
+            else:
+                self._next += 1
+                message: dict[str, Any] = {"id": self._next, "method": method, "params": params or {}}
+                if session:
+                    message["sessionId"] = session
+                self._pending[self._next] = waiter
+                data = json.dumps(message).encode() + b"\0"
+                try:
+                    while data:
+                        data = data[os.write(self._to_browser, data):]
+                except OSError:
+                    self._pending.pop(self._next, None)
+                    waiter[2] = BrowserGone("the browser's protocol pipe closed")
+        if waiter[2] is not None:  # never sent: answered now
+            if callback is not None:
+                callback(None, waiter[2])
+            waiter[0].set()
         return waiter
 
     def post(self, method: str, params: dict[str, Any] | None = None, session: str = "",

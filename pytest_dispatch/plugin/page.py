@@ -268,7 +268,7 @@ class _Driver:
 def _as_error(outcome: dict[str, Any], what: str, timeout: float) -> Exception:
     if outcome.get("timeout"):
         return PageTimeout(f"{what} did not answer in {timeout:g} s")
-    return PageError(what, "Error", outcome["error"]["message"], "")
+    return RealmError(f"{what} could not be read: {outcome['error']['message']}")
 
 
 class _PageFunction(PageFunction):
