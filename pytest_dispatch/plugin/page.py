@@ -287,7 +287,7 @@ class _PageFunction(PageFunction):
     def failed(self, error: Exception) -> Any:
         __tracebackhide__ = True
         text = error.text() if isinstance(error, PageError) else str(error)
-        pytest.fail(escaped(self._owner.local_paths(text)), pytrace=False)
+        pytest.fail(escaped(self._owner.local_paths(text) + self._owner.unserved()), pytrace=False)
 
 
 class GpuPage:
@@ -312,7 +312,7 @@ class GpuPage:
             name = exception.get("className") or (head if message else "Error")
             where = f"{self.local_paths(self.url or '')} (uncaught)"
             text = PageError(where, name, message or head, description).text()
-            pytest.fail(self.local_paths(text), pytrace=False)
+            pytest.fail(escaped(self.local_paths(text) + self.unserved()), pytrace=False)
 
     @property
     def info(self) -> GpuInfo:
@@ -341,19 +341,40 @@ class GpuPage:
         except (BrowserGone, CallTimeout, ProtocolError) as error:
             why = _first_line(error)
         if why:
-            pytest.fail(escaped(f"gpu_page.open: {folder / page}: {why}"), pytrace=False)
+            pytest.fail(escaped(f"gpu_page.open: {folder / page}: {why}{self.unserved()}"), pytrace=False)
         self.fail_on_thrown()
         _, missing = probe_adapter(self.realms, str(folder / page))
         if missing:
             skip_or_fail(escaped(f"gpu_page: {folder / page}: {missing}"), self.required)
         return self
 
+    def _mounts(self) -> list[tuple[str, Path]]:
+        """(URL prefix, folder) of each folder the server serves."""
+        server = self.session.server
+        return [(server.mount(root), root) for root in list(server.mounts.values())]
+
     def local_paths(self, text: str) -> str:
         """``text`` with the server's URLs written as the folders they serve."""
-        server = self.session.server
-        for name, root in server.mounts.items():
-            text = text.replace(f"{server.origin}/{name}/", f"{_shown(root)}/")
+        for prefix, root in self._mounts():
+            text = text.replace(prefix, f"{_shown(root)}/")
         return text
+
+    def unserved(self) -> str:
+        """A line naming the files the page asked for and did not get, with why (a link out of
+        the served folder, such as a symlinked node_modules, is never served); or nothing."""
+        if self.realms is None:
+            return ""
+        named = []
+        for url in self.realms.not_found[:5]:  # the browser's own (a favicon) are under no folder
+            for prefix, root in self._mounts():
+                if url.startswith(prefix):
+                    path = root / url[len(prefix):].split("?")[0].split("#")[0]
+                    inside = os.path.realpath(path).startswith(str(root) + os.sep)
+                    why = ("no such file" if not os.path.lexists(path) else
+                           "a link out of the served folder: not served" if not inside else "not served")
+                    named.append(f"{_shown(path)} ({why})")
+                    break
+        return "\nthe page asked for files it did not get: " + ", ".join(named) if named else ""
 
     def _opened(self) -> None:
         __tracebackhide__ = True

@@ -49,6 +49,7 @@ class PageRealms:
         self._given: set[str] = set()  # worker sessions given the recorder
         self.frame_urls: dict[str, str] = {}
         self.thrown: list[dict[str, Any]] = []  # exceptionDetails of errors no realm caught
+        self.not_found: list[str] = []  # URLs any realm asked for and got no file (404)
         self.crashed: str | None = None
         self.loaded = threading.Event()
         self.context_id = browser.call("Target.createBrowserContext", {"disposeOnDetach": True})["browserContextId"]
@@ -61,7 +62,8 @@ class PageRealms:
         for method, params in (("Runtime.addBinding", {"name": TELL}), ("Page.enable", None),
                                ("Page.addScriptToEvaluateOnNewDocument",
                                                         {"source": recorder}),
-                               ("Runtime.enable", None), ("Target.setAutoAttach", _AUTO_ATTACH)):
+                               ("Runtime.enable", None), ("Network.enable", None),
+                               ("Target.setAutoAttach", _AUTO_ATTACH)):
             self.browser.call(method, params, self.session)
 
     # Events, on the reader thread.
@@ -84,12 +86,14 @@ class PageRealms:
             post("Page.enable", session=session)
             post("Page.addScriptToEvaluateOnNewDocument", {"source": self.recorder}, session=session)
             post("Runtime.enable", session=session)
+            post("Network.enable", session=session)
         else:
             with self._lock:
                 self.realms[(session, None)] = Realm(session, None, WORKERS[kind], info.get("url", ""))
             # A worker's global scope may not exist yet while it is paused (a module worker's does
             # not): it runs to the instant before its first script, where it gets the recorder.
             post("Runtime.enable", session=session)
+            post("Network.enable", session=session)
             post("Debugger.enable", session=session)
             post("Debugger.setInstrumentationBreakpoint", {"instrumentation": "beforeScriptExecution"},
                  session=session)
@@ -140,6 +144,9 @@ class PageRealms:
                     for realm in self.realms.values():
                         if realm.frame == frame["id"]:
                             realm.url = self.frame_urls[frame["id"]]
+            elif method == "Network.responseReceived" and params.get("response", {}).get("status") == 404:
+                if params["response"].get("url") not in self.not_found:
+                    self.not_found.append(params["response"].get("url"))
             elif method == "Page.loadEventFired" and session == self.session:
                 self.loaded.set()
             elif method == "Inspector.targetCrashed":
