@@ -5,7 +5,6 @@ The tests that start a browser skip, in one line, without Chromium."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest

@@ -88,3 +88,16 @@ def test_workers_of_every_kind_are_counted_exactly(gpu_page, function, adds):
     gpu_page.open(REALMS)
     for _ in range(2):
         assert gpu_page.count(function, adds).by_kernel == {"add": adds}
+
+
+def test_a_frame_the_recorder_cannot_reach_is_an_error_naming_it(pytester):
+    # a sandboxed about:srcdoc frame (an opaque origin, its own process) runs before it can be reached
+    pytester.makepyfile(test_unreached=f"""
+        def test_unreached(gpu_page):
+            gpu_page.open({str(REALMS)!r})
+            gpu_page.count("inSandboxedFrame", 2)
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--timeout=120")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["the frame about:srcdoc was not reached by the recorder before its first script "
+                                 "(a frame of another origin, say), so its WebGPU calls cannot be counted; *"])

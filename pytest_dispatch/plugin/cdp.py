@@ -94,8 +94,10 @@ class Chromium:
                     self._dispatch(json.loads(raw))
                 except Exception:  # noqa: BLE001 - a handler's bug must not end the reader
                     pass
-        self._end(f"the browser ended (exit status {self.process.poll()})" if self.process.poll() is not None
-                  else "the browser's protocol pipe closed")
+        try:  # the pipe closes as the browser ends: its exit status says more
+            self._end(f"the browser ended (exit status {self.process.wait(2)})")
+        except subprocess.TimeoutExpired:
+            self._end("the browser's protocol pipe closed")
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         if "id" in message:

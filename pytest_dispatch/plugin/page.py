@@ -114,6 +114,7 @@ class BrowserSession:
                     return f"gpu_page: Chromium {self.version} could not open a page: {why}"
                 self.adapter, missing = probe_adapter(page, f"Chromium {self.version}")
             finally:
+                self.pages.pop(page.context_id, None)
                 page.close()
         except (BrowserGone, CallTimeout, ProtocolError) as error:
             return f"gpu_page: Chromium {self.version} could not open a page: {_first_line(error)}"
@@ -290,6 +291,30 @@ class _PageFunction(PageFunction):
         pytest.fail(escaped(self._owner.local_paths(text) + self._owner.unserved()), pytrace=False)
 
 
+class _PageCounting(PageCounting):
+    """A counting scope whose uncounted realm or GPU error fails the test in one line."""
+
+    def __init__(self, owner: "GpuPage", *args: Any) -> None:
+        super().__init__(*args)
+        self._owner = owner
+
+    def _guarded(self, step, *args: Any) -> Any:
+        __tracebackhide__ = True
+        try:
+            return step(*args)
+        except (PageError, PageTimeout, RealmError, GpuError) as error:
+            failure = error.text() if isinstance(error, PageError) else str(error)
+        pytest.fail(escaped(self._owner.local_paths(failure) + self._owner.unserved()), pytrace=False)
+
+    def __enter__(self) -> recorder.Counts:
+        __tracebackhide__ = True
+        return self._guarded(super().__enter__)
+
+    def __exit__(self, *exc_info: Any) -> None:
+        __tracebackhide__ = True
+        self._guarded(super().__exit__, *exc_info)
+
+
 class GpuPage:
     """``gpu_page``: ``open(folder)`` a page, then ``count(js)``, ``function(name)`` (callable, and
     what ``dispatch_meter.measure`` takes), ``counting()``, ``evaluate(js)``."""
@@ -403,7 +428,7 @@ class GpuPage:
         for what a test does to the page between two points; ``dispatch_meter.count`` takes it."""
         __tracebackhide__ = True
         self._opened()
-        return PageCounting(_Driver(self.realms, self._where()), self._where())
+        return _PageCounting(self, _Driver(self.realms, self._where()), self._where())
 
     def evaluate(self, expression: str, arg: Any = None, timeout: float = page_measurement.DEFAULT_TIMEOUT) -> Any:
         """``expression`` evaluated in the page, awaited: a function's source is called with ``arg``."""

@@ -82,18 +82,17 @@ class PageRealms:
             return
         self.browser.handlers[session] = self._handler(session, kind)
         post("Runtime.addBinding", {"name": TELL}, session=session)
-        if kind == "iframe":
+        if kind == "iframe":  # its later documents get the recorder as the page's do
             post("Page.enable", session=session)
             post("Page.addScriptToEvaluateOnNewDocument", {"source": self.recorder}, session=session)
-            post("Runtime.enable", session=session)
-            post("Network.enable", session=session)
         else:
             with self._lock:
                 self.realms[(session, None)] = Realm(session, None, WORKERS[kind], info.get("url", ""))
+        post("Runtime.enable", session=session)
+        post("Network.enable", session=session)
+        if kind != "iframe":
             # A worker's global scope may not exist yet while it is paused (a module worker's does
             # not): it runs to the instant before its first script, where it gets the recorder.
-            post("Runtime.enable", session=session)
-            post("Network.enable", session=session)
             post("Debugger.enable", session=session)
             post("Debugger.setInstrumentationBreakpoint", {"instrumentation": "beforeScriptExecution"},
                  session=session)
@@ -231,10 +230,12 @@ class PageRealms:
     def totals(self, timeout: float) -> list[tuple[Realm, dict[str, Any]]]:
         """Every realm's totals: live ones asked now, ended workers as they last told."""
         found = []
-        for realm, value in self.each("globalThis.__dispatch ? globalThis.__dispatch.own() : null", timeout):
-            if value is None:
-                raise RealmError(f"the {realm.name()} has no recorder (it was not reached before its first "
-                                 "script), so its WebGPU calls cannot be counted")
+        for realm, value in self.each("globalThis.__dispatch ? globalThis.__dispatch.own() : "
+                                      "{missing: String(globalThis.location && location.href)}", timeout):
+            if "missing" in value:
+                raise RealmError(f"the {realm.kind} {value['missing']} was not reached by the recorder before its "
+                                 "first script (a frame of another origin, say), so its WebGPU calls cannot be "
+                                 "counted; count a page whose realms use WebGPU from the page's own origin")
             found.append((realm, value))
         with self._lock:
             found += [(realm, realm.told) for realm in self.realms.values() if realm.gone and realm.told]
