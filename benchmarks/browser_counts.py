@@ -2,9 +2,10 @@
 
 1. Counts: the example page's ``eager`` and ``fused`` functions (examples/browser) counted in
    ``--browsers`` fresh Chromium processes; every process must give the same counts.
-2. Cost: in one page, ``--calls`` ``dispatchWorkgroups`` calls encoded into one pass with the
-   recorder's wrappers in and out, interleaved over ``--rounds`` rounds; the added µs per call
-   (median of the rounds' differences, the page's clock: 5 µs steps over the whole loop).
+2. Cost: ``--calls`` ``dispatchWorkgroups`` calls encoded into one pass, in a page with the
+   recorder counting, the same page with counting off (the wrappers stay: what a timed round
+   pays) and a page without the recorder, interleaved over ``--rounds`` rounds; the added µs per
+   call (median of the rounds' differences, the page's clock: 5 µs steps over the whole loop).
 3. Start: seconds from launching the browser to its adapter probed (what the gpu_page fixture
    pays once per session), and the memory of the browser's processes then (resident and proportional).
 
@@ -24,9 +25,9 @@ from pathlib import Path
 
 from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.plugin.cdp import Chromium
-from pytest_dispatch.plugin.page import LAUNCH_ARGS, _Driver, descendants, find_browser, probe_adapter
+from pytest_dispatch.plugin.page import LAUNCH_ARGS, find_browser, probe_adapter
 from pytest_dispatch.plugin.pageserver import PageServer
-from pytest_dispatch.plugin.realms import PageRealms
+from pytest_dispatch.plugin.realms import Driver, PageRealms, descendants
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "browser" / "pages" / "add_scale"
 
@@ -37,7 +38,7 @@ COST = """async ([calls, wrapped]) => {
   const pipeline = window.__benchPipeline ||
       (window.__benchPipeline = device.createComputePipeline({ label: "empty", layout: "auto",
                                                                compute: { module, entryPoint: "main" } }));
-  __dispatch.setWrapped(wrapped);
+  if (globalThis.__dispatch) __dispatch.setWrapped(wrapped);
   try {
     const encoder = device.createCommandEncoder();
     const pass = encoder.beginComputePass();
@@ -49,7 +50,7 @@ COST = """async ([calls, wrapped]) => {
     encoder.finish();
     return ms;
   } finally {
-    __dispatch.setWrapped(true);
+    if (globalThis.__dispatch) __dispatch.setWrapped(true);
   }
 }"""
 
@@ -106,20 +107,25 @@ def main() -> int:
         page.navigate(url, 30)
         counts = []
         for name, args in (("eager", [8]), ("fused", [8])):
-            function = page_measurement.PageFunction(_Driver(page, url), name, args=tuple(args))
+            function = page_measurement.PageFunction(Driver(page, url), name, args=tuple(args))
             function.count()  # the first call may set up
             counted = function.count()
             counts.append((name, counted.calls, counted.by_kernel))
         seen.append(counts)
         browser.close()
     browser, version, page, adapter, _ = start_browser(executable, server)
-    evaluate(page, COST, [1000, True])  # warm both paths up
-    evaluate(page, COST, [1000, False])
-    added = []
+    bare = PageRealms(browser, "")  # a page without the recorder: the calls as the browser makes them
+    bare.navigate(server.blank, 30)
+    for on in (True, False):  # warm every path up
+        evaluate(page, COST, [1000, on])
+    evaluate(bare, COST, [1000, False])
+    added, whole = [], []
     for _ in range(options.rounds):
         wrapped = evaluate(page, COST, [options.calls, True])
         plain = evaluate(page, COST, [options.calls, False])
+        native = evaluate(bare, COST, [options.calls, False])
         added.append((wrapped - plain) * 1000 / options.calls)
+        whole.append((wrapped - native) * 1000 / options.calls)
     browser.close()
     server.close()
     info = page_measurement.page_gpu_info(version, adapter)
@@ -132,8 +138,9 @@ def main() -> int:
         shown = {kind: n for kind, n in calls.items() if n}
         print(f"counts of {name}(8): {shown}, by kernel {by_kernel}")
     print(f"counts equal across {len(seen)} fresh browser processes: {'yes' if same else 'NO'}")
-    print(f"recorder cost per wrapped dispatchWorkgroups: {statistics.median(added):.3f} µs median "
-          f"(rounds {min(added):.3f} to {max(added):.3f})")
+    print(f"recorder cost per wrapped dispatchWorkgroups, counting against none: {statistics.median(whole):.3f} µs "
+          f"median (rounds {min(whole):.3f} to {max(whole):.3f}); counting on against off (what a timed round "
+          f"leaves in): {statistics.median(added):.3f} µs (rounds {min(added):.3f} to {max(added):.3f})")
     print(f"browser start to adapter probed: median {statistics.median(starts):.2f} s "
           f"({min(starts):.2f}-{max(starts):.2f}); memory of the browser's processes: "
           f"median {statistics.median(m[0] for m in memory):.0f} MiB summed (shared pages counted in each), "

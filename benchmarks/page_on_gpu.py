@@ -24,9 +24,9 @@ from pathlib import Path
 from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.measurement.meter import DispatchMeter
 from pytest_dispatch.plugin.cdp import Chromium
-from pytest_dispatch.plugin.page import LAUNCH_ARGS, _Driver, probe_adapter
+from pytest_dispatch.plugin.page import LAUNCH_ARGS, probe_adapter
 from pytest_dispatch.plugin.pageserver import PageServer
-from pytest_dispatch.plugin.realms import PageRealms
+from pytest_dispatch.plugin.realms import Driver, PageRealms
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "browser" / "pages" / "add_scale"
 
@@ -57,7 +57,7 @@ def main() -> int:
         print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; CPUs: {os.cpu_count()}")
         print(f"adapter: {page_measurement.describe_adapter(version, adapter)}")
         for name, per_round in (("eager", 2), ("fused", 5)):
-            function = page_measurement.PageFunction(_Driver(page, url), name, args=(options.steps,), info=info,
+            function = page_measurement.PageFunction(Driver(page, url), name, args=(options.steps,), info=info,
                                                      timeout=120.0)
             measurement = meter.measure(function, rounds=options.rounds, per_round=per_round)
             sync_ms = statistics.median(measurement.sync_us) / 1000

@@ -14,7 +14,7 @@ from pytest_dispatch.plugin.page import BROWSERS, find_browser
 PAGES = Path(__file__).resolve().parent / "pages"
 
 _MISSING = None if find_browser(None) else f"no Chromium ({', '.join(BROWSERS)}): apt-get install chromium"
-needs_browser = needs_chromium = pytest.mark.skipif(_MISSING is not None, reason=str(_MISSING))
+needs_browser = pytest.mark.skipif(_MISSING is not None, reason=str(_MISSING))
 
 
 @needs_browser
@@ -262,7 +262,7 @@ def test_no_browser_skips_in_one_line_and_fails_with_gpu_required(pytester):
     assert "def gpu_browser" not in result.stdout.str()
 
 
-@needs_chromium
+@needs_browser
 @pytest.mark.gpu
 def test_pages_need_no_browser_driver_package(pytester, monkeypatch):
     # the fixture speaks Chromium's DevTools protocol on a pipe itself

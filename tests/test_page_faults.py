@@ -23,7 +23,7 @@ from pathlib import Path
 PAGES = Path({str(PAGES)!r})
 
 def kill_browser(gpu_page):  # the browser and its processes (under a launcher script, too)
-    from pytest_dispatch.plugin.page import descendants
+    from pytest_dispatch.plugin.realms import descendants
 
     root = gpu_page.session.browser.process.pid
     for pid in [root, *descendants(root)]:

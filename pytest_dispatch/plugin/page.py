@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.page import (GpuError, PageCounting, PageError, PageFunction, PageTimeout,
                                               RealmError, escaped)
+from pytest_dispatch.plugin.realms import Driver, as_error, first_line
 from pytest_dispatch.plugin.session import GPU_FIXTURES
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -35,7 +35,6 @@ LAUNCH_ARGS = ("--enable-unsafe-webgpu", "--enable-unsafe-swiftshader", "--disab
                "--use-mock-keychain", "--disable-breakpad", "--disable-dev-shm-usage")
 PROBE_TIMEOUT = 10.0  # seconds requestAdapter() may take
 OPEN_TIMEOUT = 30.0  # seconds a page may take to load
-BLOCKED_GRACE = 2.0  # seconds past a function's time-out before its page counts as blocked (Linux: /proc)
 PAGE_FIXTURES = frozenset({"gpu_page", "gpu_browser"})
 PAGE_METER = frozenset({"dispatch_meter"})  # in a page test it measures the page, not the wgpu adapter
 STORING = ("dispatch_save", "dispatch_compare", "dispatch_accept", "dispatch_json")
@@ -51,10 +50,6 @@ def find_browser(named: str | None) -> str | None:
     if named:
         return shutil.which(named) or (named if Path(named).is_file() else None)
     return next((path for path in map(shutil.which, BROWSERS) if path), None)
-
-
-def _first_line(error: BaseException) -> str:
-    return escaped((str(error).strip().splitlines() or [type(error).__name__])[0])
 
 
 class BrowserSession:
@@ -105,7 +100,7 @@ class BrowserSession:
         except (OSError, BrowserGone, CallTimeout, ProtocolError) as error:
             words = self.browser.last_words() if self.browser is not None else ""
             self.close_browser()
-            return f"gpu_page: {self.executable} did not start: {_first_line(error)}{f' ({words})' if words else ''}"
+            return f"gpu_page: {self.executable} did not start: {first_line(error)}{f' ({words})' if words else ''}"
         try:
             page = self.new_page()
             try:
@@ -117,7 +112,7 @@ class BrowserSession:
                 self.pages.pop(page.context_id, None)
                 page.close()
         except (BrowserGone, CallTimeout, ProtocolError) as error:
-            return f"gpu_page: Chromium {self.version} could not open a page: {_first_line(error)}"
+            return f"gpu_page: Chromium {self.version} could not open a page: {first_line(error)}"
         return f"gpu_page: Chromium {self.version}: {missing} (WebGPU is off in this browser)" if missing else None
 
     def _on_browser_event(self, method: str, params: dict[str, Any]) -> None:
@@ -186,7 +181,7 @@ def probe_adapter(page: Any, where: str) -> tuple[dict[str, Any] | None, str | N
     """The adapter a page gets (vendor, architecture, description, fallback, features), or None
     and why there is none; a request that does not settle in PROBE_TIMEOUT is a reason too, and so
     is a page that does not answer at all (its event loop blocked)."""
-    driver = _Driver(page, where)
+    driver = Driver(page, where)
     probe = PageFunction(driver, "probe", timeout=PROBE_TIMEOUT, where=where)
     try:
         found = probe.settled(driver.call("probe", [int(PROBE_TIMEOUT * 1000)], PROBE_TIMEOUT))
@@ -209,67 +204,6 @@ def browser_session(config: pytest.Config) -> BrowserSession:
     if _SESSION_KEY not in config.stash:
         config.stash[_SESSION_KEY] = BrowserSession(config)
     return config.stash[_SESSION_KEY]
-
-
-class _Driver:
-    """A page's realms as the measurement layer asks them (``measurement.page.PageDriver``); every
-    question bounded: a page that does not answer 2 s past the time-out has its renderers ended
-    (a page blocked for good) and the question is a time-out."""
-
-    def __init__(self, page: Any, where: str) -> None:
-        self.page, self.where = page, where
-
-    def _bounded(self, ask, timeout: float):
-        from pytest_dispatch.plugin.cdp import BrowserGone, CallTimeout, ProtocolError
-
-        try:
-            return ask(timeout + BLOCKED_GRACE)
-        except CallTimeout:
-            _end_renderers(self.page.browser)
-            return {"timeout": True}
-        except RealmError as error:
-            if "did not answer" in str(error):
-                _end_renderers(self.page.browser)
-            raise
-        except (BrowserGone, ProtocolError) as error:
-            if self.page.crashed:
-                error = self.page.crashed
-            return {"error": {"name": "Error", "message": f"the page failed: {_first_line(error)}", "stack": ""}}
-
-    def call(self, method: str, args: list[Any], timeout: float) -> Any:
-        import json
-
-        expression = f"globalThis.__dispatch && globalThis.__dispatch.{method}(...{json.dumps(args)})"
-        outcome = self._bounded(lambda limit: self.page.evaluate(expression, limit), timeout)
-        if "result" in outcome:
-            return outcome["result"].get("value")
-        if "exceptionDetails" in outcome:
-            details = outcome["exceptionDetails"]
-            exception = details.get("exception") or {}
-            text = str(exception.get("description") or details.get("text") or "")
-            return {"error": {"name": "Error", "message": text.splitlines()[0] if text else "", "stack": ""}}
-        return outcome
-
-    def totals(self, timeout: float) -> list[tuple[Any, dict[str, Any]]]:
-        found = self._bounded(self.page.totals, timeout)
-        if isinstance(found, dict):
-            raise _as_error(found, f"the realms of {self.where}", timeout)
-        return found
-
-    def sync(self, timeout: float) -> None:
-        found = self._bounded(lambda limit: self.page.each(
-            "globalThis.__dispatch ? globalThis.__dispatch.sync().then(() => true) : true", limit), timeout)
-        if isinstance(found, dict):
-            raise _as_error(found, f"a sync of {self.where}", timeout)
-
-    def realm_name(self, realm: Any) -> str:
-        return escaped(realm.name())
-
-
-def _as_error(outcome: dict[str, Any], what: str, timeout: float) -> Exception:
-    if outcome.get("timeout"):
-        return PageTimeout(f"{what} did not answer in {timeout:g} s")
-    return RealmError(f"{what} could not be read: {outcome['error']['message']}")
 
 
 class _PageFunction(PageFunction):
@@ -364,7 +298,7 @@ class GpuPage:
             self.realms = self.session.new_page()
             why = self.realms.navigate(self.url, OPEN_TIMEOUT)
         except (BrowserGone, CallTimeout, ProtocolError) as error:
-            why = _first_line(error)
+            why = first_line(error)
         if why:
             pytest.fail(escaped(f"gpu_page.open: {folder / page}: {why}{self.unserved()}"), pytrace=False)
         self.fail_on_thrown()
@@ -415,7 +349,7 @@ class GpuPage:
         ``args`` (JSON-like): ``fn()`` calls it, ``dispatch_meter.measure(fn)`` measures it."""
         __tracebackhide__ = True
         self._opened()
-        return _PageFunction(self, _Driver(self.realms, self._where()), target, args=args, timeout=timeout,
+        return _PageFunction(self, Driver(self.realms, self._where()), target, args=args, timeout=timeout,
                              where=self._where(), name=name, info=self.info)
 
     def count(self, target: str, *args: Any, timeout: float = page_measurement.DEFAULT_TIMEOUT) -> recorder.Counts:
@@ -428,7 +362,7 @@ class GpuPage:
         for what a test does to the page between two points; ``dispatch_meter.count`` takes it."""
         __tracebackhide__ = True
         self._opened()
-        return _PageCounting(self, _Driver(self.realms, self._where()), self._where())
+        return _PageCounting(self, Driver(self.realms, self._where()), self._where())
 
     def evaluate(self, expression: str, arg: Any = None, timeout: float = page_measurement.DEFAULT_TIMEOUT) -> Any:
         """``expression`` evaluated in the page, awaited: a function's source is called with ``arg``."""
@@ -440,7 +374,7 @@ class GpuPage:
         wrapped = (f"(async () => {{ let f; try {{ f = (0, eval)('(' + {source} + ')'); }} catch (e) "
                    f"{{ return await (0, eval)({source}); }} return typeof f === 'function' ? "
                    f"await f({json.dumps(arg)}) : await f; }})()")
-        fn = _PageFunction(self, _Driver(self.realms, self._where()), "evaluate", where=self._where(),
+        fn = _PageFunction(self, Driver(self.realms, self._where()), "evaluate", where=self._where(),
                            timeout=timeout)
         outcome = fn._driver._bounded(lambda limit: self.realms.evaluate(wrapped, limit), timeout)
         if "exceptionDetails" in outcome:
@@ -449,7 +383,7 @@ class GpuPage:
             fn.failed(PageError(f"evaluate in {self._where()}", "Error", description.splitlines()[0] if
                                 description else "", description))
         if "result" not in outcome:
-            fn.failed(_as_error(outcome, f"evaluate in {self._where()}", timeout))
+            fn.failed(as_error(outcome, f"evaluate in {self._where()}", timeout))
         return outcome["result"].get("value")
 
     def close(self) -> None:
@@ -457,38 +391,6 @@ class GpuPage:
             self.session.pages.pop(self.realms.context_id, None)
             self.realms.close()
         self.realms = None
-
-
-def _end_renderers(browser: Any) -> None:
-    """End the renderer processes of the page's browser (a page blocked for good): the page
-    crashes, what waited on it returns, the session's browser goes on."""
-    root = getattr(getattr(browser, "process", None), "pid", None) or os.getpid()
-    for pid in descendants(root):
-        try:
-            if b"--type=renderer" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass  # gone already, or not ours to end
-
-
-def descendants(root: int) -> list[int]:
-    """Every process below ``root`` (none where there is no /proc)."""
-    children: dict[int, list[int]] = {}
-    if not Path("/proc").is_dir():
-        return []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
-    found, todo = [], list(children.get(root, ()))
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, ()))
-    return found
 
 
 def _shown(path: Path) -> str:

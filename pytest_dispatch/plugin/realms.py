@@ -14,11 +14,26 @@ it tells before every message it posts (so before the page can know it finished)
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
+from pathlib import Path
 from typing import Any
 
-from pytest_dispatch.measurement.page import RealmError
+from pytest_dispatch.measurement.page import PageError, PageTimeout, RealmError, escaped
 from pytest_dispatch.plugin.cdp import BrowserGone, CallTimeout, Chromium, ProtocolError
+
+BLOCKED_GRACE = 2.0  # seconds past a function's time-out before its page counts as blocked (Linux: /proc)
+
+
+class Unanswered(RealmError):
+    """A realm gave no answer in time (busy past the time-out, or blocked for good)."""
+
+
+def first_line(error: BaseException) -> str:
+    """An error's first line, control characters escaped."""
+    return escaped((str(error).strip().splitlines() or [type(error).__name__])[0])
+
 
 WORKERS = {"worker": "worker", "shared_worker": "shared worker", "service_worker": "service worker"}
 TELL = "__dispatchTell"  # the binding through which a worker tells its totals
@@ -39,7 +54,7 @@ class Realm:
 
 
 class PageRealms:
-    """The realms of one page (its own browser context); ``open`` it, then read them."""
+    """The realms of one page (a browser context of its own): ``navigate`` it, then ask them."""
 
     def __init__(self, browser: Chromium, recorder: str) -> None:
         self.browser, self.recorder = browser, recorder
@@ -60,8 +75,7 @@ class PageRealms:
         self.targets.add(self.target_id)
         self.browser.handlers[self.session] = self._handler(self.session, "page")
         for method, params in (("Runtime.addBinding", {"name": TELL}), ("Page.enable", None),
-                               ("Page.addScriptToEvaluateOnNewDocument",
-                                                        {"source": recorder}),
+                               ("Page.addScriptToEvaluateOnNewDocument", {"source": recorder}),
                                ("Runtime.enable", None), ("Network.enable", None),
                                ("Target.setAutoAttach", _AUTO_ATTACH)):
             self.browser.call(method, params, self.session)
@@ -215,7 +229,7 @@ class PageRealms:
             if answer is None:
                 if realm.gone or (realm.session, realm.context) not in self.realms:
                     continue
-                raise RealmError(f"the {realm.name()} did not answer in {timeout:g} s")
+                raise Unanswered(f"the {realm.name()} did not answer in {timeout:g} s")
             if isinstance(answer, BrowserGone):
                 raise answer
             if isinstance(answer, ProtocolError):
@@ -248,6 +262,94 @@ class PageRealms:
             pass
         for session in [key[0] for key in self.realms] + [self.session]:
             self.browser.handlers.pop(session, None)
+
+
+class Driver:
+    """A page's realms as the measurement layer asks them (``measurement.page.PageDriver``); every
+    question bounded: a page that does not answer 2 s past the time-out has its renderers ended
+    (a page blocked for good) and the question is a time-out."""
+
+    def __init__(self, page: Any, where: str) -> None:
+        self.page, self.where = page, where
+
+    def _bounded(self, ask, timeout: float):
+        try:
+            return ask(timeout + BLOCKED_GRACE)
+        except CallTimeout:
+            _end_renderers(self.page.browser)
+            return {"timeout": True}
+        except Unanswered:
+            _end_renderers(self.page.browser)
+            raise
+        except (BrowserGone, ProtocolError) as error:
+            if self.page.crashed:
+                error = self.page.crashed
+            return {"error": {"name": "Error", "message": f"the page failed: {first_line(error)}", "stack": ""}}
+
+    def call(self, method: str, args: list[Any], timeout: float) -> Any:
+        expression = f"globalThis.__dispatch && globalThis.__dispatch.{method}(...{json.dumps(args)})"
+        outcome = self._bounded(lambda limit: self.page.evaluate(expression, limit), timeout)
+        if "result" in outcome:
+            return outcome["result"].get("value")
+        if "exceptionDetails" in outcome:
+            details = outcome["exceptionDetails"]
+            exception = details.get("exception") or {}
+            text = str(exception.get("description") or details.get("text") or "")
+            return {"error": {"name": "Error", "message": text.splitlines()[0] if text else "", "stack": ""}}
+        return outcome
+
+    def totals(self, timeout: float) -> list[tuple[Any, dict[str, Any]]]:
+        found = self._bounded(self.page.totals, timeout)
+        if isinstance(found, dict):
+            raise as_error(found, f"the realms of {self.where}", timeout)
+        return found
+
+    def sync(self, timeout: float) -> None:
+        found = self._bounded(lambda limit: self.page.each(
+            "globalThis.__dispatch ? globalThis.__dispatch.sync().then(() => true) : true", limit), timeout)
+        if isinstance(found, dict):
+            raise as_error(found, f"a sync of {self.where}", timeout)
+
+    def realm_name(self, realm: Any) -> str:
+        return escaped(realm.name())
+
+
+def as_error(outcome: dict[str, Any], what: str, timeout: float) -> Exception:
+    if outcome.get("timeout"):
+        return PageTimeout(f"{what} did not answer in {timeout:g} s")
+    return RealmError(f"{what} could not be read: {outcome['error']['message']}")
+
+
+def _end_renderers(browser: Any) -> None:
+    """End the renderer processes of the page's browser (a page blocked for good): the page
+    crashes, what waited on it returns, the session's browser goes on."""
+    root = getattr(getattr(browser, "process", None), "pid", None) or os.getpid()
+    for pid in descendants(root):
+        try:
+            if b"--type=renderer" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass  # gone already, or not ours to end
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` (none where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    if not Path("/proc").is_dir():
+        return []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, ()))
+    return found
 
 
 _AUTO_ATTACH = {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True}
