@@ -69,6 +69,18 @@ def test_a_wgsl_error_fails_with_the_page_s_file_line_and_a_caret(pytester):
     ])
 
 
+def test_a_validation_error_fails_the_count_with_the_gpu_s_message(pytester):
+    pytester.makepyfile(test_invalid=f"""
+        def test_invalid(gpu_page):
+            gpu_page.open({str(REALMS)!r})
+            gpu_page.count("invalidBuffer")
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--timeout=120")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["invalidBuffer of *realms/index.html: its WebGPU work failed, nothing is measured:",
+                                 "GPUValidationError in the page *realms/index.html (device '?'): *usage*"])
+
+
 def test_workers_scripts_are_served_as_they_are_on_disk(gpu_page):
     gpu_page.open(REALMS)
     url = gpu_page.evaluate("new URL('worker.js', location.href).href")
