@@ -13,7 +13,7 @@ import fcntl
 import json
 import os
 import shutil
-import subprocess
+import signal
 import tempfile
 import threading
 from typing import Any, Callable
@@ -38,25 +38,12 @@ class Chromium:
 
     def __init__(self, executable: str, args: tuple[str, ...]) -> None:
         self.profile = tempfile.mkdtemp(prefix="pytest-dispatch-chromium-")
-        to_browser_r, self._to_browser = os.pipe()
-        self._from_browser, from_browser_w = os.pipe()
-
-        def in_child() -> None:  # Chromium reads the protocol from fd 3 and writes it to fd 4
-            reading, writing = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_browser_r, from_browser_w))
-            os.dup2(reading, 3)
-            os.dup2(writing, 4)
-
         command = [executable, "--headless", "--remote-debugging-pipe", f"--user-data-dir={self.profile}",
                    "--no-startup-window", *args]
-        try:
-            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.PIPE, preexec_fn=in_child, pass_fds=(3, 4))
-        finally:
-            os.close(to_browser_r)
-            os.close(from_browser_w)
+        self._to_browser, self._from_browser, self.process = _spawn(command)
         self._lock = threading.Lock()
         self._next = 0
-        self._pending: dict[int, list[Any]] = {}  # id -> [event, result, error]
+        self._pending: dict[int, list[Any]] = {}  # id -> [event, result, error, callback]
         self.handlers: dict[str, Handler] = {}  # session id ("" the browser) -> its events
         self.gone: str | None = None  # why the browser can no longer be asked
         self._stderr_tail: list[str] = []
@@ -66,7 +53,7 @@ class Chromium:
 
     def _watch(self) -> None:
         """The browser's end, even where a process it left holds the pipe open (a crash handler)."""
-        status = self.process.wait()
+        status = self.process.reap()
         self._end(f"the browser ended (exit status {status})")
 
     def _drain_stderr(self) -> None:
@@ -94,10 +81,9 @@ class Chromium:
                     self._dispatch(json.loads(raw))
                 except Exception:  # noqa: BLE001 - a handler's bug must not end the reader
                     pass
-        try:  # the pipe closes as the browser ends: its exit status says more
-            self._end(f"the browser ended (exit status {self.process.wait(2)})")
-        except subprocess.TimeoutExpired:
-            self._end("the browser's protocol pipe closed")
+        status = self.process.wait(2)  # the pipe closes as the browser ends: its exit status says more
+        self._end(f"the browser ended (exit status {status})" if status is not None
+                  else "the browser's protocol pipe closed")
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         if "id" in message:
@@ -173,11 +159,9 @@ class Chromium:
                 self.call("Browser.close", timeout=5)
             except (ProtocolError, BrowserGone, CallTimeout):
                 pass
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
+            if self.process.wait(5) is None:
                 self.process.kill()
-                self.process.wait()
+                self.process.wait(5)
         self._end("the browser was closed")
         for fd in (self._to_browser, self._from_browser):
             try:
@@ -185,3 +169,59 @@ class Chromium:
             except OSError:
                 pass
         shutil.rmtree(self.profile, ignore_errors=True)
+
+
+class Process:
+    """A started browser: its pid, its stderr, and its exit status once reaped (by one thread)."""
+
+    def __init__(self, pid: int, stderr: Any) -> None:
+        self.pid, self.stderr = pid, stderr
+        self.returncode: int | None = None
+        self._ended = threading.Event()
+
+    def reap(self) -> int:
+        """Wait for the end (the watching thread only); the exit status, or -signal."""
+        _, status = os.waitpid(self.pid, 0)
+        self.returncode = os.waitstatus_to_exitcode(status)
+        self._ended.set()
+        return self.returncode
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The exit status once it ended within ``timeout`` seconds (None: however long), else None."""
+        self._ended.wait(timeout)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _spawn(command: list[str]) -> tuple[int, int, Process]:
+    """Start ``command`` with the protocol on its fds 3 (commands in) and 4 (answers out), spawned
+    (no Python runs in the child: safe beside this process's threads); our ends of both pipes."""
+    to_browser_r, to_browser = os.pipe()
+    from_browser, from_browser_w = os.pipe()
+    errors_r, errors_w = os.pipe()
+    # above 4 first, so that placing them on 3 and 4 never overwrites one with the other
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (to_browser_r, from_browser_w)]
+    devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    actions = [(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1),
+               (os.POSIX_SPAWN_DUP2, errors_w, 2), (os.POSIX_SPAWN_DUP2, high[0], 3),
+               (os.POSIX_SPAWN_DUP2, high[1], 4)]
+    try:
+        executable = shutil.which(command[0]) or command[0]
+        pid = os.posix_spawn(executable, command, os.environ, file_actions=actions)
+    except OSError:
+        for fd in (to_browser, from_browser, errors_r):
+            os.close(fd)
+        raise
+    finally:
+        for fd in (to_browser_r, from_browser_w, errors_w, devnull, *high):
+            os.close(fd)
+    return to_browser, from_browser, Process(pid, os.fdopen(errors_r, "rb"))
