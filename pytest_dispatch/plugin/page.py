@@ -23,7 +23,7 @@ from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.page import (GpuError, PageCounting, PageError, PageFunction, PageTimeout,
                                               RealmError, escaped)
-from pytest_dispatch.plugin.realms import Driver, as_error, first_line
+from pytest_dispatch.plugin.realms import Driver, as_error, first_line, follow_browser_workers
 from pytest_dispatch.plugin.session import GPU_FIXTURES
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -40,9 +40,6 @@ PAGE_METER = frozenset({"dispatch_meter"})  # in a page test it measures the pag
 STORING = ("dispatch_save", "dispatch_compare", "dispatch_accept", "dispatch_json")
 _SESSION_KEY = pytest.StashKey["BrowserSession"]()
 PAGE_GPU_KEY = pytest.StashKey[GpuInfo]()
-# Shared and service workers are the browser's targets, not the page's: the browser auto-attaches them.
-_BROWSER_WORKERS = {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True,
-                    "filter": [{"type": "shared_worker"}, {"type": "service_worker"}, {"exclude": True}]}
 
 
 def find_browser(named: str | None) -> str | None:
@@ -95,8 +92,7 @@ class BrowserSession:
         try:
             self.browser = Chromium(self.executable, tuple(args))
             self.version = self.browser.call("Browser.getVersion", timeout=30)["product"].rpartition("/")[2]
-            self.browser.handlers[""] = self._on_browser_event
-            self.browser.call("Target.setAutoAttach", _BROWSER_WORKERS)
+            follow_browser_workers(self.browser, self.pages)
         except (OSError, BrowserGone, CallTimeout, ProtocolError) as error:
             words = self.browser.last_words() if self.browser is not None else ""
             self.close_browser()
@@ -114,20 +110,6 @@ class BrowserSession:
         except (BrowserGone, CallTimeout, ProtocolError) as error:
             return f"gpu_page: Chromium {self.version} could not open a page: {first_line(error)}"
         return f"gpu_page: Chromium {self.version}: {missing} (WebGPU is off in this browser)" if missing else None
-
-    def _on_browser_event(self, method: str, params: dict[str, Any]) -> None:
-        """A shared or service worker attached: to the page of its browser context, else let go."""
-        if method != "Target.attachedToTarget":
-            return
-        info = params["targetInfo"]
-        page = self.pages.get(info.get("browserContextId", ""))
-        if info.get("type") not in ("shared_worker", "service_worker"):
-            self.browser.post("Runtime.runIfWaitingForDebugger", session=params["sessionId"])
-        elif page is not None:
-            page.adopt("", params)
-        else:
-            self.browser.post("Runtime.runIfWaitingForDebugger", session=params["sessionId"])
-            self.browser.post("Target.detachFromTarget", {"sessionId": params["sessionId"]})
 
     def new_page(self):
         """A fresh page (about:blank) in a browser context of its own, its realms followed."""

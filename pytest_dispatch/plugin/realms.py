@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -222,7 +223,12 @@ class PageRealms:
             if realm.context is not None:
                 params["contextId"] = realm.context
             self.browser.post("Runtime.evaluate", params, realm.session, answered(index))
-        done.wait(timeout)
+        deadline = time.monotonic() + timeout
+        while not done.wait(0.05) and time.monotonic() < deadline:
+            # a realm that ends while asked never answers: stop waiting for it
+            if all(index in answers or realm.gone or (realm.session, realm.context) not in self.realms
+                   for index, realm in enumerate(live)):
+                break
         found = []
         for index, realm in enumerate(live):
             answer = answers.get(index)
@@ -262,6 +268,32 @@ class PageRealms:
             pass
         for session in [key[0] for key in self.realms] + [self.session]:
             self.browser.handlers.pop(session, None)
+
+
+# Shared and service workers are the browser's targets, not the page's: the browser auto-attaches them.
+_BROWSER_WORKERS = {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True,
+                    "filter": [{"type": "shared_worker"}, {"type": "service_worker"}, {"exclude": True}]}
+
+
+def follow_browser_workers(browser: Chromium, pages: dict[str, PageRealms]) -> None:
+    """Shared and service workers, each paused at its start, to the page of its browser context
+    (``pages``: context id -> PageRealms); any other let go."""
+
+    def on_event(method: str, params: dict[str, Any]) -> None:
+        if method != "Target.attachedToTarget":
+            return
+        info = params["targetInfo"]
+        page = pages.get(info.get("browserContextId", ""))
+        if info.get("type") not in ("shared_worker", "service_worker"):
+            browser.post("Runtime.runIfWaitingForDebugger", session=params["sessionId"])
+        elif page is not None:
+            page.adopt("", params)
+        else:
+            browser.post("Runtime.runIfWaitingForDebugger", session=params["sessionId"])
+            browser.post("Target.detachFromTarget", {"sessionId": params["sessionId"]})
+
+    browser.handlers[""] = on_event
+    browser.call("Target.setAutoAttach", _BROWSER_WORKERS)
 
 
 class Driver:
