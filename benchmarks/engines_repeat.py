@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pytest_dispatch.measurement import script  # noqa: E402
-from pytest_dispatch.measurement.page import DEFAULT_TIMEOUT  # noqa: E402
+from pytest_dispatch.measurement.page import DEFAULT_TIMEOUT, OneRealm  # noqa: E402
 
 WORKLOAD = ROOT / "pytest_dispatch" / "engine_workload" / "add_one.js"
 EXAMPLE = ROOT / "examples" / "engines" / "add_scale.js"
@@ -52,7 +52,7 @@ OVERHEAD = """async ([calls, wrapped]) => {
 
 
 def counted(process: script.ScriptProcess, engine: script.Engine, target: str, *args) -> dict:
-    function = script.ScriptFunction(process.evaluator(DEFAULT_TIMEOUT * 4), target, args=args, engine=engine)
+    function = script.ScriptFunction(OneRealm(process.evaluator(DEFAULT_TIMEOUT * 4), engine.name), target, args=args, engine=engine)
     return function.count().as_dict()
 
 
@@ -80,7 +80,7 @@ def one_process(engine: script.Engine, site: Path | None) -> list[tuple[str, boo
         try:
             process.evaluate("url => __dispatch_host.load(url)", site.as_uri())
             for level, dispatches in LEVELS.items():
-                script.ScriptFunction(process.evaluator(DEFAULT_TIMEOUT * 4), "prefill", args=(level, [1, 2, 3]),
+                script.ScriptFunction(OneRealm(process.evaluator(DEFAULT_TIMEOUT * 4), engine.name), "prefill", args=(level, [1, 2, 3]),
                                       engine=engine)()
                 counts = counted(process, engine, "decodeStep", level)
                 exact = (counts["dispatches"], counts["calls"]["submit"], counts["calls"]["pass"]) == (dispatches, 1, 1)

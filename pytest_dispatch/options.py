@@ -45,9 +45,6 @@ GPU_OPTIONS = (
     Option("gpu_required", "Error, instead of skip, when no adapter is found.", False, type="bool", isolated=True),
     Option("gpu_browser", "Chromium or Chrome executable for the gpu_page fixture (default: chromium, "
            "chromium-browser or google-chrome on PATH).", "", isolated=True),
-    Option("gpu_browser_engine", "The browser of the gpu_page fixture: chromium, or firefox (Firefox ESR, "
-           "the firefox extra; --gpu-browser then names a Firefox).", "chromium", choices=("chromium", "firefox"),
-           isolated=True),
     Option("gpu_no_spread", "With pytest-xdist on a host with several identical GPUs: every worker uses "
            "the first one (taking turns), instead of each worker its own.", False, type="bool", isolated=True),
 )

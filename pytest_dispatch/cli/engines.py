@@ -173,8 +173,9 @@ def script_row(name: str, workload: Workload, rounds: int, root: Path) -> Engine
         process.evaluate("url => __dispatch_host.load(url)", workload.module.as_uri())
 
         def function(target: str, *args: Any) -> script.ScriptFunction:
-            return script.ScriptFunction(process.evaluator(DECODE_TIMEOUT), target, args=args, engine=engine,
-                                         where=f"{workload.module.name} in {script.NAMES[name]}")
+            where = f"{workload.module.name} in {script.NAMES[name]}"
+            driver = page_measurement.OneRealm(process.evaluator(DECODE_TIMEOUT), where)
+            return script.ScriptFunction(driver, target, args=args, engine=engine, where=where)
 
         return _function_row(name, engine.info, function, workload, rounds)
     except script.ScriptError as error:
@@ -186,12 +187,12 @@ def script_row(name: str, workload: Workload, rounds: int, root: Path) -> Engine
 def browser_row(engine: str, workload: Workload, rounds: int) -> EngineRow:
     """Headless Chromium (the system's, as ``gpu_page``'s) or Firefox, the workload served as a page."""
     from pytest_dispatch.plugin import engines as page_engines
-    from pytest_dispatch.plugin.page import BROWSERS, INSTALL, LAUNCH_ARGS, find_browser, probe_adapter
+    from pytest_dispatch.plugin.page import BROWSERS, LAUNCH_ARGS, PROBE_TIMEOUT, find_browser
 
     try:
         from playwright.sync_api import Error, sync_playwright
     except ImportError:
-        raise EngineUnavailable(f"{engine}: Playwright is not installed; {INSTALL}") from None
+        raise EngineUnavailable(f"{engine}: Playwright is not installed; pip install 'pytest-dispatch[browser]'") from None
     if engine == "firefox":
         reason = page_engines.unavailable_reason()
         if reason:
@@ -211,14 +212,17 @@ def browser_row(engine: str, workload: Workload, rounds: int) -> EngineRow:
         context.add_init_script(script=page_measurement.recorder_script())
         page = context.new_page()
         page.goto(server.mount(workload.page) + "index.html", wait_until="load")
-        adapter, missing = probe_adapter(page, f"{engine} {browser.version}")
+        outcome = page.evaluate("ms => globalThis.__dispatch.probe(ms)", int(PROBE_TIMEOUT * 1000))
+        adapter = outcome.get("value") if isinstance(outcome, dict) else None
+        missing = (adapter or {}).get("missing") if adapter else f"no adapter ({outcome})"
         if missing:
             raise EngineUnavailable(f"{engine} {browser.version}: {missing}")
         info = page_engines.gpu_info(engine, browser.version, adapter)
 
         def function(target: str, *args: Any) -> page_measurement.PageFunction:
-            return page_measurement.PageFunction(page.evaluate, target, args=args, info=info, timeout=DECODE_TIMEOUT,
-                                                 where=f"the engines page in {engine}")
+            where = f"the engines page in {engine}"  # one realm: the workload makes no frame or worker
+            return page_measurement.PageFunction(page_measurement.OneRealm(page.evaluate, where), target, args=args,
+                                                 info=info, timeout=DECODE_TIMEOUT, where=where)
 
         return _function_row(engine, info, function, workload, rounds, polled=engine == "firefox")
     except Error as error:

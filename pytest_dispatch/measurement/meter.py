@@ -431,7 +431,8 @@ class _Sampler:
         self.calls, self.by_kernel = warm_counts[-1]
         if not recorder.total(self.calls, "dispatches"):
             raise MeasurementUsageError(
-                f"{self.name}: the measured function made no compute dispatch (through wgpu-py, in this thread); "
+                f"{self.name}: the measured function made no compute dispatch "
+                f"({getattr(self.source, 'counted_where', 'where it is counted')}); "
                 "measure the call that dispatches, or count it with dispatch_meter.count()")
 
     def take_round(self) -> tuple[int, int, int]:

@@ -83,7 +83,8 @@ class Source(Protocol):
     ``timed_round`` runs with any counting out of the way (it would add to what is timed);
     ``counted`` runs ``calls`` calls in one counting scope, then syncs (the sync is not
     counted).  ``runs_on`` tells what the source's work runs on, for the saved run's
-    fingerprint: None for the session's GPU (the ``gpu_info`` fixture)."""
+    fingerprint: None for the session's GPU (the ``gpu_info`` fixture).  A source may say where
+    its calls are counted, in words (``counted_where``), for the meter's messages."""
 
     name: str  # the measurement's name when measure() is given none
     sync_method: str  # how sync() waits for the GPU, in words (Measurement.sync_method)
@@ -130,6 +131,7 @@ class WgpuCalls:
     ``device``."""
 
     sync_method = WGPU_SYNC_METHOD
+    counted_where = "through wgpu-py, in this thread"  # where its calls are counted, for messages
 
     def __init__(self, fn: Callable[..., Any], args: tuple = (), kwargs: Mapping[str, Any] | None = None, *,
                  device: Any, name: str | None = None, timestamps_enabled: bool = False) -> None:

@@ -61,7 +61,7 @@ def firefox_gpu_info(browser_version: str, adapter: dict[str, Any]) -> GpuInfo:
     return dataclasses.replace(page_measurement.page_gpu_info(browser_version, adapter), implementation="firefox")
 
 
-# gpu_page's browser engines (--gpu-browser-engine): how each is found, started and described.
+# The engines table's browsers (Playwright): how each is found, started and described.
 NAMES = {"chromium": "Chromium", "firefox": "Firefox"}
 
 

@@ -1,11 +1,11 @@
 """The ``gpu_page`` fixture: a page of your own, with WebGPU, in headless Chromium.
 
 One browser per session (the system's Chromium, or --gpu-browser), started by the first page test
-that runs (never at collection: ``--collect-only`` and a session deselecting every page test start none);
-one page per test, opened on a local HTTP server (127.0.0.1, cross-origin isolated, so
-timers have 5 µs steps) that serves the folder the test names.  The recorder
-(``measurement/page/``) runs in the page and in its workers.  Playwright is imported
-here only, and only when a test asks for a page: it is the ``browser`` extra.
+that runs (never at collection: ``--collect-only`` and a session deselecting every page test start
+none) and driven over its DevTools protocol on a pipe (``cdp``); one page per test, in a browser context
+of its own, opened on a local HTTP server (127.0.0.1, cross-origin isolated, so timers have
+5 µs steps) that serves the folder the test names.  The recorder (``measurement/page/``) is
+put in every realm of the page before its first script (``realms``).
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import signal
-import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -24,19 +22,21 @@ from pytest_dispatch import options
 from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement import recorder
-from pytest_dispatch.measurement.page import PageCounting, PageError, PageFunction, PageTimeout
-from pytest_dispatch.plugin import engines as page_engines
+from pytest_dispatch.measurement.page import (GpuError, PageCounting, PageError, PageFunction, PageTimeout,
+                                              RealmError, escaped)
+from pytest_dispatch.plugin.realms import Driver, as_error, first_line, follow_browser_workers
 from pytest_dispatch.plugin.session import GPU_FIXTURES
 from pytest_dispatch.presentation.text import printable
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # WebGPU on (without the flag requestAdapter() gives null on Linux); no network of its own.
 # Never Vulkan through ANGLE here: with lavapipe, requestAdapter() never settles.
-LAUNCH_ARGS = ("--enable-unsafe-webgpu", "--disable-background-networking", "--disable-component-update",
-               "--disable-sync", "--no-first-run")
+LAUNCH_ARGS = ("--enable-unsafe-webgpu", "--enable-unsafe-swiftshader", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+               "--disable-default-apps", "--mute-audio", "--hide-scrollbars", "--password-store=basic",
+               "--use-mock-keychain", "--disable-breakpad", "--disable-dev-shm-usage")
 PROBE_TIMEOUT = 10.0  # seconds requestAdapter() may take
-BLOCKED_GRACE = 2.0  # seconds past a function's time-out before its page counts as blocked (Linux: /proc)
-INSTALL = "pip install 'pytest-dispatch[browser]'"
+OPEN_TIMEOUT = 30.0  # seconds a page may take to load
 PAGE_FIXTURES = frozenset({"gpu_page", "gpu_browser"})
 PAGE_METER = frozenset({"dispatch_meter"})  # in a page test it measures the page, not the wgpu adapter
 _SESSION_KEY = pytest.StashKey["BrowserSession"]()
@@ -51,16 +51,19 @@ def find_browser(named: str | None) -> str | None:
 
 class BrowserSession:
     """The session's browser, started lazily once; its failure, too, is kept (every page test
-    gets the same reason)."""
+    gets the same reason).  A browser that dies is started again once; if it dies again, later
+    page tests skip with the cause."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.named = options.of(config).gpu_browser
-        self.engine = options.of(config).gpu_browser_engine  # chromium or firefox (plugin/engines.py)
         self.required = options.of(config).gpu_required
-        self._playwright = self.browser = self.server = None
+        self.browser = self.server = None
         self.version = ""
         self.adapter: dict[str, Any] | None = None
+        self.pages: dict[str, Any] = {}  # browser context id -> its PageRealms
+        self.restarted = False
+        self.died: str | None = None  # why the browser died for good
 
     @functools.cached_property
     def unavailable_reason(self) -> str | None:
@@ -70,76 +73,100 @@ class BrowserSession:
             # page server answers too slowly for the browser to load a page
             return ("gpu_page: page tests do not run under --dispatch-instructions (it counts wgpu-py's host "
                     "instructions, not a browser's): run them in a session without it")
-        try:
-            from playwright.sync_api import Error, sync_playwright
-        except ImportError:
-            return f"gpu_page: Playwright is not installed; {INSTALL}"
-        if self.engine == "firefox" and page_engines.unavailable_reason():
-            return f"gpu_page: {page_engines.unavailable_reason()}"
-        executable = page_engines.find(self.engine, self.named, find_browser)
+        executable = find_browser(self.named)
         if executable is None:
             if self.named:
                 return f"gpu_page: --gpu-browser {self.named}: no such browser; name a Chromium or Chrome executable"
             return (f"gpu_page: no Chromium found (tried {', '.join(BROWSERS)}); install one (apt-get install "
                     "chromium) or pass --gpu-browser PATH")
-        args = [*LAUNCH_ARGS, *(("--no-sandbox",) if hasattr(os, "geteuid") and os.geteuid() == 0 else ())]
-        try:
-            self._playwright = sync_playwright().start()
-            self.browser = page_engines.launch(self._playwright, self.engine, executable, args)
-        except Error as error:
-            self.close()
-            return f"gpu_page: {executable} did not start: {str(error).strip().splitlines()[0]}"
-        self.version = self.browser.version
+        self.executable = executable
         from pytest_dispatch.plugin.pageserver import PageServer
 
         self.server = PageServer()
-        context = self.browser.new_context()
-        try:
-            context.add_init_script(script=page_measurement.recorder_script())
-            page = context.new_page()
-            page.goto(self.server.blank)
-            self.adapter, missing = probe_adapter(page, f"{self.browser_name} {self.version}")
-        except Error as error:
-            return (f"gpu_page: {self.browser_name} {self.version} could not open a page: "
-                    f"{str(error).strip().splitlines()[0]}")
-        finally:
-            context.close()
-        if missing:
-            return f"gpu_page: {self.browser_name} {self.version}: {missing} (WebGPU is off in this browser)"
-        return None
+        return self._start()
 
-    @property
-    def browser_name(self) -> str:
-        return page_engines.NAMES[self.engine]
+    def _start(self) -> str | None:
+        from pytest_dispatch.plugin.cdp import BrowserGone, CallTimeout, Chromium, ProtocolError
+
+        args = [*LAUNCH_ARGS, *(("--no-sandbox",) if hasattr(os, "geteuid") and os.geteuid() == 0 else ())]
+        try:
+            self.browser = Chromium(self.executable, tuple(args))
+            self.version = self.browser.call("Browser.getVersion", timeout=30)["product"].rpartition("/")[2]
+            follow_browser_workers(self.browser, self.pages)
+        except (OSError, BrowserGone, CallTimeout, ProtocolError) as error:
+            words = self.browser.last_words() if self.browser is not None else ""
+            self.close_browser()
+            return f"gpu_page: {self.executable} did not start: {first_line(error)}{f' ({words})' if words else ''}"
+        try:
+            page = self.new_page()
+            try:
+                why = page.navigate(self.server.blank, OPEN_TIMEOUT)
+                if why:
+                    return f"gpu_page: Chromium {self.version} could not open a page: {why}"
+                self.adapter, missing = probe_adapter(page, f"Chromium {self.version}")
+            finally:
+                self.pages.pop(page.context_id, None)
+                page.close()
+        except (BrowserGone, CallTimeout, ProtocolError) as error:
+            return f"gpu_page: Chromium {self.version} could not open a page: {first_line(error)}"
+        return f"gpu_page: Chromium {self.version}: {missing} (WebGPU is off in this browser)" if missing else None
+
+    def new_page(self):
+        """A fresh page (about:blank) in a browser context of its own, its realms followed."""
+        from pytest_dispatch.plugin.realms import PageRealms
+
+        page = PageRealms(self.browser, page_measurement.recorder_script())
+        self.pages[page.context_id] = page
+        return page
+
+    def alive(self) -> str | None:
+        """None where the browser can take a page (started again once if it died), else why not."""
+        if self.died:
+            return self.died
+        if self.browser is not None and not self.browser.gone:
+            return None
+        cause = self.browser.gone if self.browser is not None else "it is not running"
+        self.close_browser()
+        if self.restarted:
+            self.died = f"gpu_page: Chromium ended twice in this session ({cause}); later page tests skip"
+            return self.died
+        self.restarted = True
+        why = self._start()
+        if why:
+            self.died = f"gpu_page: Chromium ended ({cause}) and did not start again: {why}"
+        return self.died
 
     @functools.cached_property
     def info(self) -> GpuInfo:
         """The page's GPU: browser and adapter, with a fingerprint of its own."""
-        return page_engines.gpu_info(self.engine, self.version, self.adapter or {})
+        return page_measurement.page_gpu_info(self.version, self.adapter or {})
 
     def header_line(self) -> str:
         if self.unavailable_reason:
             return f"dispatch page: {self.unavailable_reason}"
-        return f"dispatch page: {page_engines.describe(self.engine, self.version, self.adapter or {})}"
+        return f"dispatch page: {page_measurement.describe_adapter(self.version, self.adapter or {})}"
 
-    def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            self.server = None
+    def close_browser(self) -> None:
         if self.browser is not None:
             self.browser.close()
             self.browser = None
-        if self._playwright is not None:
-            self._playwright.stop()
-            self._playwright = None
+        self.pages.clear()
+
+    def close(self) -> None:
+        self.close_browser()
+        if self.server is not None:
+            self.server.close()
+            self.server = None
 
 
 def probe_adapter(page: Any, where: str) -> tuple[dict[str, Any] | None, str | None]:
     """The adapter a page gets (vendor, architecture, description, fallback, features), or None
-    and why there is none; a request that does not settle in PROBE_TIMEOUT is a reason too."""
-    probe = PageFunction(page.evaluate, "probe", timeout=PROBE_TIMEOUT, where=where)
+    and why there is none; a request that does not settle in PROBE_TIMEOUT is a reason too, and so
+    is a page that does not answer at all (its event loop blocked)."""
+    driver = Driver(page, where)
+    probe = PageFunction(driver, "probe", timeout=PROBE_TIMEOUT, where=where)
     try:
-        found = probe.settled(page.evaluate("ms => globalThis.__dispatch.probe(ms)", int(PROBE_TIMEOUT * 1000)))
+        found = probe.settled(driver.call("probe", [int(PROBE_TIMEOUT * 1000)], PROBE_TIMEOUT))
     except PageTimeout:
         return None, f"navigator.gpu.requestAdapter() did not settle in {PROBE_TIMEOUT:g} s"
     except PageError as error:
@@ -162,8 +189,8 @@ def browser_session(config: pytest.Config) -> BrowserSession:
 
 
 class _PageFunction(PageFunction):
-    """A page function whose throw or time-out fails the test in one line (the JS stack after it),
-    with the page's URLs written as the test's folders."""
+    """A page function whose throw, time-out, uncounted realm or GPU error fails the test in one
+    line (the JS stack after it), with the page's URLs written as the test's folders."""
 
     def __init__(self, owner: "GpuPage", *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -172,37 +199,61 @@ class _PageFunction(PageFunction):
     def settled(self, outcome: Any) -> Any:
         __tracebackhide__ = True
         self._owner.fail_on_thrown()
+        return super().settled(outcome)
+
+    def failed(self, error: Exception) -> Any:
+        __tracebackhide__ = True
+        text = error.text() if isinstance(error, PageError) else str(error)
+        pytest.fail(escaped(self._owner.local_paths(text) + self._owner.unserved()), pytrace=False)
+
+
+class _PageCounting(PageCounting):
+    """A counting scope whose uncounted realm or GPU error fails the test in one line."""
+
+    def __init__(self, owner: "GpuPage", *args: Any) -> None:
+        super().__init__(*args)
+        self._owner = owner
+
+    def _guarded(self, step, *args: Any) -> Any:
+        __tracebackhide__ = True
         try:
-            return super().settled(outcome)
-        except PageTimeout as error:
-            message = str(error)
-        except PageError as error:
-            message = self._owner.local_paths(error.text())
-        pytest.fail(message, pytrace=False)
+            return step(*args)
+        except (PageError, PageTimeout, RealmError, GpuError) as error:
+            failure = error.text() if isinstance(error, PageError) else str(error)
+        pytest.fail(escaped(self._owner.local_paths(failure) + self._owner.unserved()), pytrace=False)
+
+    def __enter__(self) -> recorder.Counts:
+        __tracebackhide__ = True
+        return self._guarded(super().__enter__)
+
+    def __exit__(self, *exc_info: Any) -> None:
+        __tracebackhide__ = True
+        self._guarded(super().__exit__, *exc_info)
 
 
 class GpuPage:
     """``gpu_page``: ``open(folder)`` a page, then ``count(js)``, ``function(name)`` (callable, and
-    what ``dispatch_meter.measure`` takes), ``evaluate(js)``; ``page`` is Playwright's page."""
+    what ``dispatch_meter.measure`` takes), ``counting()``, ``evaluate(js)``."""
 
     def __init__(self, session: BrowserSession, required: bool) -> None:
         self.session = session
         self.required = required
-        self.context = None
-        self.page = None
+        self.realms = None
         self.url: str | None = None
         self.folder: Path | None = None
-        self._thrown: list[Any] = []  # errors the page did not catch (Playwright's pageerror)
 
     def fail_on_thrown(self) -> None:
         """Fail the test with the first error the page threw and did not catch, if any."""
         __tracebackhide__ = True
-        if self._thrown:
-            error = self._thrown[0]
+        if self.realms is not None and self.realms.thrown:
+            details = self.realms.thrown[0]
+            exception = details.get("exception") or {}
+            description = str(exception.get("description") or details.get("text") or "Error")
+            head, _, message = description.splitlines()[0].partition(": ")
+            name = exception.get("className") or (head if message else "Error")
             where = f"{self.local_paths(self.url or '')} (uncaught)"
-            text = PageError(where, getattr(error, "name", "") or "Error", getattr(error, "message", str(error)),
-                             getattr(error, "stack", "") or "").text()
-            pytest.fail(self.local_paths(text), pytrace=False)
+            text = PageError(where, name, message or head, description).text()
+            pytest.fail(escaped(self.local_paths(text) + self.unserved()), pytrace=False)
 
     @property
     def info(self) -> GpuInfo:
@@ -211,67 +262,69 @@ class GpuPage:
 
     def open(self, folder: str | os.PathLike, page: str = "index.html") -> "GpuPage":
         """Open ``folder/page`` (served from 127.0.0.1, cross-origin isolated) with the recorder
-        in it; fail with the JS error if it throws while loading; skip if it has no WebGPU."""
+        in every realm; fail with the JS error if it throws while loading; skip if it has no WebGPU."""
         __tracebackhide__ = True
+        from pytest_dispatch.plugin.cdp import BrowserGone, CallTimeout, ProtocolError
+
         folder = Path(folder)
         if not (folder / page).is_file():
             pytest.fail(f"gpu_page.open: {folder / page} does not exist; name a folder holding {page}",
                         pytrace=False)
         self.close()
-        self._thrown = []
+        dead = self.session.alive()
+        if dead:
+            skip_or_fail(dead, self.required)
         self.folder = folder
         self.url = self.session.server.mount(folder) + page
-        self.context = self.session.browser.new_context()
-        self.context.add_init_script(script=page_measurement.recorder_script())
-        self.page = self.context.new_page()
-        self.page.on("pageerror", lambda error: self._thrown.append(error))
-        from playwright.sync_api import Error
-
         try:
-            self.page.goto(self.url, wait_until="load")
-        except Error as error:
-            pytest.fail(f"gpu_page.open: {folder / page}: {str(error.message).strip().splitlines()[0]}", pytrace=False)
+            self.realms = self.session.new_page()
+            why = self.realms.navigate(self.url, OPEN_TIMEOUT)
+        except (BrowserGone, CallTimeout, ProtocolError) as error:
+            why = first_line(error)
+        if why:
+            pytest.fail(escaped(f"gpu_page.open: {folder / page}: {why}{self.unserved()}"), pytrace=False)
         self.fail_on_thrown()
-        _, missing = probe_adapter(self.page, str(folder / page))
+        _, missing = probe_adapter(self.realms, str(folder / page))
         if missing:
-            skip_or_fail(f"gpu_page: {folder / page}: {missing}", self.required)
+            skip_or_fail(escaped(f"gpu_page: {folder / page}: {missing}"), self.required)
         return self
+
+    def _mounts(self) -> list[tuple[str, Path]]:
+        """(URL prefix, folder) of each folder the server serves."""
+        server = self.session.server
+        return [(server.mount(root), root) for root in list(server.mounts.values())]
 
     def local_paths(self, text: str) -> str:
         """``text`` (a page's message) with the server's URLs written as the folders they serve, and
         its control characters escaped (``printable``)."""
-        for url, root in self.session.server.mounted().items():
-            text = text.replace(url, f"{_shown(root)}/")
+        for prefix, root in self._mounts():
+            text = text.replace(prefix, f"{_shown(root)}/")
         return printable(text)
 
-    def _evaluator(self, timeout: float) -> Callable[[str, Any], Any]:
-        """``page.evaluate`` for the recorder's calls of a function with this time-out: where the
-        page itself fails (it navigated, crashed or was closed), an outcome that fails the test in
-        one line; where it blocks its event loop past the time-out (its own timer cannot fire),
-        its renderer is ended and the outcome is a time-out."""
-        from playwright.sync_api import Error
-
-        def evaluate(expression: str, arg: Any = None) -> Any:
-            ended = threading.Event()
-            watchdog = threading.Timer(timeout + BLOCKED_GRACE, _end_renderers, args=(ended,))
-            watchdog.daemon = True
-            watchdog.start()
-            try:
-                return self.page.evaluate(expression, arg)
-            except Error as error:
-                if ended.is_set():
-                    return {"timeout": True}
-                message = str(error.message).strip().splitlines()[0].removeprefix("Page.evaluate: ")
-                return {"error": {"name": "Error", "message": message, "stack": ""}}
-            finally:
-                watchdog.cancel()
-
-        return evaluate
+    def unserved(self) -> str:
+        """A line naming the files the page asked for and did not get, with why (a link out of
+        the served folder, such as a symlinked node_modules, is never served); or nothing."""
+        if self.realms is None:
+            return ""
+        named = []
+        for url in self.realms.not_found[:5]:  # the browser's own (a favicon) are under no folder
+            for prefix, root in self._mounts():
+                if url.startswith(prefix):
+                    path = root / url[len(prefix):].split("?")[0].split("#")[0]
+                    inside = os.path.realpath(path).startswith(str(root) + os.sep)
+                    why = ("no such file" if not os.path.lexists(path) else
+                           "a link out of the served folder: not served" if not inside else "not served")
+                    named.append(f"{_shown(path)} ({why})")
+                    break
+        return "\nthe page asked for files it did not get: " + ", ".join(named) if named else ""
 
     def _opened(self) -> None:
         __tracebackhide__ = True
-        if self.page is None:
+        if self.realms is None:
             pytest.fail("gpu_page: no page is open; call gpu_page.open(folder) first", pytrace=False)
+
+    def _where(self) -> str:
+        return self.local_paths(self.url or "the page")
 
     def function(self, target: str, *args: Any, timeout: float = page_measurement.DEFAULT_TIMEOUT,
                  name: str | None = None) -> PageFunction:
@@ -279,63 +332,48 @@ class GpuPage:
         ``args`` (JSON-like): ``fn()`` calls it, ``dispatch_meter.measure(fn)`` measures it."""
         __tracebackhide__ = True
         self._opened()
-        return _PageFunction(self, self._evaluator(timeout), target, args=args, timeout=timeout,
-                             where=self.url and self.local_paths(self.url), name=name, info=self.info)
+        return _PageFunction(self, Driver(self.realms, self._where()), target, args=args, timeout=timeout,
+                             where=self._where(), name=name, info=self.info)
 
     def count(self, target: str, *args: Any, timeout: float = page_measurement.DEFAULT_TIMEOUT) -> recorder.Counts:
-        """One call of a page function, its WebGPU calls counted in the page and its workers."""
+        """One call of a page function, its WebGPU calls counted in every realm of the page."""
         __tracebackhide__ = True
         return self.function(target, *args, timeout=timeout).count()
 
     def counting(self) -> PageCounting:
-        """A counting scope of the page and its workers (``with gpu_page.counting() as counts:``),
+        """A counting scope of every realm of the page (``with gpu_page.counting() as counts:``),
         for what a test does to the page between two points; ``dispatch_meter.count`` takes it."""
         __tracebackhide__ = True
         self._opened()
-        return PageCounting(self.page.evaluate, self.url or "the page")
+        return _PageCounting(self, Driver(self.realms, self._where()), self._where())
 
-    def evaluate(self, expression: str, arg: Any = None) -> Any:
-        """Playwright's ``page.evaluate``, for anything else."""
+    def evaluate(self, expression: str, arg: Any = None, timeout: float = page_measurement.DEFAULT_TIMEOUT) -> Any:
+        """``expression`` evaluated in the page, awaited: a function's source is called with ``arg``."""
         __tracebackhide__ = True
+        import json
+
         self._opened()
-        return self.page.evaluate(expression, arg)
+        source = json.dumps(expression)
+        wrapped = (f"(async () => {{ let f; try {{ f = (0, eval)('(' + {source} + ')'); }} catch (e) "
+                   f"{{ return await (0, eval)({source}); }} return typeof f === 'function' ? "
+                   f"await f({json.dumps(arg)}) : await f; }})()")
+        fn = _PageFunction(self, Driver(self.realms, self._where()), "evaluate", where=self._where(),
+                           timeout=timeout)
+        outcome = fn._driver._bounded(lambda limit: self.realms.evaluate(wrapped, limit), timeout)
+        if "exceptionDetails" in outcome:
+            details = outcome["exceptionDetails"]
+            description = str((details.get("exception") or {}).get("description") or details.get("text") or "")
+            fn.failed(PageError(f"evaluate in {self._where()}", "Error", description.splitlines()[0] if
+                                description else "", description))
+        if "result" not in outcome:
+            fn.failed(as_error(outcome, f"evaluate in {self._where()}", timeout))
+        return outcome["result"].get("value")
 
     def close(self) -> None:
-        if self.context is not None:
-            self.context.close()
-        self.context = self.page = None
-
-
-def _end_renderers(ended: threading.Event) -> None:
-    """End the renderer processes of this process's browser (a page blocked for good): the page
-    crashes, its evaluate returns, the session's browser goes on."""
-    ended.set()
-    for pid in descendants(os.getpid()):
-        try:
-            if b"--type=renderer" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass  # gone already, or not ours to end
-
-
-def descendants(root: int) -> list[int]:
-    """Every process below ``root`` (none where there is no /proc)."""
-    children: dict[int, list[int]] = {}
-    if not Path("/proc").is_dir():
-        return []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
-    found, todo = [], list(children.get(root, ()))
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, ()))
-    return found
+        if self.realms is not None:
+            self.session.pages.pop(self.realms.context_id, None)
+            self.realms.close()
+        self.realms = None
 
 
 def _shown(path: Path) -> str:
@@ -346,7 +384,7 @@ def _shown(path: Path) -> str:
 @pytest.fixture(scope="session")
 def gpu_browser(request: pytest.FixtureRequest) -> BrowserSession:
     """The session's headless Chromium with WebGPU on; skips (errors with --gpu-required) with
-    one line saying what to install where there is no Playwright, no browser or no adapter."""
+    one line saying what to install where there is no browser or no adapter."""
     __tracebackhide__ = True
     session = browser_session(request.config)
     if session.unavailable_reason:

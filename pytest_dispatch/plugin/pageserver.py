@@ -1,6 +1,6 @@
 """The gpu_page fixture's HTTP server: 127.0.0.1, a free port, each test's folder mounted under a
 path of its own, cross-origin isolated (COOP/COEP: 5 µs timers and SharedArrayBuffer in pages),
-nothing cached; a worker's script is served with the page recorder in front of it.
+nothing cached; every file served as it is on disk.
 
 It serves the session's browser only: every path starts with a random secret of the session
 (another local user can reach the port, not guess the secret, so a test's private folder stays
@@ -17,14 +17,13 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from pytest_dispatch.measurement import page as page_measurement
 
 BLANK = "__dispatch__/blank.html"
 _MISSING = str(Path(os.devnull) / "missing")  # what a path outside every mounted folder is served as
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    """Serves the mounted folders cross-origin isolated; a worker's script gets the recorder in front."""
+    """Serves the mounted folders cross-origin isolated."""
 
     server: "PageServer"
     extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".js": "text/javascript",
@@ -73,11 +72,6 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
     def do_GET(self) -> None:
         if self._relative(self.path) == BLANK:
             return self._send(b"<!doctype html><title>pytest-dispatch</title>", "text/html")
-        if self.headers.get("Sec-Fetch-Dest") in ("worker", "sharedworker"):
-            path = Path(self.translate_path(self.path))
-            if path.is_file():
-                script = page_measurement.recorder_script().encode() + path.read_bytes()
-                return self._send(script, "text/javascript")
         return super().do_GET()
 
     def _send(self, body: bytes, content_type: str) -> None:

@@ -114,7 +114,7 @@ class GpuScript:
         ``args`` (JSON-like): ``fn()`` calls it, ``dispatch_meter.measure(fn)`` measures it."""
         __tracebackhide__ = True
         process = self._opened()
-        return _ScriptFunction(self, process.evaluator(timeout), target, args=args, timeout=timeout,
+        return _ScriptFunction(self, page_measurement.OneRealm(process.evaluator(timeout), self.where), target, args=args, timeout=timeout,
                                where=self.where, name=name, engine=self.engine)
 
     def count(self, target: str, *args: Any, timeout: float = page_measurement.DEFAULT_TIMEOUT) -> recorder.Counts:
@@ -125,7 +125,8 @@ class GpuScript:
     def counting(self) -> page_measurement.PageCounting:
         """A counting scope of the engine (``with gpu_script.counting() as counts:``)."""
         __tracebackhide__ = True
-        return page_measurement.PageCounting(self._opened().evaluator(page_measurement.DEFAULT_TIMEOUT), self.where)
+        evaluate = self._opened().evaluator(page_measurement.DEFAULT_TIMEOUT)
+        return page_measurement.PageCounting(page_measurement.OneRealm(evaluate, self.where), self.where)
 
     def evaluate(self, expression: str, arg: Any = None) -> Any:
         """``expression``'s value in the engine's global scope (a function is called with ``arg``)."""

@@ -3,14 +3,15 @@
 The model is a two-layer MLP (MatMul, Add, Relu, MatMul, Add) built at test time with
 ``onnx.helper`` from seeded weights.  ``inference.html`` runs it with ONNX Runtime Web (both of
 its WebGPU paths: the native WebGPU EP and the JavaScript EP) and, from the same weights, with
-TensorFlow.js's WebGPU backend.  Each test counts the WebGPU dispatches of one inference run, by
+TensorFlow.js's WebGPU backend; ``proxy.html`` runs ORT in its proxy worker, made from a Blob
+URL.  Each test counts the WebGPU dispatches of one inference run, by
 kernel, and pins them with ``dispatch_budget``: a library upgrade or a model export that loses a
 fusion adds dispatches, and the test fails saying which kernels.  docs/browser_libraries.md
 explains the set-up.
 
 The npm packages are pinned in package.json and package-lock.json and installed here, on first
 use, with ``npm ci`` (into node_modules beside this file).  The tests skip with one line where
-onnx, npm (or the registry), Playwright or Chromium is missing.  Run them with the report:
+onnx, npm (or the registry) or Chromium is missing.  Run them with the report:
 
     pytest examples/browser/onnx --dispatch-report
 """
@@ -174,3 +175,16 @@ def test_tensorflow_js_runs_the_same_mlp_fused_in_two_dispatches(dispatch_meter,
     ops = inference_page.function("tfRun", X.tolist(), False, name="tfRun")
     np.testing.assert_allclose(ops(), expected_output(weights), rtol=1e-4, atol=1e-4)
     assert ops.count().by_kernel == {"MatMulReduceProgram": 2, "BinaryOpProgram": 2, "UnaryOpProgram": 1}
+
+
+# ORT's proxy option runs the session in a worker of ORT's own; with ORT loaded from a Blob URL (as
+# a bundler inlines it), that worker is made from a Blob URL too. The recorder is in it before its
+# first script, so the same 3 dispatches are counted there, not 0.
+@pytest.mark.dispatch_budget(dispatches=exact(3))
+def test_onnx_runtime_web_in_its_proxy_worker_from_a_blob_url(dispatch_meter, gpu_page, weights):
+    page = gpu_page.open(HERE, "proxy.html")
+    page.function("ortLoad", list(mlp_model(weights)), name="ortLoad")()
+    run = page.function("ortRun", X.tolist(), name="ortRun proxied")
+    np.testing.assert_allclose(run(), expected_output(weights), rtol=1e-4, atol=1e-4)
+    assert dispatch_meter.measure(run).by_kernel == {"GemmShared": 2, "Relu": 1}
+    assert page.evaluate("__dispatch.own().by_kernel") == {}  # none in the page itself: all in the worker

@@ -1,10 +1,11 @@
 """WebGPU in a browser page: its recorder, its counts, its adapter, and its functions as things to measure.
 
-The page is reached only through an ``evaluate(expression, arg)`` callable (Playwright's
-``page.evaluate`` in the ``gpu_page`` fixture), so nothing here imports a browser driver.
-The recorder (``page/recorder.js``) runs in the page and in its workers; it counts the same
-call kinds as the Python recorder (``recorder.KINDS``), by pipeline label, and takes timed
-rounds inside the page: one ``evaluate`` per round, no round trip to Python inside one.
+The page is reached through a ``PageDriver`` (the ``gpu_page`` fixture's, over Chromium's
+DevTools protocol), so nothing here imports a browser driver.  The recorder
+(``page/recorder.js``) runs in every realm of the page (the page, its frames, its workers); it
+counts the same call kinds as the Python recorder (``recorder.KINDS``), by pipeline label, and
+keeps its realm's GPU errors.  A count reads every realm's totals at its start and its end; timed
+rounds run inside the page: one call per round, no round trip to Python inside one.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol, TYPE_CHECKING
 
 from pytest_dispatch._meta import PACKAGE_DIR
 from pytest_dispatch.measurement import recorder
@@ -22,20 +23,24 @@ if TYPE_CHECKING:  # sources loads numpy (timestamps): a session's plugin loads 
     from pytest_dispatch.measurement.sources import CallCounts, RoundTime
 
 RECORDER_JS = PACKAGE_DIR / "measurement" / "page" / "recorder.js"
-CHANNEL = "pytest-dispatch"  # the BroadcastChannel on which workers tell the page their counts
+RECORDER_URL = "pytest-dispatch-recorder.js"  # the recorder's frames in a stack, left out of messages
+TELL = "__dispatchTell"  # the binding through which a realm tells its totals before it may end
 IMPLEMENTATION = "chromium"
 BACKEND = "WebGPU in a page"  # a page's fingerprint never equals a native adapter's
-SYNC_METHOD = "await queue.onSubmittedWorkDone() on every device of the page"
 # Browsers whose every sync waits for a completion poll: one op's time is then the poll's
 POLLED_SYNC = {"firefox": "Firefox polls for completion: every sync waits about 100 ms"}
+SYNC_METHOD = "await queue.onSubmittedWorkDone() on every device of the page's realms"
 DEFAULT_TIMEOUT = 30.0  # seconds a page function may take to settle
-WORKER_WAIT_MS = 250  # how long a count waits for a worker that does not answer (then: its last totals)
+WHERE = "in the page and its realms"  # where a page function's WebGPU calls are counted
 
-Evaluate = Callable[[str, Any], Any]
+# The recorder's own frames, and the frames of a function given as source (evaluated, no URL).
+_RECORDER_FRAME = re.compile(rf"({re.escape(RECORDER_URL)}|<anonymous>):\d+:\d+\)?$")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-# The recorder's own frames: it runs as an init script, without a URL of its own.
-_RECORDER_FRAME = re.compile(r"<anonymous>:\d+:\d+\)?$")
+def escaped(text: str) -> str:
+    """``text`` with control characters (a terminal's escape sequences) written as ``\\x..``."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
 class PageError(Exception):
@@ -49,19 +54,81 @@ class PageError(Exception):
         """The JS message, then the JS stack (without its first line, which repeats the message)."""
         head = f"{self.where} threw {self.name}: {self.message}"
         frames = [line for line in self.stack.splitlines()[1:] if line.strip() and not _RECORDER_FRAME.search(line)]
-        return "\n".join([head, *frames])
+        return escaped("\n".join([head, *frames]))
 
 
 class PageTimeout(Exception):
     """A page function did not settle in time."""
 
 
+class RealmError(Exception):
+    """A realm of the page could not be counted (it did not answer, or it ended untold)."""
+
+
+class GpuError(Exception):
+    """WebGPU work of the page failed (a shader that did not compile, a validation error, a lost
+    device): the measurement is not reported."""
+
+
+class PageDriver(Protocol):
+    """What a page function needs of its page (the gpu_page fixture gives one)."""
+
+    def call(self, method: str, args: list[Any], timeout: float) -> Any:
+        """``globalThis.__dispatch[method](...args)`` awaited in the page's own realm: its outcome
+        (``{value}``, ``{error}`` or ``{timeout}``)."""
+
+    def totals(self, timeout: float) -> list[tuple[Any, dict[str, Any]]]:
+        """(realm, its recorder's ``own()``) for every realm, each answering within ``timeout``;
+        RealmError naming a realm that cannot."""
+
+    def sync(self, timeout: float) -> None:
+        """Wait until every device of every realm has done its submitted work."""
+
+    def realm_name(self, realm: Any) -> str:
+        """How messages name a realm (its kind and URL)."""
+
+
+Evaluate = Callable[[str, Any], Any]  # evaluate(expression, arg): a function expression called with arg, awaited
+
+
+class OneRealm:
+    """A ``PageDriver`` for a place of one realm, reached by ``evaluate(expression, arg)``: a
+    script engine's process (Deno, Node), or a page known to run no frame or worker. A failed
+    question comes back from ``evaluate`` as an outcome (``{timeout}`` or ``{error}``)."""
+
+    def __init__(self, evaluate: Evaluate, where: str) -> None:
+        self.evaluate, self.where = evaluate, where
+
+    def call(self, method: str, args: list[Any], timeout: float) -> Any:
+        return self.evaluate(f"(args) => globalThis.__dispatch.{method}(...args)", list(args))
+
+    def _asked(self, expression: str, what: str, timeout: float) -> Any:
+        found = self.evaluate(expression, None)
+        if isinstance(found, dict) and ("timeout" in found or "error" in found):
+            if found.get("timeout"):
+                raise PageTimeout(f"{what} of {self.where} did not answer in {timeout:g} s")
+            raise RealmError(f"{what} of {self.where} could not be read: {found['error'].get('message')}")
+        return found
+
+    def totals(self, timeout: float) -> list[tuple[Any, dict[str, Any]]]:
+        found = self._asked("() => globalThis.__dispatch ? globalThis.__dispatch.own() : null", "the counts", timeout)
+        if not isinstance(found, dict) or "counts" not in found:
+            raise RealmError(f"{self.where} has no pytest-dispatch recorder: its WebGPU calls cannot be counted")
+        return [(self, found)]
+
+    def sync(self, timeout: float) -> None:
+        self._asked("() => globalThis.__dispatch.sync().then(() => true)", "a sync", timeout)
+
+    def realm_name(self, realm: Any) -> str:
+        return escaped(self.where)
+
+
 @functools.cache
 def recorder_script() -> str:
-    """The recorder, ready to run first in a page or a worker (it defines no global but ``__dispatch``)."""
+    """The recorder, ready to run first in any realm (it defines no global but ``__dispatch``)."""
     source = RECORDER_JS.read_text(encoding="utf-8")
-    arguments = ", ".join(json.dumps(value) for value in (list(recorder.KINDS), recorder.UNLABELLED, CHANNEL))
-    return f"(() => {{\n{source}\ninstall({arguments});\n}})();\n"
+    arguments = ", ".join(json.dumps(value) for value in (list(recorder.KINDS), recorder.UNLABELLED, TELL))
+    return f"(() => {{\n{source}\ninstall({arguments});\n}})();\n//# sourceURL={RECORDER_URL}\n"
 
 
 def page_counts(data: dict[str, Any]) -> recorder.Counts:
@@ -75,31 +142,81 @@ def _difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]
     return {"calls": calls, "by_kernel": {label: n for label, n in by_kernel.items() if n}}
 
 
+_ZERO = {"counts": [0] * len(recorder.KINDS), "by_kernel": {}, "errors": [], "devices": 0}
+
+
+def realms_difference(driver: PageDriver, after: list[tuple[Any, dict[str, Any]]],
+                      before: list[tuple[Any, dict[str, Any]]]) -> dict[str, Any]:
+    """What every realm did between two readings, summed; a realm that made a device and ended in
+    between without telling its totals is a RealmError (its calls are unknown)."""
+    earlier = dict((id(realm), totals) for realm, totals in before)
+    later = {id(realm) for realm, _ in after}
+    for realm, totals in before:
+        if id(realm) not in later and totals.get("devices"):
+            raise RealmError(f"the {driver.realm_name(realm)} ended during the count without telling its "
+                             "totals: its WebGPU calls cannot be counted")
+    total = {"calls": dict.fromkeys(recorder.KINDS, 0), "by_kernel": {}}
+    for realm, totals in after:
+        part = _difference(totals, earlier.get(id(realm), _ZERO))
+        for kind, n in part["calls"].items():
+            total["calls"][kind] += n
+        for label, n in part["by_kernel"].items():
+            total["by_kernel"][label] = total["by_kernel"].get(label, 0) + n
+    return total
+
+
+def gpu_errors(driver: PageDriver, readings: list[tuple[Any, dict[str, Any]]]) -> str | None:
+    """The first GPU error any realm has seen, as a failure's text (a WGSL error as the native one:
+    the page's file and line of the ``createShaderModule`` call, the source line and a caret)."""
+    found = [(error.get("kind") != "WGSL", realm, error) for realm, totals in readings
+             for error in totals.get("errors") or ()]  # a shader's own message first: it has the line
+    for _, realm, error in sorted(found, key=lambda item: item[0]):
+        return escaped(describe_gpu_error(error, driver.realm_name(realm)))
+    return None
+
+
+def describe_gpu_error(error: dict[str, Any], realm: str) -> str:
+    label = error.get("label") or "?"
+    if error.get("kind") != "WGSL":
+        return f"{error.get('kind') or 'GPU error'} in the {realm} (device {label!r}): {error.get('message')}"
+    where = error.get("where") or {}
+    at = f"{where['url']}:{where['line']}: " if where.get("url") else ""
+    line, column = int(error.get("line") or 0), int(error.get("column") or 0)
+    message = str(error.get("message") or "").strip()
+    lines = [f"{at}WGSL compile error in shader {label!r} at line {line}, column {column}: {message}"]
+    source = list(error.get("source") or [])
+    gutter = len(str(line))
+    for number, content in zip(range(line - len(source) + 1, line + 1), source):
+        lines.append(f"  {number:>{gutter}} | {content}")
+    if source and column:
+        lines.append(f"  {'':>{gutter}} | {' ' * (column - 1)}^")
+    return "\n".join(lines)
+
+
 class PageCounting:
-    """A counting scope over a page and its workers: ``with PageCounting(evaluate) as counts:``
+    """A counting scope over every realm of a page: ``with PageCounting(driver) as counts:``
     gives ``Counts`` that hold what the page made inside the block once it ends (what
     ``dispatch_meter.count(counter)`` takes)."""
 
-    def __init__(self, evaluate: Evaluate, where: str = "the page") -> None:
-        self._evaluate = evaluate
+    def __init__(self, driver: PageDriver, where: str = "the page", timeout: float = DEFAULT_TIMEOUT) -> None:
+        self._driver = driver
         self.where = where
-        self._before: dict[str, Any] | None = None
+        self.timeout = timeout
+        self._before: list[tuple[Any, dict[str, Any]]] | None = None
         self.counts: recorder.Counts | None = None
 
-    def _snapshot(self) -> dict[str, Any]:
-        outcome = self._evaluate("ms => globalThis.__dispatch.snapshot(ms)", WORKER_WAIT_MS)
-        if not isinstance(outcome, dict) or "value" not in outcome:
-            raise PageError(self.where, "Error", "the page has no pytest-dispatch recorder", "")
-        return outcome["value"]
-
     def __enter__(self) -> recorder.Counts:
-        self._before = self._snapshot()
+        self._before = self._driver.totals(self.timeout)
         self.counts = recorder.Counts.from_dict(closed=False)
         return self.counts
 
     def __exit__(self, *exc_info: Any) -> None:
         assert self.counts is not None and self._before is not None
-        self.counts.close(_difference(self._snapshot(), self._before))
+        after = self._driver.totals(self.timeout)
+        failed = gpu_errors(self._driver, after)
+        if failed:
+            raise GpuError(failed)
+        self.counts.close(realms_difference(self._driver, after, self._before))
 
 
 def page_gpu_info(browser_version: str, adapter: dict[str, Any]) -> GpuInfo:
@@ -137,11 +254,14 @@ class PageFunction:
 
     ``target`` is a global's dotted name (``"run"``, ``"model.step"``) or a function's source
     (``"async () => ..."``).  A throw fails with the JS message and stack (``PageError``); a
-    function that does not settle in ``timeout`` seconds raises ``PageTimeout``."""
+    function that does not settle in ``timeout`` seconds raises ``PageTimeout``; a realm that
+    cannot be counted ``RealmError``; failed GPU work ``GpuError`` (``failed`` raises them)."""
 
-    def __init__(self, evaluate: Evaluate, target: str, *, args: tuple = (), timeout: float = DEFAULT_TIMEOUT,
+    counted_where = WHERE
+
+    def __init__(self, driver: PageDriver, target: str, *, args: tuple = (), timeout: float = DEFAULT_TIMEOUT,
                  where: str = "the page", name: str | None = None, info: GpuInfo | None = None) -> None:
-        self._evaluate = evaluate
+        self._driver = driver
         self.info = info
         self.target = target
         self.args = list(args)
@@ -152,9 +272,12 @@ class PageFunction:
     def __repr__(self) -> str:
         return f"<PageFunction {self.__qualname__} of {self.where}>"
 
+    def failed(self, error: Exception) -> Any:
+        """Where a page function's failure goes (the fixture's fails the test in one line)."""
+        raise error
+
     def _run(self, method: str, *extra: Any) -> Any:
-        expression = f"([target, args, ms, ...extra]) => globalThis.__dispatch.{method}(target, args, ms, ...extra)"
-        outcome = self._evaluate(expression, [self.target, self.args, int(self.timeout * 1000), *extra])
+        outcome = self._driver.call(method, [self.target, self.args, int(self.timeout * 1000), *extra], self.timeout)
         return self.settled(outcome)
 
     def settled(self, outcome: Any) -> Any:
@@ -170,13 +293,36 @@ class PageFunction:
                             error.get("message") or "", error.get("stack") or "")
         return outcome.get("value")
 
+    def _checked(self, readings: list[tuple[Any, dict[str, Any]]]) -> None:
+        failed = gpu_errors(self._driver, readings)
+        if failed:
+            raise GpuError(f"{self.__qualname__} of {self.where}: its WebGPU work failed, nothing is measured:\n"
+                           f"{failed}")
+
     def __call__(self) -> Any:
         """One call, awaited in the page; its value (JSON-like)."""
-        return self._run("call")
+        __tracebackhide__ = True
+        try:
+            return self._run("call")
+        except (PageError, PageTimeout) as error:
+            failure = error
+        return self.failed(failure)
 
     def count(self, calls: int = 1) -> recorder.Counts:
-        """``calls`` calls, their WebGPU calls counted in the page and its workers."""
-        return page_counts(self._run("count", WORKER_WAIT_MS, calls))
+        """``calls`` calls, their WebGPU calls counted in every realm of the page; then every
+        realm's devices synced, and their GPU errors checked."""
+        __tracebackhide__ = True
+        try:
+            before = self._driver.totals(self.timeout)
+            self._run("call", calls)
+            after = self._driver.totals(self.timeout)
+            counted = realms_difference(self._driver, after, before)
+            self._driver.sync(self.timeout)
+            self._checked(self._driver.totals(self.timeout))
+            return page_counts(counted)
+        except (PageError, PageTimeout, RealmError, GpuError) as error:
+            failure = error
+        return self.failed(failure)
 
     # The measurement Source (measurement.sources.Source): dispatch_meter.measure(fn) takes it.
 
@@ -192,7 +338,7 @@ class PageFunction:
         return f"{SYNC_METHOD} ({'; '.join(notes)})" if notes else SYNC_METHOD
 
     def counted(self, calls: int, *, gpu_time: bool = False) -> CallCounts:
-        """``calls`` awaited calls in one counting scope of the page and its workers, then one
+        """``calls`` awaited calls in one counting scope of every realm of the page, then one
         sync; a page gives no GPU time (``gpu_time`` is ignored) and no host time per call kind."""
         __tracebackhide__ = True
         from pytest_dispatch.measurement.sources import CallCounts
@@ -200,20 +346,32 @@ class PageFunction:
         return CallCounts.of(self.count(calls))
 
     def timed_round(self, calls: int) -> RoundTime:
-        """One timed round, run inside the page with the recorder's wrappers out of the way: an
-        empty sync (timed), ``calls`` awaited calls, one sync; the page's clock (5 µs steps
-        where cross-origin isolated).  The meter subtracts the empty sync, which carries the
-        page's fixed delay of a sync."""
+        """One timed round, run inside the page with counting off: an empty sync (timed), ``calls``
+        awaited calls, one sync of the page's devices and its same-origin frames'; the page's
+        clock (5 µs steps where cross-origin isolated).  The meter subtracts the empty sync, which
+        carries the page's fixed delay of a sync.  Then every realm is synced (not timed) and a
+        round whose GPU work failed fails."""
         __tracebackhide__ = True
         from pytest_dispatch.measurement.sources import RoundTime
 
-        value = self._run("round", calls)
-        return RoundTime(wall_ns=int(value["wall_ns"]), sync_ns=int(value["sync_ns"]), host_ns=int(value["host_ns"]))
+        try:
+            value = self._run("round", calls)
+            self._driver.sync(self.timeout)
+            self._checked(self._driver.totals(self.timeout))
+            return RoundTime(wall_ns=int(value["wall_ns"]), sync_ns=int(value["sync_ns"]),
+                             host_ns=int(value["host_ns"]))
+        except (PageError, PageTimeout, RealmError, GpuError) as error:
+            failure = error
+        return self.failed(failure)
 
     def sync(self) -> None:
-        """Wait until every device of the page has done its submitted work."""
+        """Wait until every device of every realm of the page has done its submitted work."""
         __tracebackhide__ = True
-        self.settled(self._evaluate("() => globalThis.__dispatch.sync().then(() => ({value: null}))", None))
+        try:
+            return self._driver.sync(self.timeout)
+        except (PageError, PageTimeout, RealmError) as error:
+            failure = error
+        self.failed(failure)
 
     def runs_on(self) -> GpuInfo | None:
         """The page's GPU (the browser and its adapter): a fingerprint of its own."""

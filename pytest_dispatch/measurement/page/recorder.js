@@ -1,33 +1,34 @@
-// The page recorder: counts WebGPU calls in a page and in its workers, by call kind and by
-// pipeline label, and takes timed rounds of a page function by the sequential method.
-// pytest_dispatch.measurement.page calls it as install(KINDS, UNLABELLED, CHANNEL) in every
-// page (an init script) and every worker (its script is served with this in front), so the
-// call kinds are the Python recorder's.
-function install(KINDS, UNLABELLED, CHANNEL) {
+// The page recorder: counts WebGPU calls in one realm (the page, a frame or a worker), by call
+// kind and by pipeline label; keeps the realm's GPU errors; takes timed rounds of a page function
+// by the sequential method. pytest_dispatch.measurement.page calls it as
+// install(KINDS, UNLABELLED, TELL) before the realm's first script, so the call kinds are the
+// Python recorder's. Python reads each realm's totals in that realm (own()).
+function install(KINDS, UNLABELLED, TELL) {
   "use strict";
   const G = globalThis;
   if (G.__dispatch) return;
   const hasGpu = typeof G.GPUDevice === "function";
-  const isPage = typeof G.document !== "undefined";
   const KIND = Object.fromEntries(KINDS.map((kind, i) => [kind, i]));
   const counts = new Array(KINDS.length).fill(0);
   const byKernel = Object.create(null);
   const devices = [];
+  const errors = [];
   const LABEL = Symbol("pytest-dispatch kernel");
-  const swaps = [];  // [prototype, name, original, wrapper]
+  // The wrappers stay installed for good (a page's own wrappers of these methods, installed
+  // later, keep working); `on` is off during timed rounds.
+  let on = true;
+  let dirty = false;
 
   function wrapWith(proto, name, wrapper) {
     const original = proto && proto[name];
     if (typeof original !== "function") return;
-    const wrapped = wrapper(original);
-    swaps.push([proto, name, original, wrapped]);
-    proto[name] = wrapped;
+    Object.defineProperty(proto, name, { value: wrapper(original), writable: true, configurable: true,
+                                         enumerable: false });
   }
   function counted(proto, name, kind) {
     const k = KIND[kind];
     wrapWith(proto, name, (original) => function (...args) {
-      counts[k]++;
-      changed();
+      if (on) { counts[k]++; dirty = true; }
       return original.apply(this, args);
     });
   }
@@ -48,108 +49,114 @@ function install(KINDS, UNLABELLED, CHANNEL) {
   counted(hasGpu && G.GPUBuffer.prototype, "mapAsync", "readback");
   const SET_PIPELINE = KIND.set_pipeline;
   wrapWith(PASS, "setPipeline", (original) => function (pipeline) {
-    counts[SET_PIPELINE]++;
-    this[LABEL] = (pipeline && pipeline.label) || UNLABELLED;
-    changed();
+    if (on) {
+      counts[SET_PIPELINE]++;
+      this[LABEL] = (pipeline && pipeline.label) || UNLABELLED;
+      dirty = true;
+    }
     return original.call(this, pipeline);
   });
   const DISPATCHES = [["dispatchWorkgroups", "dispatch"], ["dispatchWorkgroupsIndirect", "dispatch_indirect"]];
   for (const [name, kind] of DISPATCHES) {
     const k = KIND[kind];
     wrapWith(PASS, name, (original) => function (...args) {
-      counts[k]++;
-      const label = this[LABEL] || UNLABELLED;
-      byKernel[label] = (byKernel[label] || 0) + 1;
-      changed();
+      if (on) {
+        const label = this[LABEL] || UNLABELLED;
+        counts[k]++;
+        byKernel[label] = (byKernel[label] || 0) + 1;
+        dirty = true;
+      }
       return original.apply(this, args);
     });
   }
-  // Every device the page makes: a sync waits for all of them. Not counted, never swapped out.
+
+  // Where the page's code called: the first stack frame that is not this recorder's.
+  function caller() {
+    const lines = String(new Error().stack || "").split("\n").slice(1);
+    const line = lines.find((text) => !text.includes("pytest-dispatch-recorder"));
+    const found = line && /\(?((?:https?|blob|data):[^\s()]*?):(\d+):(\d+)\)?\s*$/.exec(line);
+    return found ? { url: found[1], line: Number(found[2]), column: Number(found[3]) } : null;
+  }
+  // Every device of this realm: a sync waits for all of them; their errors fail the test.
   if (hasGpu) {
-    const requestDevice = G.GPUAdapter.prototype.requestDevice;
-    G.GPUAdapter.prototype.requestDevice = async function (...args) {
-      const device = await requestDevice.apply(this, args);
-      if (device) devices.push(device);
+    wrapWith(G.GPUAdapter.prototype, "requestDevice", (original) => async function (...args) {
+      const device = await original.apply(this, args);
+      if (!device) return device;
+      devices.push(device);
+      device.addEventListener("uncapturederror", (event) => {
+        const error = event.error || {};
+        errors.push({ kind: (error.constructor && error.constructor.name) || "GPUError",
+                      message: String(error.message || error), label: device.label || "" });
+      });
+      device.lost.then((info) => {
+        if (info.reason !== "destroyed") {
+          errors.push({ kind: "device lost", message: String(info.message || info.reason), label: device.label || "" });
+        }
+      });
       return device;
-    };
+    });
+    wrapWith(G.GPUDevice.prototype, "createShaderModule", (original) => function (descriptor) {
+      const module = original.call(this, descriptor);
+      const where = caller();
+      const code = String((descriptor && descriptor.code) || "");
+      if (module && typeof module.getCompilationInfo === "function") {
+        module.getCompilationInfo().then((info) => {
+          for (const message of info.messages) {
+            if (message.type !== "error") continue;
+            const lines = code.split("\n");
+            errors.push({ kind: "WGSL", message: message.message, label: (descriptor && descriptor.label) || "",
+                          line: message.lineNum, column: message.linePos, where,
+                          source: lines.slice(Math.max(0, message.lineNum - 2), message.lineNum) });
+          }
+        }, () => {});
+      }
+      return module;
+    });
   }
 
-  function setWrapped(on) {
-    for (const [proto, name, original, wrapped] of swaps) proto[name] = on ? wrapped : original;
-  }
   function own() {
-    return { counts: counts.slice(), by_kernel: Object.assign({}, byKernel) };
+    dirty = false;
+    return { counts: counts.slice(), by_kernel: Object.assign({}, byKernel), errors: errors.slice(),
+             devices: devices.length, url: String(G.location && G.location.href) };
   }
-
-  // Workers tell the page their totals (cumulative) on a BroadcastChannel: when asked, and
-  // after a task that counted something (so a worker that ends has told its last totals).
-  // CHANNEL null: standalone (a script in Deno or Node), where an open channel keeps the process alive.
-  const channel = CHANNEL && typeof G.BroadcastChannel === "function" ? new G.BroadcastChannel(CHANNEL) : null;
-  const id = Math.random().toString(36).slice(2);
-  let told = true;
-  function changed() {
-    if (told && !isPage && channel) {
-      told = false;
-      setTimeout(tell, 0);
-    }
-  }
-  function tell() {
-    told = true;
-    channel.postMessage({ type: "totals", id, totals: own() });
-  }
-  const workers = new Map();  // id -> {totals, alive}
-  const waiting = new Set();
-  if (channel && !isPage) {
-    channel.onmessage = (event) => { if (event.data && event.data.type === "ask") tell(); };
-    tell();
-  }
-  if (channel && isPage) {
-    channel.onmessage = (event) => {
-      const data = event.data;
-      if (!data || data.type !== "totals") return;
-      const known = workers.get(data.id);
-      workers.set(data.id, { totals: data.totals, alive: true, answered: true, seen: known ? known.seen : 0 });
-      for (const done of waiting) done();
-    };
-  }
-
-  async function totals(waitMs) {
-    // This page's totals plus every worker's latest; live workers are asked first.
-    if (channel && workers.size) {
-      for (const worker of workers.values()) worker.answered = false;
-      channel.postMessage({ type: "ask" });
-      await new Promise((resolve) => {
-        let timer = null;
-        const check = () => {
-          if ([...workers.values()].every((w) => w.answered || !w.alive)) finish();
-        };
-        const finish = () => { clearTimeout(timer); waiting.delete(check); resolve(); };
-        timer = setTimeout(() => {
-          for (const worker of workers.values()) if (!worker.answered) worker.alive = false;
-          finish();
-        }, waitMs);
-        waiting.add(check);
-        check();
+  // A worker tells Python its totals before every message it posts (so before the page can learn
+  // that it finished) and after each task that counted something (so a worker that ends has told).
+  const tell = typeof G[TELL] === "function" ? G[TELL] : null;
+  if (tell) {
+    const flush = () => { if (dirty) tell(JSON.stringify(own())); };
+    const later = () => { if (dirty) setTimeout(flush, 0); };
+    for (const proto of [G.DedicatedWorkerGlobalScope && G.DedicatedWorkerGlobalScope.prototype,
+                         G.MessagePort && G.MessagePort.prototype, G.Client && G.Client.prototype,
+                         G.BroadcastChannel && G.BroadcastChannel.prototype]) {
+      wrapWith(proto, "postMessage", (original) => function (...args) {
+        flush();
+        return original.apply(this, args);
       });
     }
-    const sum = own();
-    for (const worker of workers.values()) {
-      worker.totals.counts.forEach((n, i) => { sum.counts[i] += n; });
-      for (const [label, n] of Object.entries(worker.totals.by_kernel)) {
-        sum.by_kernel[label] = (sum.by_kernel[label] || 0) + n;
-      }
-    }
-    return sum;
+    wrapWith(QUEUE, "submit", (original) => function (...args) {
+      later();
+      return original.apply(this, args);
+    });
+    tell(JSON.stringify(own()));
   }
-  function difference(after, before) {
-    const calls = {};
-    KINDS.forEach((kind, i) => { calls[kind] = after.counts[i] - before.counts[i]; });
-    const kernels = {};
-    for (const [label, n] of Object.entries(after.by_kernel)) {
-      const d = n - (before.by_kernel[label] || 0);
-      if (d) kernels[label] = d;
+
+  // This realm's devices, and those of the same-origin frames below it (their recorders).
+  function allDevices(realm, seen) {
+    let found = [];
+    try {
+      const api = realm.__dispatch;
+      if (!api || seen.has(api)) return found;
+      seen.add(api);
+      found = api.devices.slice();
+      const frames = realm.frames;
+      for (let i = 0; frames && i < frames.length; i++) found = found.concat(allDevices(frames[i], seen));
+    } catch (error) {
+      // a cross-origin frame: its own realm is synced apart
     }
-    return { calls, by_kernel: kernels };
+    return found;
+  }
+  async function sync() {
+    await Promise.all(allDevices(G, new Set()).map((device) => device.queue.onSubmittedWorkDone()));
   }
 
   async function resolve(target, ms) {
@@ -175,12 +182,9 @@ function install(KINDS, UNLABELLED, CHANNEL) {
     if (typeof value !== "function") throw new TypeError(`${target} is not a function`);
     return value;
   }
-  async function sync() {
-    await Promise.all(devices.map((device) => device.queue.onSubmittedWorkDone()));
-  }
   function bounded(promise, ms) {
     let timer;
-    const late = new Promise((resolve) => { timer = setTimeout(() => resolve({ timeout: true }), ms); });
+    const late = new Promise((done) => { timer = setTimeout(() => done({ timeout: true }), ms); });
     return Promise.race([promise, late]).finally(() => clearTimeout(timer));
   }
   function failure(error) {
@@ -199,38 +203,24 @@ function install(KINDS, UNLABELLED, CHANNEL) {
 
   const api = {
     devices,
-    totals,
+    own,
     sync,
-    setWrapped,
-    // One call of a page function, awaited: {value} | {error} | {timeout}.
-    call(target, args, ms) {
+    // Counting on (the default) or off; the wrappers themselves stay.
+    setWrapped(value) { on = Boolean(value); },
+    // One or more awaited calls of a page function: {value} | {error} | {timeout}.
+    call(target, args, ms, calls = 1) {
       return bounded(settled(async () => {
-        const value = await (await resolve(target, ms))(...args);
+        const fn = await resolve(target, ms);
+        let value;
+        for (let i = 0; i < calls; i++) value = await fn(...args);
         return value === undefined ? null : value;
       }), ms);
     },
-    // `calls` awaited calls, counted (this page and its workers), then one sync (not counted):
-    // {value: {calls, by_kernel}} | {error} | {timeout}.
-    count(target, args, ms, waitMs, calls) {
-      return bounded(settled(async () => {
-        const fn = await resolve(target, ms);
-        const before = await totals(waitMs);
-        for (let i = 0; i < calls; i++) await fn(...args);
-        const counted = difference(await totals(waitMs), before);
-        await sync();
-        return counted;
-      }), ms);
-    },
-    // This page's and its workers' totals so far (a counting scope's ends).
-    snapshot(waitMs) {
-      return settled(() => totals(waitMs));
-    },
-    difference,
-    // A timed round, the wrappers swapped out: an empty sync, perRound calls, one sync.
+    // A timed round, counting off: an empty sync, perRound calls, one sync.
     round(target, args, ms, perRound) {
       return bounded(settled(async () => {
         const fn = await resolve(target, ms);
-        setWrapped(false);
+        on = false;
         try {
           let start = performance.now();
           await sync();
@@ -243,7 +233,7 @@ function install(KINDS, UNLABELLED, CHANNEL) {
           return { wall_ns: Math.round((done - start) * 1e6), sync_ns: Math.round(syncMs * 1e6),
                    host_ns: Math.round((submitted - start) * 1e6) };
         } finally {
-          setWrapped(true);
+          on = true;
         }
       }), ms);
     },

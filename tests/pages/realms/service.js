@@ -1,0 +1,3 @@
+importScripts("classic.js");
+serve(self, setUp());
+self.addEventListener("install", () => self.skipWaiting());

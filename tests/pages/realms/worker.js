@@ -1,0 +1,3 @@
+"use strict";
+importScripts("classic.js");
+serve(self, setUp());

@@ -1,0 +1,98 @@
+"""Faults around a page: a page that blocks its event loop after load (the adapter probe is
+bounded), a browser that dies (started again once, then page tests skip with the cause), and
+terminal escape sequences in a page's messages (escaped)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_dispatch.plugin.page import BROWSERS, find_browser
+
+PAGES = Path(__file__).resolve().parent / "pages"
+pytestmark = [pytest.mark.skipif(find_browser(None) is None,
+                                 reason=f"no Chromium ({', '.join(BROWSERS)}): apt-get install chromium"),
+              pytest.mark.gpu, pytest.mark.slow]
+
+FAULTS = f"""
+import os
+import signal
+from pathlib import Path
+
+PAGES = Path({str(PAGES)!r})
+
+def kill_browser(gpu_page):  # the browser and its processes (under a launcher script, too)
+    from pytest_dispatch.plugin.realms import descendants
+
+    root = gpu_page.session.browser.process.pid
+    for pid in [root, *descendants(root)]:
+        os.kill(pid, signal.SIGKILL)
+    gpu_page.session.browser.process.wait()
+
+def test_1_blocked_after_load(gpu_page):
+    gpu_page.open(PAGES / "blocks_after_load")
+
+def test_2_escapes(gpu_page):
+    gpu_page.open(PAGES / "counted")
+    gpu_page.function("() => {{ throw new Error('red \\\\x1b[31m text'); }}", name="paints")()
+
+def test_3_browser_dies(gpu_page):
+    gpu_page.open(PAGES / "counted")
+    kill_browser(gpu_page)
+    gpu_page.count("run", 1)
+
+def test_4_started_again(gpu_page):
+    gpu_page.open(PAGES / "counted")
+    assert gpu_page.count("run", 2).dispatches == 3
+    kill_browser(gpu_page)
+
+def test_5_skips_with_the_cause(gpu_page):
+    gpu_page.open(PAGES / "counted")
+"""
+QUICK_PROBE = "import pytest_dispatch.plugin.page as page\npage.PROBE_TIMEOUT = 1.0\n"
+
+
+def test_faults_end_in_one_line_each(pytester):
+    pytester.makeconftest(QUICK_PROBE)
+    pytester.makepyfile(test_faults=FAULTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rsf", "--timeout=120")
+    result.assert_outcomes(passed=1, failed=2, skipped=2)
+    output = result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "SKIPPED * gpu_page: *blocks_after_load/index.html: navigator.gpu.requestAdapter() did not settle in 1 s",
+        "SKIPPED * gpu_page: Chromium ended twice in this session (*); later page tests skip",
+    ])
+    result.stdout.fnmatch_lines([r"paints of *counted/index.html threw Error: red \x1b[31m text"])
+    result.stdout.fnmatch_lines(["the realms of *counted/index.html could not be read: the page failed: the browser "
+                                 "ended (exit status -9)"])
+    assert "\x1b[31m" not in output  # the page's escape sequence is not sent to the terminal
+    for internal in ("Traceback", "pytest_dispatch/", "BrowserGone"):
+        assert internal not in output
+
+
+LINKED = """
+from pathlib import Path
+
+def test_linked(gpu_page):
+    gpu_page.open(Path("site"))
+    gpu_page.function("run", timeout=2)()
+"""
+
+
+def test_a_file_linked_out_of_the_served_folder_is_named(pytester):
+    (pytester.path / "elsewhere" / "lib").mkdir(parents=True)
+    (pytester.path / "elsewhere" / "lib" / "lib.js").write_text("export const run = async () => 1;\n")
+    (pytester.path / "site").mkdir()
+    (pytester.path / "site" / "node_modules").symlink_to(pytester.path / "elsewhere")
+    (pytester.path / "site" / "index.html").write_text(
+        '<!doctype html>\n<script type="module">\nimport { run } from "./node_modules/lib/lib.js";\n'
+        "window.run = run;\n</script>\n")
+    pytester.makepyfile(test_linked=LINKED)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--timeout=120")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "run of site/index.html threw TypeError: run is not a function of the page (it is undefined after 1 s)",
+        "the page asked for files it did not get: site/node_modules/lib/lib.js (a link out of the served folder: "
+        "not served)",
+    ])

@@ -1,0 +1,124 @@
+"""Every realm of a page counted exactly (frames, nested and added later, Blob URL, nested, busy
+and short-lived workers), the page's own wrappers kept, GPU errors failing the count, and
+workers' scripts served as they are."""
+
+from __future__ import annotations
+
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from pytest_dispatch.plugin.page import BROWSERS, find_browser
+
+PAGES = Path(__file__).resolve().parent / "pages"
+REALMS = PAGES / "realms"
+needs_chromium = pytest.mark.skipif(find_browser(None) is None,
+                                    reason=f"no Chromium ({', '.join(BROWSERS)}): apt-get install chromium")
+pytestmark = [needs_chromium, pytest.mark.gpu]
+
+
+@pytest.mark.parametrize(("function", "adds", "dispatches"), [
+    ("run", 2, 2),                 # the page itself
+    ("inFrame", 3, 3),             # a same-origin iframe of the page's HTML
+    ("inLateFrame", 2, 4),         # a frame added by the call, and a frame nested in it: 2 each
+    ("throughFrameGpu", 2, 2),     # the page's script, through the frame's navigator.gpu
+    ("inBlobWorker", 3, 3),        # a worker from a Blob URL (how bundlers inline workers)
+    ("inNestedWorker", 2, 2),      # a worker made by a worker
+    ("inShortWorker", 2, 2),       # a worker made, used and terminated inside the call
+])
+def test_each_realm_is_counted_exactly(gpu_page, function, adds, dispatches):
+    gpu_page.open(REALMS)
+    for _ in range(2):  # the first call may set up; both must be exact
+        counts = gpu_page.count(function, adds)
+        assert counts.by_kernel == {"add": dispatches}
+        assert counts.dispatches == dispatches
+
+
+def test_a_worker_blocked_at_the_start_and_end_of_a_count_is_waited_for(gpu_page):
+    gpu_page.open(REALMS)
+    gpu_page.function("inBusyWorker", 1, 0)()
+    blocked = gpu_page.function("() => { inBusyWorker(2, 600); return new Promise((done) => setTimeout(done, 100)); }")
+    with gpu_page.counting() as counts:
+        blocked()  # returns while the worker is blocked; the count's end must wait for it
+    assert counts.by_kernel == {"add": 2}
+
+
+def test_the_page_s_own_wrapper_survives_measurements(gpu_page, dispatch_meter):
+    gpu_page.open(REALMS)
+    gpu_page.function("wrapOwn")()
+    dispatch_meter.measure(gpu_page.function("run", 2), rounds=2, per_round=2)
+    before = gpu_page.evaluate("window.ownCount")
+    assert gpu_page.count("run", 3).dispatches == 3
+    assert gpu_page.evaluate("window.ownCount") == before + 3
+
+
+def test_a_wgsl_error_fails_with_the_page_s_file_line_and_a_caret(pytester):
+    pytester.makepyfile(test_bad=f"""
+        def test_bad(gpu_page):
+            gpu_page.open({str(REALMS)!r})
+            gpu_page.count("badShader")
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--timeout=120")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*badShader of *realms/index.html: its WebGPU work failed, nothing is measured:",
+        "*realms/index.html:*: WGSL compile error in shader 'broken' at line 3, column *",
+        "*  3 |   let x = ;",
+        "*    | *^",
+    ])
+
+
+def test_a_validation_error_fails_the_count_with_the_gpu_s_message(pytester):
+    pytester.makepyfile(test_invalid=f"""
+        def test_invalid(gpu_page):
+            gpu_page.open({str(REALMS)!r})
+            gpu_page.count("invalidBuffer")
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--timeout=120")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["invalidBuffer of *realms/index.html: its WebGPU work failed, nothing is measured:",
+                                 "GPUValidationError in the page *realms/index.html (device '?'): *usage*"])
+
+
+def test_workers_scripts_are_served_as_they_are_on_disk(gpu_page):
+    gpu_page.open(REALMS)
+    url = gpu_page.evaluate("new URL('worker.js', location.href).href")
+    request = urllib.request.Request(url, headers={"Sec-Fetch-Dest": "worker"})
+    with urllib.request.urlopen(request) as answer:
+        assert answer.read() == (REALMS / "worker.js").read_bytes()  # "use strict" and lines kept
+
+
+@pytest.mark.parametrize(("function", "adds"), [
+    ("inSharedWorker", 2),         # a shared worker from a URL
+    ("inSharedBlobWorker", 3),     # a shared worker from a Blob URL
+    ("inServiceWorker", 2),        # the page's service worker
+    ("inDataWorker", 2),           # a worker from a data URL, made and ended inside the call
+    ("inBlankFrame", 2),           # a frame without a URL, through its navigator.gpu
+])
+def test_workers_of_every_kind_are_counted_exactly(gpu_page, function, adds):
+    gpu_page.open(REALMS)
+    for _ in range(2):
+        assert gpu_page.count(function, adds).by_kernel == {"add": adds}
+
+
+def test_a_frame_the_recorder_cannot_reach_is_an_error_naming_it(pytester):
+    # a sandboxed about:srcdoc frame (an opaque origin, its own process) runs before it can be reached
+    pytester.makepyfile(test_unreached=f"""
+        def test_unreached(gpu_page):
+            gpu_page.open({str(REALMS)!r})
+            gpu_page.count("inSandboxedFrame", 2)
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--timeout=120")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["the frame about:srcdoc was not reached by the recorder before its first script "
+                                 "(a frame of another origin, say), so its WebGPU calls cannot be counted; *"])
+
+
+def test_a_page_function_that_dispatches_nothing_is_named_in_the_page_s_words(gpu_page, dispatch_meter):
+    from pytest_dispatch.measurement.meter import MeasurementUsageError
+
+    gpu_page.open(REALMS)
+    with pytest.raises(MeasurementUsageError, match=r"^idle: the measured function made no compute dispatch "
+                                                    r"\(in the page and its realms\); "):
+        dispatch_meter.measure(gpu_page.function("async () => null", name="idle"))
