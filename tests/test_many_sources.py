@@ -31,7 +31,9 @@ import json, sys
 from pathlib import Path
 
 def pytest_sessionfinish(session):
-    Path("seen.json").write_text(json.dumps({"wgpu": "wgpu" in sys.modules, "playwright": "playwright" in sys.modules}))
+    from pytest_dispatch.plugin import page
+    browser = page.started_browser(session.config) is not None
+    Path("seen.json").write_text(json.dumps({"wgpu": "wgpu" in sys.modules, "browser": browser}))
 """
 
 # Which GPUs' baselines this process looked up, in order.
@@ -115,7 +117,7 @@ def test_a_page_only_session_loads_no_wgpu_and_saves_under_the_page_gpu(pytester
     pytester.makepyfile(test_page=PAGE_TEST)
     result = run(pytester, "--dispatch-save=main", "--dispatch-report")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert seen(pytester) == {"wgpu": False, "playwright": True}
+    assert seen(pytester) == {"wgpu": False, "browser": True}
     assert [name for name in saved(pytester)] == [next(iter(saved(pytester)))]
     assert "webgpu-in-a-page" in next(iter(saved(pytester)))
     result = run(pytester, "--dispatch-compare=main")
@@ -130,7 +132,7 @@ def test_collecting_page_tests_starts_no_browser(pytester):
     pytester.makepyfile(test_page=PAGE_TEST)
     result = run(pytester, "--collect-only")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert seen(pytester) == {"wgpu": False, "playwright": False}
+    assert seen(pytester) == {"wgpu": False, "browser": False}
 
 
 @needs_browser
@@ -142,7 +144,7 @@ def test_a_session_deselecting_its_page_tests_starts_no_browser_and_saves(pytest
     pytester.makepyfile(test_page=PAGE_TEST, test_native=NATIVE_TEST)
     result = run(pytester, "-k", "native", "--dispatch-save=main")
     result.assert_outcomes(passed=1, deselected=1)
-    assert seen(pytester)["playwright"] is False
+    assert seen(pytester)["browser"] is False
     (folder,) = saved(pytester)
     assert "webgpu-in-a-page" not in folder
 

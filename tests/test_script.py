@@ -117,7 +117,7 @@ def test_the_recorder_opens_no_channel_outside_a_page(name):
             };
         }""")
         process.evaluate(script.standalone_recorder())
-        assert process.evaluate("() => [typeof globalThis.__dispatch.totals, globalThis.channels]") == ["function", 0]
+        assert process.evaluate("() => [typeof globalThis.__dispatch.own, globalThis.channels]") == ["function", 0]
     finally:
         process.close()
     assert process.process.returncode == 0  # the host ends when its input does
