@@ -147,8 +147,9 @@ def test_the_docs_blocks_run(doc, tmp_path, gpu_info):
 # citations of RESULTS.md and of its raw outputs
 
 RESULTS = ROOT / "docs" / "RESULTS.md"
-CITING = sorted({*ROOT.glob("pytest_dispatch/**/*.py"), *ROOT.glob("tests/**/*.py"), *ROOT.glob("benchmarks/*"),
-                 *ROOT.glob("scripts/*"), *ROOT.glob("examples/**/*.py"), *DOCS} - {RESULTS, Path(__file__).resolve()})
+CITING = sorted(path for path in {*ROOT.glob("pytest_dispatch/**/*.py"), *ROOT.glob("tests/**/*.py"),
+                                   *ROOT.glob("benchmarks/*"), *ROOT.glob("scripts/*"), *ROOT.glob("examples/**/*.py"),
+                                   *DOCS} - {RESULTS, Path(__file__).resolve()} if path.is_file())
 CODE_DIRS = ("pytest_dispatch", "tests", "benchmarks", "scripts", "examples")
 # `RESULTS.md §N`, `RESULTS.md, section N`, `[RESULTS.md](RESULTS.md) §N`; `RESULTS.md@COMMIT §N`: that
 # section as it stood at COMMIT (the lab notebook, for figures the current page no longer holds)
