@@ -150,3 +150,12 @@ def test_a_script_gpu_names_its_engine_and_adapter():
                                                                             65541, "", True)
     node = script.script_gpu_info("node", "20.20.2 + webgpu 0.6.2", adapter)
     assert len({deno.fingerprint, node.fingerprint, script.script_gpu_info("deno", "2.9.9", adapter).fingerprint}) == 3
+
+
+def test_collecting_script_tests_starts_no_engine_and_the_summary_names_the_one_started(pytester):
+    pytester.makepyfile(test_collected="def test_script(gpu_script):\n    pass\n")
+    collected = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only")
+    assert collected.ret == pytest.ExitCode.OK and "dispatch script" not in collected.stdout.str()
+    ran = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "deno")
+    ran.stdout.fnmatch_lines(["dispatch script: Deno*"])  # its version and adapter, or why it is missing
+    assert "dispatch script: Node" not in ran.stdout.str()  # deselected: never started

@@ -168,16 +168,8 @@ def gpu_script(request: pytest.FixtureRequest):
     host.close()
 
 
-def _engines_used(items: list[pytest.Item]) -> list[str]:
-    used = {getattr(item, "callspec", None) and item.callspec.params.get(FIXTURE) for item in items
-            if FIXTURE in getattr(item, "fixturenames", ())}
-    return [name for name in script.ENGINES if name in used]
-
-
-def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str] | None:
-    """Each engine the collected script tests use, its version and adapter (or why it is missing)."""
-    lines = []
-    for name in _engines_used(items):
-        engine = engine_of(config, name)
-        lines.append(f"dispatch script: {engine if isinstance(engine, str) else engine.describe()}")
-    return lines or None
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """Each engine this session started for its script tests, its version and adapter (or why it is
+    missing); none is started to say so."""
+    for engine in config.stash.get(_ENGINES_KEY, {}).values():
+        terminalreporter.write_line(f"dispatch script: {engine if isinstance(engine, str) else engine.describe()}")
