@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 
@@ -156,3 +157,16 @@ def test_greedy_tokens_that_differ_between_engines_are_named():
     same = dataclasses.replace(row("deno"), tokens=(1, 2))
     assert engines.counts_differ([same, dataclasses.replace(row("node"), tokens=(1, 2))]) == []
     assert engines.counts_differ([same, dataclasses.replace(row("node"), tokens=(1, 3))]) == ["node"]
+
+
+def test_what_native_libraries_print_is_held_back_unless_verbose(monkeypatch, capfd):
+    def noisy(impl, workload, rounds):
+        os.write(2, b"Warning: a native library's line\n")  # as Dawn's C++ writes to the process's stderr
+        raise engines.EngineUnavailable(f"{impl}: no adapter here")
+
+    monkeypatch.setattr(engines, "native_row", noisy)
+    assert cli.main(["engines", "--engines", "wgpu-native,dawn"]) == ExitCode.NOTHING_COMPARED
+    err = capfd.readouterr().err
+    assert "Warning: a native" not in err and "2 line(s) of native library output hidden (-v shows them)" in err
+    assert cli.main(["engines", "--engines", "wgpu-native,dawn", "-v"]) == ExitCode.NOTHING_COMPARED
+    assert "engines: native library: Warning: a native library's line" in capfd.readouterr().err

@@ -311,12 +311,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         progress = Progress("pytest-dispatch probe", total=len(found) * len(dtypes) * len(ns))
         rows, problems, failed = probe.probe_all(found, dtypes, ns, args.rounds, progress.step, native)
     finally:
-        if native and args.verbose:
-            for line in native:
-                print(f"pytest-dispatch probe: native library: {line}", file=sys.stderr)
-        elif native:
-            print(f"pytest-dispatch probe: {len(native)} line(s) of native library output hidden (-v shows them)",
-                  file=sys.stderr)
+        _native_said("probe", native, args.verbose)
     for line in problems:
         print(f"pytest-dispatch probe: {line}", file=sys.stderr)
     if not rows and not failed:
@@ -329,6 +324,16 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return ExitCode.FAILED if failed else ExitCode.OK
 
 
+def _native_said(command: str, native: list[str], verbose: bool) -> None:
+    """What native libraries wrote while the command opened adapters: shown with -v, else counted."""
+    if native and verbose:
+        for line in native:
+            print(f"pytest-dispatch {command}: native library: {line}", file=sys.stderr)
+    elif native:
+        print(f"pytest-dispatch {command}: {len(native)} line(s) of native library output hidden (-v shows them)",
+              file=sys.stderr)
+
+
 def cmd_engines(args: argparse.Namespace) -> int:
     from pytest_dispatch.cli import engines
 
@@ -339,7 +344,11 @@ def cmd_engines(args: argparse.Namespace) -> int:
                          "--n and --rounds positive counts" if unknown else "--n and --rounds take positive counts")
     progress = Progress("pytest-dispatch engines", total=len(chosen))
     workload = engines.Workload("sequential", args.n)
-    rows, missing = engines.measure(chosen, workload, args.rounds, Path.cwd(), progress.step)
+    native: list[str] = []
+    try:
+        rows, missing = engines.measure(chosen, workload, args.rounds, Path.cwd(), progress.step, native)
+    finally:
+        _native_said("engines", native, args.verbose)
     print("\n".join(engines.render(rows, missing, workload)))
     if args.json:
         storage.write_json_atomically(args.json, {"engines": [row.as_dict() for row in rows], "not_measured": missing,
@@ -416,6 +425,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                             "(default %(default)s)")
     engines.add_argument("--rounds", type=int, default=10, help="timed rounds per method (default %(default)s)")
     engines.add_argument("--json", help="also write the figures to this file")
+    engines.add_argument("-v", "--verbose", action="store_true",
+                         help="also print what native libraries (Dawn, drivers) wrote while adapters were opened")
     engines.set_defaults(run=cmd_engines)
 
     listing = commands.add_parser("list", help="every saved run in the storage, per GPU")

@@ -245,13 +245,18 @@ def _slope_row(engine: str, info: GpuInfo, function: Callable[..., Any], n: int,
 
 
 def measure(engines: list[str], workload: Workload, rounds: int, root: Path,
-            progress: Callable[[str], None] | None = None) -> tuple[list[EngineRow], list[str]]:
-    """A row for each engine that ran, and a line for each that did not."""
+            progress: Callable[[str], None] | None = None,
+            native: list[str] | None = None) -> tuple[list[EngineRow], list[str]]:
+    """A row for each engine that ran, and a line for each that did not; what native libraries
+    write to stderr while wgpu-py's engines run goes into ``native`` (None: left alone)."""
+    from pytest_dispatch.cli.probe import native_output
+
     rows, missing = [], []
     for engine in engines:
         try:
             if engine in ("wgpu-native", "dawn"):
-                rows.append(native_row("wgpu" if engine == "wgpu-native" else "dawn", workload, rounds))
+                with native_output(native):
+                    rows.append(native_row("wgpu" if engine == "wgpu-native" else "dawn", workload, rounds))
             elif engine in ("chromium", "firefox"):
                 rows.append(browser_row(engine, workload, rounds))
             else:
