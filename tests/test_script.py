@@ -159,3 +159,11 @@ def test_collecting_script_tests_starts_no_engine_and_the_summary_names_the_one_
     ran = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "deno")
     ran.stdout.fnmatch_lines(["dispatch script: Deno*"])  # its version and adapter, or why it is missing
     assert "dispatch script: Node" not in ran.stdout.str()  # deselected: never started
+
+
+@pytest.mark.gpu
+def test_a_worker_a_script_starts_fails_naming_itself_rather_than_counting_zero(gpu_script):
+    gpu_script.open(SCRIPTS / "workers.js")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        gpu_script.function("denoWorker" if gpu_script.engine.name == "deno" else "nodeWorker")()
+    assert "a worker (" in str(failed.value) and "is not counted by pytest-dispatch" in str(failed.value)

@@ -87,6 +87,23 @@ async function check() {
   }
 }
 
+// The recorder counts the script's own realm only: a worker the script starts (Deno's Worker,
+// Node's worker_threads) would count 0 without a word, so starting one throws, naming itself.
+const NOT_COUNTED = "is not counted by pytest-dispatch (gpu_script counts the module's own realm only)";
+class UncountedWorker {
+  constructor(what) {
+    throw new Error(`a worker (${String(what)}) started by a script ${NOT_COUNTED}`);
+  }
+}
+async function refuseWorkers() {
+  if (typeof G.Worker === "function") G.Worker = UncountedWorker;
+  if (isDeno) return;
+  const { createRequire, syncBuiltinESMExports } = await import("node:module");
+  const threads = createRequire(import.meta.url)("node:worker_threads");
+  threads.Worker = UncountedWorker;
+  syncBuiltinESMExports();  // `import { Worker } from "node:worker_threads"` gets it too
+}
+
 async function handle(line) {
   let request;
   try {
@@ -126,6 +143,7 @@ async function main() {
                         : { engine: "node", version: G.process.versions.node };
   try {
     if (!isDeno) engine.webgpu = await nodeGpu(root);
+    await refuseWorkers();
     // load(url): the script's exports become globals, so the recorder reaches them by name as a page's
     const load = async (url) => {
       const exports = await import(url);
