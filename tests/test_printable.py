@@ -45,7 +45,7 @@ def test_the_report_prints_no_control_character():
 
 def test_a_page_message_prints_no_control_character():
     page = GpuPage.__new__(GpuPage)
-    page.session = types.SimpleNamespace(server=types.SimpleNamespace(mounts={}, mount=str))
+    page.session = types.SimpleNamespace(server=types.SimpleNamespace(mounted=dict))
     assert page.local_paths(f"Error: {ESCAPE}") == "Error: \\x1b]0;owned\\x07\\x1b[2J"
 
 

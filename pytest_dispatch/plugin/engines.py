@@ -1,4 +1,4 @@
-"""Browsers other than Chromium as page engines: Firefox (Debian's ``firefox-esr``) with WebGPU on.
+"""Firefox (Debian's ``firefox-esr``) with WebGPU on, as the engines table's second browser.
 
 Playwright drives Firefox over WebDriver BiDi (``channel="moz-firefox"``, the system's Firefox,
 no download); which Playwright versions can drive which Firefox is narrow, so the range is
@@ -61,17 +61,6 @@ def firefox_gpu_info(browser_version: str, adapter: dict[str, Any]) -> GpuInfo:
     return dataclasses.replace(page_measurement.page_gpu_info(browser_version, adapter), implementation="firefox")
 
 
-# The engines table's browsers (Playwright): how each is found, started and described.
-NAMES = {"chromium": "Chromium", "firefox": "Firefox"}
-
-
-def find(engine: str, named: str | None, chromium: Any) -> str | None:
-    """The engine's executable: --gpu-browser's, else the first on PATH (``chromium``: Chromium's finder)."""
-    if engine != "firefox" or named:
-        return chromium(named)
-    return find_firefox()
-
-
 def launch(playwright: Any, engine: str, executable: str, chromium_args: list[str]) -> Any:
     if engine == "firefox":
         return launch_firefox(playwright, executable)
@@ -82,13 +71,3 @@ def gpu_info(engine: str, browser_version: str, adapter: dict[str, Any]) -> GpuI
     if engine == "firefox":
         return firefox_gpu_info(browser_version, adapter)
     return page_measurement.page_gpu_info(browser_version, adapter)
-
-
-def describe(engine: str, browser_version: str, adapter: dict[str, Any]) -> str:
-    """The header's line: Chromium's own, or Firefox's with what its sync costs."""
-    text = page_measurement.describe_adapter(browser_version, adapter)
-    if engine == "firefox":
-        # cross-origin isolated, Firefox's clock has 20 µs steps (Chromium's 5 µs)
-        text = text.replace("Chromium", "Firefox", 1).replace("5 µs timer", "20 µs timer")
-        text = f"{text}; {page_measurement.POLLED_SYNC['firefox']}"
-    return text

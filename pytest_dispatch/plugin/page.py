@@ -291,8 +291,7 @@ class GpuPage:
 
     def _mounts(self) -> list[tuple[str, Path]]:
         """(URL prefix, folder) of each folder the server serves."""
-        server = self.session.server
-        return [(server.mount(root), root) for root in list(server.mounts.values())]
+        return list(self.session.server.mounted().items())
 
     def local_paths(self, text: str) -> str:
         """``text`` (a page's message) with the server's URLs written as the folders they serve, and
