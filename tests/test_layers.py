@@ -43,7 +43,7 @@ def test_no_module_imports_the_package_root():
 
 # Lower numbers are lower layers; a module may import its own layer and those below.
 LAYERS = (
-    ("pytest_dispatch._meta", 0), ("pytest_dispatch.settings", 0),
+    ("pytest_dispatch._meta", 0), ("pytest_dispatch.errors", 0), ("pytest_dispatch.settings", 0),
     ("pytest_dispatch.measurement", 1), ("pytest_dispatch.workloads", 1),
     ("pytest_dispatch.judgement", 2),
     ("pytest_dispatch.storage", 3),
