@@ -35,7 +35,7 @@ exit 1
 # find_spec, not import: pytester drops what a test imported, and onnx's extension cannot load twice
 @pytest.mark.skipif(importlib.util.find_spec("onnx") is None, reason="the example needs onnx: pip install onnx")
 @pytest.mark.parametrize("npm, reason", [
-    (None, "npm is not installed: this example installs onnxruntime-web and tfjs with it"),
+    (None, "npm is not installed: this example installs @tensorflow/tfjs, @tensorflow/tfjs-backend-webgpu, onnxruntime-web with it"),
     (FAILING_NPM, "npm ci failed in * (is the npm registry reachable?): npm error network request to *"),
 ], ids=["no npm", "offline"])
 def test_a_stale_install_without_npm_or_offline_skips_in_one_line(pytester, monkeypatch, npm, reason):
@@ -43,6 +43,7 @@ def test_a_stale_install_without_npm_or_offline_skips_in_one_line(pytester, monk
     fails, every test skips saying so, before a browser starts."""
     for name in ("test_web_inference.py", "inference.html", "package.json", "package-lock.json"):
         shutil.copy(EXAMPLE / name, pytester.path / name)
+    shutil.copy(EXAMPLE.parent / "conftest.py", pytester.path / "conftest.py")  # installs node_modules
     pinned = json.loads((EXAMPLE / "package.json").read_text(encoding="utf-8"))["dependencies"]
     for name, version in {**pinned, "onnxruntime-web": "1.0.0"}.items():  # all there, one of them old
         (pytester.path / "node_modules" / name).mkdir(parents=True)

@@ -46,7 +46,7 @@ exit 1
 
 
 @pytest.mark.parametrize("npm, reason", [
-    (None, "npm is not installed: this example installs three.js with it"),
+    (None, "npm is not installed: this example installs three with it"),
     (FAILING_NPM, "npm ci failed in * (is the npm registry reachable?): npm error network request to *"),
 ], ids=["no npm", "offline"])
 def test_a_stale_install_without_npm_or_offline_skips_in_one_line(pytester, monkeypatch, npm, reason):
@@ -54,6 +54,7 @@ def test_a_stale_install_without_npm_or_offline_skips_in_one_line(pytester, monk
     test skips saying so, before a browser starts."""
     for name in ("test_threejs_compute.py", "compute.html", "package.json", "package-lock.json"):
         shutil.copy(EXAMPLE / name, pytester.path / name)
+    shutil.copy(EXAMPLE.parent / "conftest.py", pytester.path / "conftest.py")  # installs node_modules
     (pytester.path / "node_modules" / "three").mkdir(parents=True)
     (pytester.path / "node_modules" / "three" / "package.json").write_text(json.dumps({"version": "0.160.0"}))
     bin_dir = pytester.mkdir("bin")

@@ -10,17 +10,12 @@ fusion adds dispatches, and the test fails saying which kernels.  docs/browser_l
 explains the set-up.
 
 The npm packages are pinned in package.json and package-lock.json and installed here, on first
-use, with ``npm ci`` (into node_modules beside this file).  The tests skip with one line where
+use, with ``npm ci`` (into node_modules beside this file; ../conftest.py).  The tests skip with one line where
 onnx, npm (or the registry) or Chromium is missing.  Run them with the report:
 
     pytest examples/browser/onnx --dispatch-report
 """
 
-import json
-import os
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -70,54 +65,6 @@ def mlp_model(weights: dict[str, np.ndarray]) -> bytes:
 
 def expected_output(weights: dict[str, np.ndarray]) -> np.ndarray:
     return np.maximum(X @ weights["w1"] + weights["b1"], 0) @ weights["w2"] + weights["b2"]
-
-
-def installed() -> bool:
-    """Whether node_modules holds every package of package.json at its pinned version."""
-    pinned = json.loads((HERE / "package.json").read_text(encoding="utf-8"))["dependencies"]
-    for name, version in pinned.items():
-        manifest = HERE / "node_modules" / name / "package.json"
-        if not manifest.is_file() or json.loads(manifest.read_text(encoding="utf-8")).get("version") != version:
-            return False
-    return True
-
-
-@pytest.fixture(scope="session")
-def node_modules() -> Path:
-    """The pinned npm packages, installed with ``npm ci`` where they are missing or stale.
-
-    npm installs into a folder of its own, moved into place when complete, so pytest-xdist
-    workers starting together never read a half-written node_modules."""
-    if installed():
-        return HERE / "node_modules"
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip("npm is not installed: this example installs onnxruntime-web and tfjs with it")
-    staging = Path(tempfile.mkdtemp(prefix=".npm-", dir=HERE))
-    try:
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(HERE / name, staging / name)
-        try:
-            done = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=staging,
-                                  capture_output=True, text=True, timeout=NPM_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            pytest.skip(f"npm ci in {HERE} took over {NPM_TIMEOUT} s (is the npm registry reachable?)")
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            pytest.skip(f"npm ci failed in {HERE} (is the npm registry reachable?): {last}")
-        if not installed():  # else another worker's install landed meanwhile
-            target = HERE / "node_modules"
-            try:
-                if target.exists():  # a stale install: out of the way, removed with the staging folder
-                    os.replace(target, staging / "stale")
-                os.replace(staging / "node_modules", target)
-            except OSError as error:
-                if not installed():
-                    pytest.fail(f"npm ci installed into {staging}, but it could not be moved to {target}: "
-                                f"{error}", pytrace=False)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return HERE / "node_modules"
 
 
 @pytest.fixture(scope="session")

@@ -9,17 +9,12 @@ and the GPU's own count against the recorder's, and assert that the fused node i
 docs/browser_libraries.md explains what three.js dispatches per compute call.
 
 three.js is pinned in package.json and package-lock.json and installed here, on first use, with
-``npm ci`` (into node_modules beside this file).  The tests skip with one line where npm (or the
+``npm ci`` (into node_modules beside this file; ../conftest.py).  The tests skip with one line where npm (or the
 registry), Playwright or Chromium is missing.  Run them with the report:
 
     pytest examples/browser/threejs --dispatch-report
 """
 
-import json
-import os
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,54 +30,6 @@ pytestmark = [pytest.mark.usefixtures("node_modules"),  # first: without npm, sk
 
 # three.js labels a compute node's pipeline "computePipeline_compute_" + the node's setName().
 ADD, SCALE, ADD_SCALE = (f"computePipeline_compute_{name}" for name in ("add", "scale", "add_scale"))
-
-
-def installed() -> bool:
-    """Whether node_modules holds every package of package.json at its pinned version."""
-    pinned = json.loads((HERE / "package.json").read_text(encoding="utf-8"))["dependencies"]
-    for name, version in pinned.items():
-        manifest = HERE / "node_modules" / name / "package.json"
-        if not manifest.is_file() or json.loads(manifest.read_text(encoding="utf-8")).get("version") != version:
-            return False
-    return True
-
-
-@pytest.fixture(scope="session")
-def node_modules() -> Path:
-    """The pinned npm packages, installed with ``npm ci`` where they are missing or stale.
-
-    npm installs into a folder of its own, moved into place when complete, so pytest-xdist
-    workers starting together never read a half-written node_modules."""
-    if installed():
-        return HERE / "node_modules"
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip("npm is not installed: this example installs three.js with it")
-    staging = Path(tempfile.mkdtemp(prefix=".npm-", dir=HERE))
-    try:
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(HERE / name, staging / name)
-        try:
-            done = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=staging,
-                                  capture_output=True, text=True, timeout=NPM_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            pytest.skip(f"npm ci in {HERE} took over {NPM_TIMEOUT} s (is the npm registry reachable?)")
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            pytest.skip(f"npm ci failed in {HERE} (is the npm registry reachable?): {last}")
-        if not installed():  # else another worker's install landed meanwhile
-            target = HERE / "node_modules"
-            try:
-                if target.exists():  # a stale install: out of the way, removed with the staging folder
-                    os.replace(target, staging / "stale")
-                os.replace(staging / "node_modules", target)
-            except OSError as error:
-                if not installed():
-                    pytest.fail(f"npm ci installed into {staging}, but it could not be moved to {target}: "
-                                f"{error}", pytrace=False)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return HERE / "node_modules"
 
 
 @pytest.fixture
