@@ -17,7 +17,8 @@ import pytest
 from pytest_dispatch._meta import PACKAGE_DIR
 from pytest_dispatch.judgement import budget
 from pytest_dispatch.measurement import gpu, recorder
-from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
+from pytest_dispatch.errors import Unavailable
+from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo
 from pytest_dispatch import options
 from pytest_dispatch.plugin import markers, page, shader_errors
 from pytest_dispatch.plugin.markers import BUDGET_KEY, TIMING_KEY
@@ -80,7 +81,7 @@ def _relaunch_counted(config: pytest.Config) -> int | None:
         return instructions.relaunch(list(config.invocation_params.args), cwd=config.invocation_params.dir,
                                      cache_sim=options.of(config).dispatch_instructions_cycles,
                                      in_workers=_tests_run_in_xdist_workers(config))
-    except instructions.CountingUnavailable as error:
+    except Unavailable as error:
         config.issue_config_time_warning(
             pytest.PytestWarning(f"--dispatch-instructions: {error}; this session is timed, not counted"), 2)
         return None
@@ -471,7 +472,7 @@ def _adapter_or_skip(request: pytest.FixtureRequest, attribute: str):
     session = _gpu_session(request)
     try:
         return getattr(session, attribute)
-    except NoAdapterError as error:
+    except Unavailable as error:
         if session.required:
             pytest.fail(f"{error} (--gpu-required)", pytrace=False)
         pytest.skip(str(error))
