@@ -71,25 +71,10 @@ class Measurement:
         """False when timing was off (--dispatch-disable-timing): counts only."""
         return self.rounds > 0
 
-    @property
-    def dispatches(self) -> int:
-        """Dispatches per call of the measured function."""
-        return self.count("dispatches")
-
-    @property
-    def submits(self) -> int:
-        """Queue submits per call."""
-        return self.count("submits")
-
-    @property
-    def passes(self) -> int:
-        """Compute passes per call."""
-        return self.count("passes")
-
-    @property
-    def encoders(self) -> int:
-        """Command encoders per call."""
-        return self.count("encoders")
+    dispatches = property(lambda self: self.count("dispatches"), doc="Dispatches per call of the measured function.")
+    submits = property(lambda self: self.count("submits"), doc="Queue submits per call.")
+    passes = property(lambda self: self.count("passes"), doc="Compute passes per call.")
+    encoders = property(lambda self: self.count("encoders"), doc="Command encoders per call.")
 
     def count(self, kind: str) -> int:
         """Per call of the measured function, one count kind (recorder.COUNT_KINDS)."""
