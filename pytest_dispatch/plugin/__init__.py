@@ -142,14 +142,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(DispatchReporter(config), DispatchReporter.PLUGIN_NAME)
 
 
-def uses_gpu(item: pytest.Item) -> bool:
-    """Whether the test uses the session's wgpu adapter (a page test's meter measures the page)."""
-    return page.uses_wgpu(item)
-
-
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
     """The adapter line, once GPU tests are collected (choosing the adapter loads wgpu)."""
-    if any(uses_gpu(item) for item in items):
+    if any(page.uses_wgpu(item) for item in items):
         return state(config).gpu.header_line()
     return None
 
@@ -238,7 +233,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     GPU's is loaded at its first test, when its browser has started)."""
     baselines = state(session.config).baselines
     gpu_session = state(session.config).gpu
-    if baselines is None or not any(uses_gpu(item) for item in session.items) or gpu_session.unavailable_reason:
+    if baselines is None or not any(page.uses_wgpu(item) for item in session.items) or gpu_session.unavailable_reason:
         return
     from pytest_dispatch import storage
 
@@ -392,7 +387,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     lost = state(item.config).gpu.lost
-    if lost and uses_gpu(item):
+    if lost and page.uses_wgpu(item):
         pytest.skip(f"{lost}; rerun the GPU tests (with --dispatch-isolate each gets its own device)")
 
 
