@@ -456,15 +456,11 @@ def _attach_benchmark_counts(item: pytest.Item) -> None:
     benchmark._make_runner = counting_make_runner
 
 
-def _gpu_session(request: pytest.FixtureRequest) -> GpuSession:
-    return state(request.config).gpu
-
-
 def _adapter_or_skip(request: pytest.FixtureRequest, attribute: str):
     """The session's ``adapter`` or ``device``; without one, skips the test (fails it
     with --gpu-required)."""
     __tracebackhide__ = True
-    session = _gpu_session(request)
+    session = state(request.config).gpu
     try:
         return getattr(session, attribute)
     except Unavailable as error:
@@ -486,7 +482,7 @@ def gpu_adapter(request: pytest.FixtureRequest):
 @pytest.fixture(scope="session")
 def gpu_info(request: pytest.FixtureRequest, gpu_adapter) -> GpuInfo:
     """A frozen description of the adapter, with a stable ``fingerprint``."""
-    return _gpu_session(request).info
+    return state(request.config).gpu.info
 
 
 @pytest.fixture(scope="session")
