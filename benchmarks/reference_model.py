@@ -48,6 +48,7 @@ import numpy as np  # noqa: E402
 import wgpu  # noqa: E402
 
 from pytest_dispatch import count_dispatches  # noqa: E402
+from pytest_dispatch.errors import Unavailable  # noqa: E402
 from pytest_dispatch.measurement import gpu, recorder  # noqa: E402
 from pytest_dispatch.reference import (  # noqa: E402
     CONFIGS,
@@ -122,7 +123,7 @@ def request_device(dtype: str, impl: str = "wgpu"):
     """The plugin's adapter choice and device (maximum buffer sizes, shader-f16 when present)."""
     try:
         adapter = gpu.select_adapter(gpu.AdapterRequest(impl=impl))
-    except gpu.NoAdapterError as error:
+    except Unavailable as error:
         sys.exit(str(error))
     device = gpu.request_device(adapter)
     if dtype == "f16" and "shader-f16" not in device.features:

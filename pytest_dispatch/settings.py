@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from pytest_dispatch.errors import UsageError
+
 DEFAULTS: dict[str, Any] = {
     "alpha": 0.01,  # total false-alarm level of one comparison (A/B: over all its looks)
     "threshold": 0.02,  # smallest relative change called a change (a ratio, never µs)
@@ -46,18 +48,15 @@ AB_DEFAULTS: dict[str, Any] = {"pairs": 10, "sessions": 4, "look_every": 2, "max
 CPU_CHOICES = ("idle", "any")  # or CPU numbers, "3,4"
 
 
-class SettingError(ValueError):
-    """A setting with a value it cannot take; the message is one line."""
-
 
 def _number(name: str, value: Any) -> float:
     text = str(value).strip()
     try:
         number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
-        raise SettingError(f"{name}={value!r} is not a number (e.g. 0.05 or 5%)") from None
+        raise UsageError(f"{name}={value!r} is not a number (e.g. 0.05 or 5%)") from None
     if not math.isfinite(number):
-        raise SettingError(f"{name}={value!r} must be finite")
+        raise UsageError(f"{name}={value!r} must be finite")
     return number
 
 
@@ -65,14 +64,14 @@ def fraction(name: str, value: Any) -> float:
     """A relative change: '5%' or 0.05; > 0 and < 1."""
     number = _number(name, value)
     if not 0 < number < 1:
-        raise SettingError(f"{name}={value!r} must be between 0 and 1 (0.02 or 2%)")
+        raise UsageError(f"{name}={value!r} must be between 0 and 1 (0.02 or 2%)")
     return number
 
 
 def alpha(name: str, value: Any) -> float:
     number = _number(name, value)
     if not 0 < number < 0.5:
-        raise SettingError(f"{name}={value!r} must be between 0 and 0.5 (e.g. 0.01)")
+        raise UsageError(f"{name}={value!r} must be between 0 and 0.5 (e.g. 0.01)")
     return number
 
 
@@ -87,9 +86,9 @@ def seconds(name: str, value: Any, zero: bool = False) -> float:
     try:
         number = float(text) * scale
     except ValueError:
-        raise SettingError(f"{name}={value!r} is not a duration (e.g. 60, 60s, 500ms or 2m)") from None
+        raise UsageError(f"{name}={value!r} is not a duration (e.g. 60, 60s, 500ms or 2m)") from None
     if not (math.isfinite(number) and (number > 0 or zero and number == 0)):
-        raise SettingError(f"{name}={value!r} must be a {'duration >= 0' if zero else 'positive duration'}")
+        raise UsageError(f"{name}={value!r} must be a {'duration >= 0' if zero else 'positive duration'}")
     return number
 
 
@@ -97,9 +96,9 @@ def count(name: str, value: Any, minimum: int = 1) -> int:
     try:
         number = int(str(value).strip())
     except ValueError:
-        raise SettingError(f"{name}={value!r} is not a whole number") from None
+        raise UsageError(f"{name}={value!r} is not a whole number") from None
     if number < minimum:
-        raise SettingError(f"{name}={value!r} must be at least {minimum}")
+        raise UsageError(f"{name}={value!r} must be at least {minimum}")
     return number
 
 
@@ -110,14 +109,14 @@ def cpu(name: str, value: Any) -> str | tuple[int, ...]:
         return text
     try:
         return tuple(sorted({count(name, part, minimum=0) for part in text.split(",")}))
-    except SettingError:
-        raise SettingError(f"{name}={value!r}: use idle, any or CPU numbers (3 or 3,4)") from None
+    except UsageError:
+        raise UsageError(f"{name}={value!r}: use idle, any or CPU numbers (3 or 3,4)") from None
 
 
 def nonempty(name: str, value: Any) -> str:
     """A name or a path: never empty (an unset $VARIABLE in a CI line gives an empty one)."""
     if not str(value).strip():
-        raise SettingError(f"an empty {name}; give one, or leave the option out (an unset $VARIABLE is empty)")
+        raise UsageError(f"an empty {name}; give one, or leave the option out (an unset $VARIABLE is empty)")
     return str(value)
 
 
@@ -128,7 +127,7 @@ def flag_type(parse, name: str):
     def convert(text: str) -> Any:
         try:
             return parse(name, text)
-        except SettingError as error:
+        except UsageError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
 
     return convert
@@ -148,7 +147,7 @@ def parse_timing_marker(args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
     known = {"max_time", "min_rounds", "disable"}
     if args or set(kwargs) - known:
         unknown = ", ".join(sorted(set(kwargs) - known)) or "positional arguments"
-        raise SettingError(f"takes max_time, min_rounds and disable as keywords, not {unknown}")
+        raise UsageError(f"takes max_time, min_rounds and disable as keywords, not {unknown}")
     overrides: dict[str, Any] = {}
     if kwargs.get("max_time") is not None:
         overrides["max_time"] = seconds("max_time", kwargs["max_time"])
@@ -156,7 +155,7 @@ def parse_timing_marker(args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
         overrides["min_rounds"] = count("min_rounds", kwargs["min_rounds"])
     if kwargs.get("disable") is not None:
         if not isinstance(kwargs["disable"], bool):
-            raise SettingError(f"disable={kwargs['disable']!r} must be True or False")
+            raise UsageError(f"disable={kwargs['disable']!r} must be True or False")
         overrides["timing"] = not kwargs["disable"]
     return overrides
 
@@ -164,5 +163,5 @@ def parse_timing_marker(args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
 def parse(name: str, value: Any) -> Any:
     """One gate setting (alpha, threshold) from any surface."""
     if name not in PARSERS:
-        raise SettingError(f"unknown setting {name!r}; known: {', '.join(PARSERS)}")
+        raise UsageError(f"unknown setting {name!r}; known: {', '.join(PARSERS)}")
     return PARSERS[name](name, value)

@@ -11,6 +11,7 @@ import pytest
 
 from helpers import DUMP, environment_size
 
+from pytest_dispatch.errors import Unavailable
 from pytest_dispatch.judgement import budget, gate
 from pytest_dispatch.judgement.results import TestResult, observations
 from pytest_dispatch.judgement.status import Status
@@ -279,7 +280,7 @@ def test_a_missing_compiler_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     monkeypatch.setattr(launch, "valgrind_version", lambda valgrind: "valgrind-0.0.test")
-    with pytest.raises(instructions.CountingUnavailable, match="cannot build the callgrind helper"):
+    with pytest.raises(Unavailable, match="cannot build the callgrind helper"):
         instructions.build_helper("/usr/bin/valgrind")
 
 

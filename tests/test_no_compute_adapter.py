@@ -6,6 +6,7 @@ import logging
 import pytest
 
 from pytest_dispatch import cli
+from pytest_dispatch.errors import Unavailable
 from pytest_dispatch.measurement import gpu
 from pytest_dispatch.judgement.status import ExitCode
 
@@ -35,13 +36,13 @@ FAILING_DEVICE = FakeAdapter("NVIDIA H200/PCIe/SSE2", LIMITS)
 
 
 def test_an_adapter_whose_limits_forbid_compute_is_refused_before_any_device():
-    with pytest.raises(gpu.ComputeUnavailableError, match=r"^Old GL \(DiscreteGPU, OpenGL\) cannot run compute "
+    with pytest.raises(Unavailable, match=r"^Old GL \(DiscreteGPU, OpenGL\) cannot run compute "
                                                           r"work: no compute shaders \(max-compute-workgroups"):
         gpu.request_device(NO_COMPUTE_LIMITS)
 
 
 def test_a_failed_device_request_is_one_line_with_what_wgpu_logged(caplog):
-    with pytest.raises(gpu.ComputeUnavailableError) as raised:
+    with pytest.raises(Unavailable) as raised:
         gpu.request_device(FAILING_DEVICE)
     message = str(raised.value)
     assert message.startswith("NVIDIA H200/PCIe/SSE2 (DiscreteGPU, OpenGL) cannot run compute work: "

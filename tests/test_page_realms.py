@@ -116,9 +116,9 @@ def test_a_frame_the_recorder_cannot_reach_is_an_error_naming_it(pytester):
 
 
 def test_a_page_function_that_dispatches_nothing_is_named_in_the_page_s_words(gpu_page, dispatch_meter):
-    from pytest_dispatch.measurement.meter import MeasurementUsageError
+    from pytest_dispatch.errors import UsageError
 
     gpu_page.open(REALMS)
-    with pytest.raises(MeasurementUsageError, match=r"^idle: the measured function made no compute dispatch "
+    with pytest.raises(UsageError, match=r"^idle: the measured function made no compute dispatch "
                                                     r"\(in the page and its realms\); "):
         dispatch_meter.measure(gpu_page.function("async () => null", name="idle"))

@@ -3,6 +3,7 @@
 import pytest
 
 from pytest_dispatch import settings
+from pytest_dispatch.errors import UsageError
 
 
 @pytest.mark.parametrize(("parse", "text", "value"), [
@@ -23,14 +24,14 @@ def test_accepted_forms(parse, text, value):
     (settings.cpu, "fast", "idle, any or CPU numbers"), (settings.cpu, "3,x", "idle, any or CPU numbers"),
 ])
 def test_rejected_values_are_one_line_naming_the_setting(parse, text, message):
-    with pytest.raises(settings.SettingError, match=message) as error:
+    with pytest.raises(UsageError, match=message) as error:
         parse("x", text)
     assert str(error.value).startswith("x=") and "\n" not in str(error.value)
 
 
 def test_parse_knows_the_gate_settings_only():
     assert settings.parse("threshold", "3%") == pytest.approx(0.03)
-    with pytest.raises(settings.SettingError, match="unknown setting 'floor_us'"):
+    with pytest.raises(UsageError, match="unknown setting 'floor_us'"):
         settings.parse("floor_us", 0.5)
 
 

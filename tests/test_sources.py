@@ -139,9 +139,9 @@ def test_a_source_is_not_wrapped_and_a_callable_is():
 
 
 def test_counted_mode_counts_a_source_but_says_in_one_line_that_it_counts_no_instructions():
-    from pytest_dispatch.measurement.instruments import InstructionsNotCounted
+    from pytest_dispatch.errors import DispatchWarning
 
-    with pytest.warns(InstructionsNotCounted, match=r"^fake: host instructions are counted for wgpu-py calls only"):
+    with pytest.warns(DispatchWarning, match=r"^fake: host instructions are counted for wgpu-py calls only"):
         m = DispatchMeter(counter=object()).measure(_Fake())
     assert (m.dispatches, m.rounds, m.instructions) == (2, 0, None)
 
@@ -160,7 +160,7 @@ def test_given_counts_read_as_recorded_ones():
 
 def test_the_meter_keeps_what_a_source_runs_on_and_refuses_two_gpus_in_one_test():
     from pytest_dispatch.measurement.gpu import GpuInfo
-    from pytest_dispatch.measurement.meter import MeasurementUsageError
+    from pytest_dispatch.errors import UsageError
 
     def on(adapter):
         class OnGpu(_Fake):
@@ -176,7 +176,7 @@ def test_the_meter_keeps_what_a_source_runs_on_and_refuses_two_gpus_in_one_test(
     meter.measure(on("A"))
     meter.measure(_Fake(), name="again on the session's")
     assert meter.runs_on.adapter_name == "A"
-    with pytest.raises(MeasurementUsageError, match="on B: runs on B .*another measurement of this test ran on A"):
+    with pytest.raises(UsageError, match="on B: runs on B .*another measurement of this test ran on A"):
         meter.measure(on("B"))
 
 

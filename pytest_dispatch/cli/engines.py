@@ -22,6 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from pytest_dispatch._meta import PACKAGE_DIR
+from pytest_dispatch.errors import Unavailable
 from pytest_dispatch.measurement import gpu, recorder, script
 from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.measurement.gpu import GpuInfo
@@ -122,7 +123,7 @@ def native_row(impl: str, workload: Workload, rounds: int) -> EngineRow:
     try:
         adapter = gpu.select_adapter(gpu.AdapterRequest(impl=impl))
         reason = gpu.compute_unavailable_reason(adapter)
-    except gpu.NoAdapterError as error:
+    except Unavailable as error:
         raise EngineUnavailable(f"{implementation}: {str(error).splitlines()[0]}") from None
     if reason:
         raise EngineUnavailable(f"{implementation}: {reason}")

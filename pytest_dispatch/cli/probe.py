@@ -25,7 +25,8 @@ import numpy as np
 
 from pytest_dispatch.measurement import gpu
 from pytest_dispatch.measurement.encoding import SUBMIT_PER_DISPATCH
-from pytest_dispatch.measurement.gpu import GpuInfo, NoAdapterError
+from pytest_dispatch.errors import Unavailable
+from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement.meter import DispatchMeter, Measurement
 from pytest_dispatch.workloads import ENCODINGS, AddOne
 
@@ -85,7 +86,7 @@ def adapters(impls: Iterable[str], backend: str = "auto", name: str = "",
         try:
             with native_output(native):
                 candidates = list(gpu.gpu_entry(gpu.IMPLEMENTATIONS[impl]).enumerate_adapters_sync())
-        except (NoAdapterError, RuntimeError):
+        except RuntimeError:
             continue
         for index, adapter in enumerate(candidates):
             info = adapter.info
@@ -168,7 +169,7 @@ def probe_all(found: Iterable[tuple[str, int]], dtypes: list[str], ns: list[int]
         try:
             probe_adapter(impl, index, dtypes, ns, rounds, step, rows, native)
             continue
-        except gpu.ComputeUnavailableError as error:
+        except Unavailable as error:
             lines.append(f"skipped {impl} adapter {index}: {error}")
         except Exception as error:  # a driver fault on one adapter: the others are still probed
             failed = True

@@ -18,6 +18,7 @@ import math
 from typing import Any, Iterable, Mapping
 
 from pytest_dispatch import settings
+from pytest_dispatch.errors import UsageError
 from pytest_dispatch.measurement.recorder import COUNT_KINDS
 
 MARKER = "dispatch_budget"
@@ -122,7 +123,7 @@ def parse_budget(args: tuple, kwargs: Mapping[str, Any]) -> Budget:
         instructions_per_dispatch = _positive_float("instructions_per_dispatch", instructions_per_dispatch)
     try:
         gate = {key: settings.parse(key, kwargs[key]) for key in GATE_KEYS if kwargs.get(key) is not None}
-    except settings.SettingError as error:
+    except UsageError as error:
         raise BudgetUsageError(str(error)) from None
     if not counts and us_per_dispatch is None and instructions_per_dispatch is None and not gate:
         raise BudgetUsageError("sets no budget; give at least one of "

@@ -19,26 +19,19 @@ SINGLE_PASS = "single-pass"
 ENCODINGS = (SUBMIT_PER_DISPATCH, PASS_PER_DISPATCH, SINGLE_PASS)
 
 
-def submit(
-    device,
-    work: Sequence[tuple],
-    encoding: str,
-    *,
-    before_finish: Callable[[object], None] | None = None,
-    after_dispatch: Callable[[], None] | None = None,
-) -> None:
+def submit(device, work: Sequence[tuple], encoding: str, *,
+           before_finish: Callable[[object], None] | None = None) -> None:
     """Encode ``work`` as ``encoding`` and submit it.
 
     ``before_finish(encoder)`` runs on the last encoder before it is finished (to add a
-    copy, say); ``after_dispatch()`` after each dispatch call (benchmarks inject costs
-    there).  In one pass, a pipeline or bind group equal to the previous one is not set again.
+    copy, say).  In one pass, a pipeline or bind group equal to the previous one is not set again.
     A submit per dispatch submits each command buffer as soon as it is finished.
     """
-    for command_buffer in _command_buffers(device, work, encoding, before_finish, after_dispatch):
+    for command_buffer in _command_buffers(device, work, encoding, before_finish):
         device.queue.submit([command_buffer])
 
 
-def _command_buffers(device, work, encoding, before_finish, after_dispatch):
+def _command_buffers(device, work, encoding, before_finish):
     if encoding not in ENCODINGS:
         raise ValueError(f"unknown encoding {encoding!r}; choose one of {', '.join(ENCODINGS)}")
     if encoding == SUBMIT_PER_DISPATCH:
@@ -49,8 +42,6 @@ def _command_buffers(device, work, encoding, before_finish, after_dispatch):
             compute.set_pipeline(pipeline)
             compute.set_bind_group(0, bind_group, *offsets)
             compute.dispatch_workgroups(*grid)
-            if after_dispatch is not None:
-                after_dispatch()
             compute.end()
             if index == last and before_finish is not None:
                 before_finish(encoder)
@@ -71,8 +62,6 @@ def _command_buffers(device, work, encoding, before_finish, after_dispatch):
             compute.set_bind_group(0, bind_group, *offsets)
             bind_group_set, offsets_set = bind_group, offsets
         compute.dispatch_workgroups(*grid)
-        if after_dispatch is not None:
-            after_dispatch()
         if encoding == PASS_PER_DISPATCH:
             compute.end()
     if encoding == SINGLE_PASS and compute is not None:

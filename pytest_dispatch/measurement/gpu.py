@@ -14,6 +14,8 @@ import sys
 import tempfile
 from typing import Any
 
+from pytest_dispatch.errors import Unavailable
+
 IMPLEMENTATIONS = {"wgpu": "wgpu-native", "dawn": "dawn"}
 BACKENDS = ("auto", "vulkan", "metal", "d3d12", "opengl")
 _PACKAGES = {"wgpu-native": "wgpu", "dawn": "wgpudawn"}
@@ -37,12 +39,6 @@ WANTED_FEATURES = (
 RAISED_LIMITS = ("max-buffer-size", "max-storage-buffer-binding-size", "max-storage-buffers-per-shader-stage")
 
 
-class NoAdapterError(RuntimeError):
-    """No adapter matches the request; the message says what was tried and found."""
-
-
-class ComputeUnavailableError(NoAdapterError):
-    """The adapter cannot run compute work (e.g. an OpenGL driver without compute shaders)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,11 +143,11 @@ def gpu_entry(implementation: str):
     try:
         module = import_implementation(implementation)
     except ImportError as error:
-        raise NoAdapterError(
+        raise Unavailable(
             f"{implementation} is not installed ({error}); {_INSTALL_HINT[implementation]}"
         ) from None
     except Exception as error:  # the native library failed to load
-        raise NoAdapterError(f"{implementation} failed to load: {_one_line(error)}") from None
+        raise Unavailable(f"{implementation} failed to load: {_one_line(error)}") from None
     return module.gpu
 
 
@@ -161,7 +157,7 @@ def _summary(adapter) -> str:
 
 
 def select_adapter(request: AdapterRequest):
-    """Return the best adapter for ``request`` or raise NoAdapterError naming what was tried."""
+    """Return the best adapter for ``request`` or raise Unavailable naming what was tried."""
     if request.impl not in IMPLEMENTATIONS:
         raise ValueError(f"--gpu-impl must be one of {sorted(IMPLEMENTATIONS)}, not {request.impl!r}")
     if request.backend not in BACKENDS:
@@ -175,13 +171,13 @@ def select_adapter(request: AdapterRequest):
         try:
             chosen = gpu.request_adapter_sync(power_preference="high-performance")
         except Exception as error:  # wgpu raises plain RuntimeError here
-            raise NoAdapterError(f"no WebGPU adapter: {tried}: {_one_line(error)}; {_hint()}") from None
+            raise Unavailable(f"no WebGPU adapter: {tried}: {_one_line(error)}; {_hint()}") from None
         if compute_unavailable_reason(chosen) is None:
             return chosen
     try:
         adapters = list(gpu.enumerate_adapters_sync())
     except Exception as error:
-        raise NoAdapterError(f"no WebGPU adapter: {tried}: {_one_line(error)}; {_hint()}") from None
+        raise Unavailable(f"no WebGPU adapter: {tried}: {_one_line(error)}; {_hint()}") from None
     matching = [
         adapter
         for adapter in adapters
@@ -191,7 +187,7 @@ def select_adapter(request: AdapterRequest):
     if not matching:
         found = "; ".join(_summary(a) + (f": {compute_unavailable_reason(a)}" if compute_unavailable_reason(a)
                                          else "") for a in adapters) or "none"
-        raise NoAdapterError(f"no WebGPU adapter: {tried}; found: {found}")
+        raise Unavailable(f"no WebGPU adapter: {tried}; found: {found}")
     return min(matching, key=lambda a: _TYPE_RANK.get(a.info.get("adapter_type", "").lower(), 9))
 
 
@@ -260,11 +256,11 @@ def request_device(adapter, label: str = "pytest-dispatch"):
     ``gpu_device`` fixture's: for a test module that needs a device of its own (a fixture named
     ``gpu_device`` in the module, which ``dispatch_meter`` then measures on).
 
-    An adapter that cannot run compute work raises ComputeUnavailableError, one line saying why
+    An adapter that cannot run compute work raises Unavailable, one line saying why
     (what wgpu logged or raised, without its traceback)."""
     reason = compute_unavailable_reason(adapter)
     if reason:
-        raise ComputeUnavailableError(f"{_summary(adapter)} cannot run compute work: {reason}")
+        raise Unavailable(f"{_summary(adapter)} cannot run compute work: {reason}")
     features = [f for f in WANTED_FEATURES if f in adapter.features]
     limits = {name: adapter.limits[name] for name in RAISED_LIMITS if name in adapter.limits}
     logged = _ErrorLog()
@@ -276,8 +272,8 @@ def request_device(adapter, label: str = "pytest-dispatch"):
         device = adapter.request_device_sync(label=label, required_features=features, required_limits=limits)
     except Exception as error:
         said = logged.messages[0] if logged.messages else _one_line(error)
-        raise ComputeUnavailableError(f"{_summary(adapter)} cannot run compute work: "
-                                      f"{_one_line(RuntimeError(said))}") from None
+        raise Unavailable(f"{_summary(adapter)} cannot run compute work: "
+                          f"{_one_line(RuntimeError(said))}") from None
     finally:
         wgpu_logger.removeFilter(logged)
     for message in logged.messages:  # the device came: what was logged is not ours to hide

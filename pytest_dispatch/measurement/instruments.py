@@ -18,6 +18,7 @@ from typing import Callable, Protocol, Sequence
 
 from pytest_dispatch.measurement import instructions, recorder
 from pytest_dispatch.measurement.sources import Source, capabilities_of
+from pytest_dispatch.errors import DispatchWarning
 
 
 class Sampled(Protocol):
@@ -74,9 +75,6 @@ class Rounds:
                 break
 
 
-class InstructionsNotCounted(UserWarning):
-    """Counted mode met a source whose host instructions it cannot count (not wgpu-py calls)."""
-
 
 class Instrument:
     """How rounds are measured.  ``timed``: whether ``take_rounds`` takes any."""
@@ -116,7 +114,7 @@ class CountedInstructions(Instrument):
         for sampler in sequential:
             capabilities = capabilities_of(sampler.source)
             if not capabilities.counts_instructions:
-                warnings.warn(InstructionsNotCounted(
+                warnings.warn(DispatchWarning(
                     f"{sampler.name}: host instructions are counted for wgpu-py calls only, not for "
                     f"{type(sampler.source).__name__}; its counts are kept"), stacklevel=2)
                 continue

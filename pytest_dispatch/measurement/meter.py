@@ -25,6 +25,7 @@ from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.instruments import RoundServer
 from pytest_dispatch.measurement.sources import (SOURCE_MEMBERS, WGPU_SYNC_METHOD, CallCounts, Source, WgpuCalls,
                                                 capabilities_of, default_name, is_source)
+from pytest_dispatch.errors import MeasurementFailed, UsageError
 
 DEFAULT_WARMUP = 3
 DEFAULT_ROUNDS = 30
@@ -37,12 +38,6 @@ SEQUENTIAL = "sequential"
 SINGLE_OP = "single-op"
 
 
-class InconsistentCountsError(AssertionError):
-    """Calls of one measured function made different wgpu calls."""
-
-
-class MeasurementUsageError(ValueError):
-    """A measurement that cannot be taken as asked (a reused name, no dispatch)."""
 
 
 @dataclasses.dataclass
@@ -76,25 +71,10 @@ class Measurement:
         """False when timing was off (--dispatch-disable-timing): counts only."""
         return self.rounds > 0
 
-    @property
-    def dispatches(self) -> int:
-        """Dispatches per call of the measured function."""
-        return self.count("dispatches")
-
-    @property
-    def submits(self) -> int:
-        """Queue submits per call."""
-        return self.count("submits")
-
-    @property
-    def passes(self) -> int:
-        """Compute passes per call."""
-        return self.count("passes")
-
-    @property
-    def encoders(self) -> int:
-        """Command encoders per call."""
-        return self.count("encoders")
+    dispatches = property(lambda self: self.count("dispatches"), doc="Dispatches per call of the measured function.")
+    submits = property(lambda self: self.count("submits"), doc="Queue submits per call.")
+    passes = property(lambda self: self.count("passes"), doc="Compute passes per call.")
+    encoders = property(lambda self: self.count("encoders"), doc="Command encoders per call.")
 
     def count(self, kind: str) -> int:
         """Per call of the measured function, one count kind (recorder.COUNT_KINDS)."""
@@ -197,7 +177,7 @@ def _check_consistent(name: str, samples: list[tuple[dict[str, int], dict[str, i
         if calls != first_calls or kernels != first_kernels:
             kinds = ", ".join(f"{k} {first_calls[k]} vs {calls[k]}" for k in calls if calls[k] != first_calls[k])
             kernels_text = _kernel_difference(first_kernels, kernels) or "no kernel differs"
-            raise InconsistentCountsError(
+            raise MeasurementFailed(
                 f"{name}: wgpu calls differ between {unit} 0 and {i} ({kinds}; kernels: {kernels_text}); "
                 "a measured function must do the same work each call"
             )
@@ -264,13 +244,13 @@ class DispatchMeter:
         of ``fn(*args, **kwargs)`` on ``device`` (the one place a callable is wrapped)."""
         if is_source(fn):
             if args or kwargs or device is not None:
-                raise MeasurementUsageError(
+                raise UsageError(
                     f"{fn.name}: a measurement source takes no arguments or device= of measure(); give them "
                     "to the source")
             return fn
         if hasattr(fn, "timed_round") or hasattr(fn, "counted"):
             missing = [m for m in SOURCE_MEMBERS if not hasattr(fn, m)]
-            raise MeasurementUsageError(
+            raise UsageError(
                 f"{type(fn).__name__} is not a whole measurement Source: it lacks {', '.join(missing)} "
                 "(see pytest_dispatch.measurement.sources.Source)")
         return WgpuCalls(fn, args, kwargs, device=self._resolve_device(device), name=measurement_name(fn, name),
@@ -380,7 +360,7 @@ class DispatchMeter:
         for sampler in samplers:
             gpu = sampler.source.runs_on()
             if gpu is not None and self.runs_on is not None and gpu.fingerprint != self.runs_on.fingerprint:
-                raise MeasurementUsageError(
+                raise UsageError(
                     f"{sampler.name}: runs on {gpu.describe()}, where another measurement of this test ran on "
                     f"{self.runs_on.describe()}: measure one GPU per test")
             self.runs_on = gpu or self.runs_on
@@ -396,7 +376,7 @@ class DispatchMeter:
                        if not Path(frame.filename).resolve().is_relative_to(PACKAGE_DIR)), None)
         site = f"{os.path.basename(caller.filename)}:{caller.lineno}" if caller else "unknown"
         if (name, method) in self._call_sites:
-            raise MeasurementUsageError(
+            raise UsageError(
                 f"a {method} measurement named {name!r} was already taken in this test (at "
                 f"{self._call_sites[name, method]}; again at {site}): pass name= to tell them apart")
         self._call_sites[name, method] = site
@@ -430,7 +410,7 @@ class _Sampler:
         _check_consistent(self.name, warm_counts[1:], "warm-up calls")
         self.calls, self.by_kernel = warm_counts[-1]
         if not recorder.total(self.calls, "dispatches"):
-            raise MeasurementUsageError(
+            raise UsageError(
                 f"{self.name}: the measured function made no compute dispatch "
                 f"({getattr(self.source, 'counted_where', 'where it is counted')}); "
                 "measure the call that dispatches, or count it with dispatch_meter.count()")

@@ -358,6 +358,11 @@ def uninstall() -> None:
         _modules.clear()
 
 
+def _kind_property(kind: str, doc: str) -> property:
+    """A ``Counts`` property: the calls of one kind in the scope."""
+    return property(lambda counts: counts.count(kind), doc=doc)
+
+
 class Counts:
     """Calls recorded in one scope.  Live while the scope is open, frozen after.
 
@@ -433,55 +438,16 @@ class Counts:
         """Compute dispatches, direct and indirect."""
         return total(self.calls, "dispatches")
 
-    @property
-    def indirect_dispatches(self) -> int:
-        """Indirect dispatches (dispatch_workgroups_indirect)."""
-        return self.count("dispatch_indirect")
-
-    @property
-    def passes(self) -> int:
-        """Compute passes begun."""
-        return self.count("pass")
-
-    @property
-    def encoders(self) -> int:
-        """Command encoders created."""
-        return self.count("encoder")
-
-    @property
-    def finishes(self) -> int:
-        """Command encoders finished (encoder.finish)."""
-        return self.count("finish")
-
-    @property
-    def submits(self) -> int:
-        """Queue submits."""
-        return self.count("submit")
-
-    @property
-    def set_pipelines(self) -> int:
-        """set_pipeline calls."""
-        return self.count("set_pipeline")
-
-    @property
-    def set_bind_groups(self) -> int:
-        """set_bind_group calls."""
-        return self.count("set_bind_group")
-
-    @property
-    def writes(self) -> int:
-        """queue.write_buffer and write_texture calls."""
-        return self.count("write")
-
-    @property
-    def copies(self) -> int:
-        """encoder.copy_* calls (buffers and textures)."""
-        return self.count("copy")
-
-    @property
-    def readbacks(self) -> int:
-        """Reads of GPU memory back to the host (queue.read_buffer counts once)."""
-        return self.count("readback")
+    indirect_dispatches = _kind_property("dispatch_indirect", "Indirect dispatches (dispatch_workgroups_indirect).")
+    passes = _kind_property("pass", "Compute passes begun.")
+    encoders = _kind_property("encoder", "Command encoders created.")
+    finishes = _kind_property("finish", "Command encoders finished (encoder.finish).")
+    submits = _kind_property("submit", "Queue submits.")
+    set_pipelines = _kind_property("set_pipeline", "set_pipeline calls.")
+    set_bind_groups = _kind_property("set_bind_group", "set_bind_group calls.")
+    writes = _kind_property("write", "queue.write_buffer and write_texture calls.")
+    copies = _kind_property("copy", "encoder.copy_* calls (buffers and textures).")
+    readbacks = _kind_property("readback", "Reads of GPU memory back to the host (queue.read_buffer counts once).")
 
     @property
     def by_kernel(self) -> dict[str, int]:

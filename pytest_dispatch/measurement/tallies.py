@@ -8,7 +8,6 @@ compute pass, folded into the tally when the pass ends.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import threading
 import weakref
@@ -157,14 +156,9 @@ def thread_tally() -> Tally:
 
 def _retire(tally: Tally) -> None:
     """Fold an ended thread's totals into ``_retired`` so all-thread scopes stay exact."""
-    counts, ns, by_kernel = tally.snapshot()
     with _tallies_lock:
         _live_tallies.discard(tally)
-        for i in range(len(KINDS)):
-            _retired.counts[i] += counts[i]
-            _retired.ns[i] += ns[i]
-        for name, n in by_kernel.items():
-            _retired.by_kernel[name] = _retired.by_kernel.get(name, 0) + n
+        _add(tally, _retired.counts, _retired.ns, _retired.by_kernel)
 
 
 def snapshot_all_threads() -> "Snapshot":
@@ -180,16 +174,20 @@ class Snapshot:
 
 
 def take_snapshot(tallies: list[Tally]) -> Snapshot:
-    counts = [0] * len(KINDS)
-    ns = [0] * len(KINDS)
-    by_kernel: collections.Counter[str] = collections.Counter()
+    counts, ns, by_kernel = [0] * len(KINDS), [0] * len(KINDS), {}
     for tally in tallies:
-        c, t, k = tally.snapshot()
-        for i in range(len(KINDS)):
-            counts[i] += c[i]
-            ns[i] += t[i]
-        by_kernel.update(k)
-    return Snapshot(tuple(counts), tuple(ns), dict(by_kernel))
+        _add(tally, counts, ns, by_kernel)
+    return Snapshot(tuple(counts), tuple(ns), by_kernel)
+
+
+def _add(tally: Tally, counts: list[int], ns: list[int], by_kernel: dict[str, int]) -> None:
+    """Add ``tally``'s totals (its open passes' included) to the others."""
+    tally_counts, tally_ns, tally_by_kernel = tally.snapshot()
+    for i in range(len(KINDS)):
+        counts[i] += tally_counts[i]
+        ns[i] += tally_ns[i]
+    for name, n in tally_by_kernel.items():
+        by_kernel[name] = by_kernel.get(name, 0) + n
 
 
 def given_snapshot(data: Mapping[str, Any]) -> Snapshot:

@@ -17,7 +17,8 @@ import pytest
 from pytest_dispatch._meta import PACKAGE_DIR
 from pytest_dispatch.judgement import budget
 from pytest_dispatch.measurement import gpu, recorder
-from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
+from pytest_dispatch.errors import Unavailable
+from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo
 from pytest_dispatch import options
 from pytest_dispatch.plugin import markers, page, shader_errors
 from pytest_dispatch.plugin.markers import BUDGET_KEY, TIMING_KEY
@@ -80,7 +81,7 @@ def _relaunch_counted(config: pytest.Config) -> int | None:
         return instructions.relaunch(list(config.invocation_params.args), cwd=config.invocation_params.dir,
                                      cache_sim=options.of(config).dispatch_instructions_cycles,
                                      in_workers=_tests_run_in_xdist_workers(config))
-    except instructions.CountingUnavailable as error:
+    except Unavailable as error:
         config.issue_config_time_warning(
             pytest.PytestWarning(f"--dispatch-instructions: {error}; this session is timed, not counted"), 2)
         return None
@@ -141,14 +142,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(DispatchReporter(config), DispatchReporter.PLUGIN_NAME)
 
 
-def uses_gpu(item: pytest.Item) -> bool:
-    """Whether the test uses the session's wgpu adapter (a page test's meter measures the page)."""
-    return page.uses_wgpu(item)
-
-
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
     """The adapter line, once GPU tests are collected (choosing the adapter loads wgpu)."""
-    if any(uses_gpu(item) for item in items):
+    if any(page.uses_wgpu(item) for item in items):
         return state(config).gpu.header_line()
     return None
 
@@ -237,7 +233,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     GPU's is loaded at its first test, when its browser has started)."""
     baselines = state(session.config).baselines
     gpu_session = state(session.config).gpu
-    if baselines is None or not any(uses_gpu(item) for item in session.items) or gpu_session.unavailable_reason:
+    if baselines is None or not any(page.uses_wgpu(item) for item in session.items) or gpu_session.unavailable_reason:
         return
     from pytest_dispatch import storage
 
@@ -391,7 +387,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     lost = state(item.config).gpu.lost
-    if lost and uses_gpu(item):
+    if lost and page.uses_wgpu(item):
         pytest.skip(f"{lost}; rerun the GPU tests (with --dispatch-isolate each gets its own device)")
 
 
@@ -460,18 +456,14 @@ def _attach_benchmark_counts(item: pytest.Item) -> None:
     benchmark._make_runner = counting_make_runner
 
 
-def _gpu_session(request: pytest.FixtureRequest) -> GpuSession:
-    return state(request.config).gpu
-
-
 def _adapter_or_skip(request: pytest.FixtureRequest, attribute: str):
     """The session's ``adapter`` or ``device``; without one, skips the test (fails it
     with --gpu-required)."""
     __tracebackhide__ = True
-    session = _gpu_session(request)
+    session = state(request.config).gpu
     try:
         return getattr(session, attribute)
-    except NoAdapterError as error:
+    except Unavailable as error:
         if session.required:
             pytest.fail(f"{error} (--gpu-required)", pytrace=False)
         pytest.skip(str(error))
@@ -490,7 +482,7 @@ def gpu_adapter(request: pytest.FixtureRequest):
 @pytest.fixture(scope="session")
 def gpu_info(request: pytest.FixtureRequest, gpu_adapter) -> GpuInfo:
     """A frozen description of the adapter, with a stable ``fingerprint``."""
-    return _gpu_session(request).info
+    return state(request.config).gpu.info
 
 
 @pytest.fixture(scope="session")

@@ -87,10 +87,6 @@ class Baselines:
         """The gate over ``gpu``'s baseline, with the session's tolerance of counted instructions."""
         return self._load(gpu)[2]
 
-    def loaded(self) -> list[tuple["GpuInfo", "gate.Baseline | None"]]:
-        """Each GPU looked up so far, with its baseline (None where it has none), in the order met."""
-        return [(gpu, baseline) for gpu, baseline, _ in self._loaded.values()]
-
     def _load(self, gpu: "GpuInfo") -> tuple["GpuInfo", "gate.Baseline | None", "gate.Gate | None"]:
         if gpu.fingerprint not in self._loaded:
             baseline = self._find(gpu)

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_dispatch.measurement import devicelock, gpu, recorder
-from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo, NoAdapterError
+from pytest_dispatch.errors import Unavailable
+from pytest_dispatch.measurement.gpu import AdapterRequest, GpuInfo
 
 if TYPE_CHECKING:
     from pytest_dispatch.plugin.gating import Baselines
@@ -66,7 +67,7 @@ class GpuSession:
                 adapter = twins[self.adapter_index]
             recorder.install(implementation)
             return adapter, None
-        except NoAdapterError as error:
+        except Unavailable as error:
             return None, str(error)
 
     def adopt(self, info: GpuInfo) -> None:
@@ -91,7 +92,7 @@ class GpuSession:
     def adapter(self):
         adapter, reason = self._selection
         if adapter is None:
-            raise NoAdapterError(reason)
+            raise Unavailable(reason)
         return adapter
 
     @functools.cached_property
@@ -102,13 +103,14 @@ class GpuSession:
 
     @property
     def device(self):
-        """The session's device; NoAdapterError (the same each time) when the adapter cannot give one."""
+        """The session's device; Unavailable (the same each time) when the adapter cannot give one."""
         if self._device_error is not None:
-            raise NoAdapterError(self._device_error)
+            raise Unavailable(self._device_error)
         if self._device is None:
+            adapter = self.adapter
             try:
-                self._device = gpu.request_device(self.adapter)
-            except gpu.ComputeUnavailableError as error:
+                self._device = gpu.request_device(adapter)
+            except Unavailable as error:
                 self._device_error = str(error)
                 raise
             devicelock.register(self._device, self.info.fingerprint, self.adapter_index)

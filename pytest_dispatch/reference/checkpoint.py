@@ -118,12 +118,7 @@ def tensors_equal(a, b) -> bool:
         return False
     if not a.shape:
         return bool(np.array_equal(np.asarray(a), np.asarray(b)))
-    step = max(1, _CHUNK_ELEMENTS // max(1, int(np.prod(a.shape[1:], dtype=np.int64))))
-    for start in range(0, a.shape[0], step):
-        stop = min(start + step, a.shape[0])
-        if not np.array_equal(_rows(a, start, stop), _rows(b, start, stop)):
-            return False
-    return True
+    return all(np.array_equal(_rows(a, start, stop), _rows(b, start, stop)) for start, stop in _chunks(a.shape))
 
 
 def row_blocks(array):
@@ -132,9 +127,15 @@ def row_blocks(array):
     if not isinstance(array, StoredTensor):
         yield 0, np.asarray(array)
         return
-    step = max(1, _CHUNK_ELEMENTS // max(1, int(np.prod(array.shape[1:], dtype=np.int64))))
-    for start in range(0, array.shape[0], step):
-        yield start, array.rows(start, min(start + step, array.shape[0]))
+    for start, stop in _chunks(array.shape):
+        yield start, array.rows(start, stop)
+
+
+def _chunks(shape: tuple[int, ...]):
+    """``(start, stop)`` of each chunk of rows of a tensor of ``shape``: a few MB at a time."""
+    step = max(1, _CHUNK_ELEMENTS // max(1, int(np.prod(shape[1:], dtype=np.int64))))
+    for start in range(0, shape[0], step):
+        yield start, min(start + step, shape[0])
 
 
 def _rows(array, start: int, stop: int) -> np.ndarray:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pytest_dispatch.measurement.instructions.launch import (  # noqa: F401
     CACHE_SIM_FLAGS, CALLGRIND_FLAGS, COUNTED_ENV, COUNTED_IN_SESSION, COUNTED_IN_WORKERS, ENVIRONMENT_BYTES,
     FIXED_VARIABLES, HELPER_SOURCE, KEEP_DUMPS_ENV, PAD_ENV, REMOVED_VARIABLES, VALGRIND_VERSION_ENV,
-    WORKER_LAUNCHER_ENV, CountingUnavailable, build_helper, counted_in_here, fixed_environment, relaunch,
+    WORKER_LAUNCHER_ENV, build_helper, counted_in_here, fixed_environment, relaunch,
     valgrind_executable, valgrind_version, worker_python
 )
 from pytest_dispatch.measurement.instructions.dumps import (  # noqa: F401
@@ -33,7 +33,7 @@ from pytest_dispatch.measurement.instructions.dumps import (  # noqa: F401
 )
 from pytest_dispatch.measurement.instructions.windows import (  # noqa: F401
     ENCODERS_SET_ASIDE, MAX_WINDOW_CALLS, WARM_DISPATCHES, WINDOW_INSTRUCTIONS, WINDOW_PAIRS, WINDOW_SUBMITS,
-    Counter, CountingError, Helper, call_budget_for, retire_all, session_counter, set_aside_pooled_encoders,
+    Counter, Helper, call_budget_for, retire_all, session_counter, set_aside_pooled_encoders,
     warm_calls, window_calls, window_sizes
 )
 from pytest_dispatch.measurement.instructions.count import (  # noqa: F401

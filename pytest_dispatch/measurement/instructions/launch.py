@@ -22,6 +22,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from pytest_dispatch.errors import Unavailable
+
 COUNTED_ENV = "PYTEST_DISPATCH_COUNTED"  # in the relaunched session: the folder callgrind dumps into
 VALGRIND_VERSION_ENV = "PYTEST_DISPATCH_VALGRIND"  # in the relaunched session: `valgrind --version`
 PAD_ENV = "PYTEST_DISPATCH_PAD"  # pads the environment to a fixed size (see fixed_environment)
@@ -68,18 +70,15 @@ COUNTED_IN_SESSION = "the session's process"
 COUNTED_IN_WORKERS = "pytest-xdist workers"
 
 
-class CountingUnavailable(RuntimeError):
-    """Counted mode cannot run here; the message says why and what to do."""
-
 
 def valgrind_executable() -> str:
-    """valgrind's path; CountingUnavailable where it cannot run."""
+    """valgrind's path; Unavailable where it cannot run."""
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "aarch64", "arm64"):
-        raise CountingUnavailable(f"counting needs Valgrind on Linux (x86-64 or arm64), not {sys.platform} "
-                                  f"{platform.machine()}")
+        raise Unavailable(f"counting needs Valgrind on Linux (x86-64 or arm64), not {sys.platform} "
+                          f"{platform.machine()}")
     path = shutil.which("valgrind")
     if path is None:
-        raise CountingUnavailable("valgrind is not on PATH (Debian/Ubuntu: apt-get install valgrind)")
+        raise Unavailable("valgrind is not on PATH (Debian/Ubuntu: apt-get install valgrind)")
     return path
 
 
@@ -96,7 +95,7 @@ def _cache_folder() -> Path:
 
 def build_helper(valgrind: str | None = None) -> Path:
     """The client-request helper, compiled once per source and Valgrind into the user's cache
-    folder (``cc -shared`` against ``valgrind/callgrind.h``); CountingUnavailable without
+    folder (``cc -shared`` against ``valgrind/callgrind.h``); Unavailable without
     a C compiler or the header."""
     valgrind = valgrind or valgrind_executable()
     source = HELPER_SOURCE.read_bytes()
@@ -107,7 +106,7 @@ def build_helper(valgrind: str | None = None) -> Path:
         return target
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if compiler is None:
-        raise CountingUnavailable("no C compiler to build the callgrind helper (Debian/Ubuntu: apt-get install gcc)")
+        raise Unavailable("no C compiler to build the callgrind helper (Debian/Ubuntu: apt-get install gcc)")
     include = Path(valgrind).resolve().parent.parent / "include"  # a valgrind installed under a prefix
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=".callgrind-helper-", suffix=".so", dir=target.parent)
@@ -121,8 +120,8 @@ def build_helper(valgrind: str | None = None) -> Path:
     if failure is not None:
         Path(temp).unlink(missing_ok=True)
         first = (failure.strip().splitlines() or ["?"])[0]
-        raise CountingUnavailable(f"cannot build the callgrind helper ({first}): it needs valgrind/callgrind.h "
-                                  "(Debian/Ubuntu: apt-get install valgrind)")
+        raise Unavailable(f"cannot build the callgrind helper ({first}): it needs valgrind/callgrind.h "
+                          "(Debian/Ubuntu: apt-get install valgrind)")
     os.replace(temp, target)
     return target
 
@@ -155,7 +154,7 @@ def relaunch(pytest_args: Sequence[str], *, cwd: str | os.PathLike, cache_sim: b
     workers run under callgrind (worker_python), the controller, which counts nothing,
     natively: under callgrind its start-up and collection held up every worker's start.
 
-    CountingUnavailable (before anything ran) where Valgrind or the helper cannot be had."""
+    Unavailable (before anything ran) where Valgrind or the helper cannot be had."""
     valgrind = valgrind_executable()
     release = valgrind_version(valgrind)
     os.environ[VALGRIND_VERSION_ENV] = release

@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 from pytest_dispatch.measurement.instructions.dumps import Dump, cffi_entry_names, parse_dump
 from pytest_dispatch.measurement.instructions.launch import (COUNTED_ENV, KEEP_DUMPS_ENV, VALGRIND_VERSION_ENV,
                                                              build_helper)
+from pytest_dispatch.errors import MeasurementFailed
 
 # A window holds at least this many instructions and, when a call holds fewer, this many
 # submits: lavapipe retires finished submissions in its own threads at moments the CPU's load
@@ -38,9 +39,6 @@ WARM_DISPATCHES = 10_000
 ENCODERS_SET_ASIDE = 64  # pooled command encoders drawn and kept before a counted measurement
 _ENCODERS_ASIDE = "_pytest_dispatch_encoders_aside"
 
-
-class CountingError(RuntimeError):
-    """A counting window failed (callgrind wrote no dump for it)."""
 
 
 _counter: "Counter | None | bool" = False  # False: not looked up yet
@@ -151,10 +149,10 @@ class Counter:
             try:
                 text = part.read_text(encoding="utf-8", errors="replace")
             except FileNotFoundError:
-                raise CountingError(f"callgrind wrote no dump for {label} ({path}): was the session started "
-                                    "with callgrind's --callgrind-out-file by --dispatch-instructions?") from None
+                raise MeasurementFailed(f"callgrind wrote no dump for {label} ({path}): was the session started "
+                                        "with callgrind's --callgrind-out-file by --dispatch-instructions?") from None
             if f"Trigger: Client Request: {label}" not in text:
-                raise CountingError(f"{part} is not the dump of {label}")
+                raise MeasurementFailed(f"{part} is not the dump of {label}")
             dumps.append((parse_dump(text.splitlines(), cffi_entry_names()), part))
         dump, counted = max(dumps, key=lambda pair: sum(pair[0].by_object.values()))
         keep = os.environ.get(KEEP_DUMPS_ENV)
