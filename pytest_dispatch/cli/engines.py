@@ -217,7 +217,7 @@ def browser_row(engine: str, workload: Workload, rounds: int) -> EngineRow:
         missing = (adapter or {}).get("missing") if adapter else f"no adapter ({outcome})"
         if missing:
             raise EngineUnavailable(f"{engine} {browser.version}: {missing}")
-        info = page_engines.gpu_info(engine, browser.version, adapter)
+        info = page_measurement.page_gpu_info(browser.version, adapter, engine)
 
         def function(target: str, *args: Any) -> page_measurement.PageFunction:
             where = f"the engines page in {engine}"  # one realm: the workload makes no frame or worker

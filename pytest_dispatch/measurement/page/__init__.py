@@ -25,10 +25,12 @@ if TYPE_CHECKING:  # sources loads numpy (timestamps): a session's plugin loads 
 RECORDER_JS = PACKAGE_DIR / "measurement" / "page" / "recorder.js"
 RECORDER_URL = "pytest-dispatch-recorder.js"  # the recorder's frames in a stack, left out of messages
 TELL = "__dispatchTell"  # the binding through which a realm tells its totals before it may end
-IMPLEMENTATION = "chromium"
+NAMES = {"chromium": "Chromium", "firefox": "Firefox"}  # the page's implementation, as the header names it
+TIMERS = {"chromium": ("5 µs", "100 µs"), "firefox": ("20 µs", "1 ms")}  # performance.now()'s step: isolated, not
 BACKEND = "WebGPU in a page"  # a page's fingerprint never equals a native adapter's
 # Browsers whose every sync waits for a completion poll: one op's time is then the poll's
-POLLED_SYNC = {"firefox": "Firefox polls for completion: every sync waits about 100 ms"}
+POLLED_SYNC = {"firefox": "Firefox polls for completion: every sync waits up to about 100 ms, so a round shorter "
+                          "than many polls times the poll, and single-op times only the poll"}
 SYNC_METHOD = "await queue.onSubmittedWorkDone() on every device of the page's realms"
 DEFAULT_TIMEOUT = 30.0  # seconds a page function may take to settle
 WHERE = "in the page and its realms"  # where a page function's WebGPU calls are counted
@@ -219,12 +221,13 @@ class PageCounting:
         self.counts.close(realms_difference(self._driver, after, self._before))
 
 
-def page_gpu_info(browser_version: str, adapter: dict[str, Any]) -> GpuInfo:
-    """The GPU of a page: the browser and its adapter; a fallback adapter (SwiftShader) is a CPU one."""
+def page_gpu_info(browser_version: str, adapter: dict[str, Any], implementation: str = "chromium") -> GpuInfo:
+    """The GPU of a page: the browser ("chromium" or "firefox": a fingerprint each) and its adapter; a
+    fallback adapter (SwiftShader, lavapipe in Firefox) is a CPU one."""
     vendor = str(adapter.get("vendor") or "")
     name = " ".join(part for part in (vendor, str(adapter.get("architecture") or "")) if part)
     return GpuInfo(
-        implementation=IMPLEMENTATION,
+        implementation=implementation,
         implementation_version=browser_version,
         backend=BACKEND,
         adapter_name=name or str(adapter.get("description") or "") or "unknown adapter",
@@ -237,12 +240,13 @@ def page_gpu_info(browser_version: str, adapter: dict[str, Any]) -> GpuInfo:
     )
 
 
-def describe_adapter(browser_version: str, adapter: dict[str, Any]) -> str:
+def describe_adapter(browser_version: str, adapter: dict[str, Any], implementation: str = "chromium") -> str:
     """One line for the header: the browser, the adapter, whether it is a fallback, the timer."""
-    info = page_gpu_info(browser_version, adapter)
+    info = page_gpu_info(browser_version, adapter, implementation)
     fallback = ", a fallback adapter (CPU): timings are indicative" if adapter.get("fallback") else ""
-    timer = "5 µs timer" if adapter.get("isolated") else "100 µs timer (not cross-origin isolated)"
-    return (f"Chromium {browser_version}, adapter {info.adapter_name}"
+    isolated, not_isolated = TIMERS[implementation]
+    timer = f"{isolated} timer" if adapter.get("isolated") else f"{not_isolated} timer (not cross-origin isolated)"
+    return (f"{NAMES[implementation]} {browser_version}, adapter {info.adapter_name}"
             f"{f' ({info.driver})' if info.driver else ''}{fallback}; {timer}")
 
 
