@@ -58,7 +58,10 @@ INDEX = """<!doctype html>
   };
   window.inSrcdoc = (adds) => srcdoc(false, adds);
   window.inSandboxed = (adds) => srcdoc(true, adds);
-  window.startWorker = () => { new Worker(URL.createObjectURL(new Blob(["1"], { type: "text/javascript" }))); };
+  const script = () => URL.createObjectURL(new Blob(["1"], { type: "text/javascript" }));
+  window.startWorker = () => { new Worker(script(), { type: "module" }); };
+  window.startShared = () => { new SharedWorker(script()); };
+  window.startService = () => navigator.serviceWorker.register("service.js");
   window.badShader = async () => {
     const device = await (await navigator.gpu.requestAdapter()).requestDevice();
     device.createShaderModule({ label: "broken", code: "@compute @workgroup_size(1)\\nfn main() {\\n  let x = ;\\n}\\n" });
@@ -80,9 +83,10 @@ def test_frames(gpu_page, function, adds, dispatches):
         counts = gpu_page.count(function, adds)
         assert (counts.by_kernel, counts.dispatches) == ({{"add": dispatches}}, dispatches)
 
-def test_worker(gpu_page):
+@pytest.mark.parametrize("start", ["startWorker", "startShared", "startService"])
+def test_worker(gpu_page, start):
     gpu_page.open(PAGE)
-    gpu_page.count("startWorker")
+    gpu_page.count(start)
 
 def test_wgsl(gpu_page):
     gpu_page.open(PAGE)
@@ -102,6 +106,7 @@ def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(
     for name in ("classic.js", "frame.html"):
         shutil.copy(REALMS / name, page / name)
     (page / "index.html").write_text(INDEX)
+    (page / "service.js").write_text("// a service worker that does nothing\n")
     pytester.makepyfile(test_inner=INNER.format(page=str(page)))
     shutil.copy(EXAMPLE, pytester.path / "test_example.py")
     shutil.copytree(EXAMPLE.parent / "pages", pytester.path / "pages")
@@ -109,9 +114,12 @@ def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(
                                            "--gpu-browser", engines.find_firefox(), "-k", "not faster")
     output = result.stdout.str()
     assert "dispatch page: Firefox " in output
-    result.assert_outcomes(passed=9, failed=2)
-    result.stdout.fnmatch_lines(["*_ test_worker _*", "the worker blob:http://127.0.0.1:* runs where Firefox cannot "
-                                 "put the recorder before its first script, * count this page in Chromium *"])
+    result.assert_outcomes(passed=9, failed=4)
+    for start, worker in [("startWorker", "worker blob:http://127.0.0.1:*"),
+                          ("startShared", "shared worker blob:http://127.0.0.1:*"),
+                          ("startService", "service worker page/service.js")]:
+        result.stdout.fnmatch_lines([f"*_ test_worker?{start}? _*", f"the {worker} runs where Firefox cannot put the "
+                                     "recorder before its first script, * count this page in Chromium *"])
     result.stdout.fnmatch_lines(["*_ test_wgsl _*", "badShader of page/index.html: its WebGPU work failed*",
                                  "page/index.html:*: WGSL compile error in shader 'broken' at line 3*"])
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_dispatch.measurement.page import RealmError
+from pytest_dispatch.errors import PageError
 from pytest_dispatch.plugin import engines
-from pytest_dispatch.plugin.cdp import BrowserGone, ProtocolError
-from pytest_dispatch.plugin.realms import Realm, Unanswered, first_line
+from pytest_dispatch.plugin.cdp import failure
+from pytest_dispatch.plugin.realms import Realm, first_line
 
 # Beside the recorder in each frame: each document's own id (a frame's next document is another
 # realm), and the workers its scripts start, which Firefox's recorder cannot reach.
@@ -59,7 +59,7 @@ class Firefox:
             self.browser = engines.launch_firefox(self._playwright, executable)
         except Error as error:
             self._playwright.stop()
-            raise BrowserGone(first_line(error)) from None
+            raise failure(first_line(error)) from None
         self.version = self.browser.version
         self.browser.on("disconnected", lambda _: setattr(self, "gone", self.gone or "the browser ended"))
 
@@ -69,7 +69,7 @@ class Firefox:
         try:
             return FirefoxPage(self, recorder + NOTE_WORKERS)
         except Error as error:
-            raise BrowserGone(first_line(error)) from None
+            raise failure(first_line(error)) from None
 
     def last_words(self) -> str:
         return ""
@@ -84,8 +84,8 @@ class Firefox:
 
 
 class FirefoxPage:
-    """One page of Firefox and its frames (``realms.PageRealms``'s questions); Playwright's
-    failures as the DevTools driver's (``BrowserGone``, ``ProtocolError``)."""
+    """One page of Firefox and its frames (``realms.PageRealms``'s questions): the browser's or
+    the page's end is a ``cdp.failure``, as Chromium's; a JS error a PageError."""
 
     def __init__(self, firefox: Firefox, script: str) -> None:
         self.browser = firefox
@@ -106,14 +106,16 @@ class FirefoxPage:
         self.page.on("crash", lambda _: setattr(self, "crashed", "its content process crashed"))
 
     def _asked(self, ask):
+        """``ask()``, Playwright's failures as the DevTools driver's. Unbounded: a page blocked for
+        good blocks it (ending Firefox's content process does not end Playwright's wait)."""
         from playwright.sync_api import Error
 
         try:
             return ask()
         except Error as error:
             if self.browser.gone or self.crashed or self.page.is_closed():
-                raise BrowserGone(self.browser.gone or self.crashed or "the page was closed") from None
-            raise ProtocolError(first_line(error).removeprefix("Page.evaluate: ")
+                raise failure(self.browser.gone or self.crashed or "the page was closed") from None
+            raise PageError(first_line(error).removeprefix("Page.evaluate: ")
                                 .removeprefix("Frame.evaluate: ")) from None
 
     def navigate(self, url: str, timeout: float) -> str | None:
@@ -129,43 +131,45 @@ class FirefoxPage:
         """``expression`` awaited in the page, its outcome as Chromium's ``Runtime.evaluate`` gives it."""
         try:
             return {"result": {"value": self._asked(lambda: self.page.evaluate(expression))}}
-        except ProtocolError as error:
+        except PageError as error:
+            if getattr(error, "protocol", False):
+                raise
             return {"exceptionDetails": {"exception": {"description": str(error)}}}
 
-    def _bounded(self, frame: Any, expression: str, timeout: float) -> Any:
+    def _frames(self, expression: str, timeout: float):
+        """(frame, ``expression``'s value in it) for every frame, one at a time; a frame that went
+        away meanwhile is left out; one that does not answer in ``timeout`` is a TimeoutError."""
         late = f"new Promise((done) => setTimeout(() => done({{__late: true}}), {int(timeout * 1000)}))"
-        return self._asked(lambda: frame.evaluate(f"Promise.race([Promise.resolve({expression}), {late}])"))
-
-    def each(self, expression: str, timeout: float) -> list[tuple[Realm, Any]]:
-        """``expression`` in every frame that has a WebGPU device (one at a time: each sync waits a poll)."""
-        found = []
         for frame in self.page.frames:
-            value = self._bounded(frame, f"(!globalThis.__dispatch || !__dispatch.devices.length) || ({expression})",
-                                  timeout)
+            try:
+                value = self._asked(lambda: frame.evaluate(f"Promise.race([Promise.resolve({expression}), {late}])"))
+            except PageError:
+                if frame.is_detached():
+                    continue
+                raise
             if isinstance(value, dict) and value.get("__late"):
-                raise Unanswered(f"the frame {frame.url} did not answer in {timeout:g} s")
-            found.append((frame, value))
-        return found
+                raise TimeoutError(f"the frame {frame.url} did not answer in {timeout:g} s")
+            yield frame, value
+
+    def each(self, expression: str, timeout: float) -> list[tuple[Any, Any]]:
+        """``expression`` in every frame that has a WebGPU device (one at a time: each sync waits a poll)."""
+        return list(self._frames(f"(!globalThis.__dispatch || !__dispatch.devices.length) || ({expression})", timeout))
 
     def totals(self, timeout: float) -> list[tuple[Realm, dict[str, Any]]]:
         """Every frame's totals, read in it; a worker the page started, or a frame the recorder did
-        not reach, is a RealmError naming it."""
+        not reach, is a PageError naming it."""
         found = []
-        for frame in self.page.frames:
-            value = self._bounded(frame, OWN, timeout)
-            if value.get("__late"):
-                raise Unanswered(f"the frame {frame.url} did not answer in {timeout:g} s")
+        for frame, value in self._frames(OWN, timeout):
             if "missing" in value:
-                raise RealmError(f"the frame {value['missing']} was not reached by the recorder before its first "
-                                 "script, so its WebGPU calls cannot be counted")
+                raise PageError(f"the frame {value['missing']} was not reached by the recorder before its first "
+                                "script, so its WebGPU calls cannot be counted")
             self.workers += [worker for worker in value["workers"] if worker not in self.workers]
             kind = "page" if frame == self.page.main_frame else "frame"
-            realm = self._realms.setdefault((frame, value["document"]), Realm("", None, kind, frame.url))
-            found.append((realm, value))
+            found.append((self._realms.setdefault((frame, value["document"]), Realm("", None, kind, frame.url)), value))
         if self.workers:
-            raise RealmError(f"the {self.workers[0]} runs where Firefox cannot put the recorder before its first "
-                             "script, so its WebGPU calls cannot be counted; count this page in Chromium "
-                             "(--gpu-browser chromium)")
+            raise PageError(f"the {self.workers[0]} runs where Firefox cannot put the recorder before its first "
+                            "script, so its WebGPU calls cannot be counted; count this page in Chromium "
+                            "(--gpu-browser chromium)")
         return found
 
     def close(self) -> None:

@@ -24,8 +24,8 @@ from pytest_dispatch import options
 from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement import recorder
-from pytest_dispatch.measurement.page import (GpuError, PageCounting, PageError, PageFunction, PageTimeout,
-                                              RealmError, escaped)
+from pytest_dispatch.errors import MeasurementFailed, PageError
+from pytest_dispatch.measurement.page import PageCounting, PageFunction, escaped, thrown
 from pytest_dispatch.plugin.realms import Driver, as_error, first_line, follow_browser_workers
 from pytest_dispatch.plugin.session import GPU_FIXTURES
 from pytest_dispatch.presentation.text import printable
@@ -130,12 +130,10 @@ class BrowserSession:
         self.open_page = functools.partial(PageRealms, self.browser)
 
     def _start(self) -> str | None:
-        from pytest_dispatch.plugin.cdp import BrowserGone, CallTimeout, ProtocolError
-
         name = NAMES[self.kind]
         try:
             self._launch()
-        except (OSError, BrowserGone, CallTimeout, ProtocolError) as error:
+        except (OSError, PageError) as error:  # TimeoutError among OSError's
             words = self.browser.last_words() if self.browser is not None else ""
             self.close_browser()
             return f"gpu_page: {self.executable} did not start: {first_line(error)}{f' ({words})' if words else ''}"
@@ -149,7 +147,7 @@ class BrowserSession:
             finally:
                 self.pages.pop(page.context_id, None)
                 page.close()
-        except (BrowserGone, CallTimeout, ProtocolError) as error:
+        except (PageError, TimeoutError) as error:
             return f"gpu_page: {name} {self.version} could not open a page: {first_line(error)}"
         return f"gpu_page: {name} {self.version}: {missing} (WebGPU is off in this browser)" if missing else None
 
@@ -205,12 +203,13 @@ def probe_adapter(page: Any, where: str) -> tuple[dict[str, Any] | None, str | N
     is a page that does not answer at all (its event loop blocked)."""
     driver = Driver(page, where)
     probe = PageFunction(driver, "probe", timeout=PROBE_TIMEOUT, where=where)
-    try:
-        found = probe.settled(driver.call("probe", [int(PROBE_TIMEOUT * 1000)], PROBE_TIMEOUT))
-    except PageTimeout:
+    outcome = driver.call("probe", [int(PROBE_TIMEOUT * 1000)], PROBE_TIMEOUT)
+    if isinstance(outcome, dict) and outcome.get("timeout"):
         return None, f"navigator.gpu.requestAdapter() did not settle in {PROBE_TIMEOUT:g} s"
+    try:
+        found = probe.settled(outcome)
     except PageError as error:
-        return None, f"navigator.gpu.requestAdapter() failed: {error.message}"
+        return None, f"navigator.gpu.requestAdapter() failed: {getattr(error, 'message', error)}"
     return (None, found["missing"]) if "missing" in found else (found, None)
 
 
@@ -243,8 +242,7 @@ class _PageFunction(PageFunction):
 
     def failed(self, error: Exception) -> Any:
         __tracebackhide__ = True
-        text = error.text() if isinstance(error, PageError) else str(error)
-        pytest.fail(escaped(self._owner.local_paths(text) + self._owner.unserved()), pytrace=False)
+        pytest.fail(escaped(self._owner.local_paths(str(error)) + self._owner.unserved()), pytrace=False)
 
 
 class _PageCounting(PageCounting):
@@ -258,8 +256,8 @@ class _PageCounting(PageCounting):
         __tracebackhide__ = True
         try:
             return step(*args)
-        except (PageError, PageTimeout, RealmError, GpuError) as error:
-            failure = error.text() if isinstance(error, PageError) else str(error)
+        except (PageError, MeasurementFailed) as error:
+            failure = str(error)
         pytest.fail(escaped(self._owner.local_paths(failure) + self._owner.unserved()), pytrace=False)
 
     def __enter__(self) -> recorder.Counts:
@@ -292,7 +290,7 @@ class GpuPage:
             head, _, message = description.splitlines()[0].partition(": ")
             name = exception.get("className") or (head if message else "Error")
             where = f"{self.local_paths(self.url or '')} (uncaught)"
-            text = PageError(where, name, message or head, description).text()
+            text = str(thrown(where, name, message or head, description))
             pytest.fail(escaped(self.local_paths(text) + self.unserved()), pytrace=False)
 
     @property
@@ -304,8 +302,6 @@ class GpuPage:
         """Open ``folder/page`` (served from 127.0.0.1, cross-origin isolated) with the recorder
         in every realm; fail with the JS error if it throws while loading; skip if it has no WebGPU."""
         __tracebackhide__ = True
-        from pytest_dispatch.plugin.cdp import BrowserGone, CallTimeout, ProtocolError
-
         folder = Path(folder)
         if not (folder / page).is_file():
             pytest.fail(f"gpu_page.open: {folder / page} does not exist; name a folder holding {page}",
@@ -319,7 +315,7 @@ class GpuPage:
         try:
             self.realms = self.session.new_page()
             why = self.realms.navigate(self.url, OPEN_TIMEOUT)
-        except (BrowserGone, CallTimeout, ProtocolError) as error:
+        except (PageError, TimeoutError) as error:
             why = first_line(error)
         if why:
             pytest.fail(escaped(f"gpu_page.open: {folder / page}: {why}{self.unserved()}"), pytrace=False)
@@ -402,7 +398,7 @@ class GpuPage:
         if "exceptionDetails" in outcome:
             details = outcome["exceptionDetails"]
             description = str((details.get("exception") or {}).get("description") or details.get("text") or "")
-            fn.failed(PageError(f"evaluate in {self._where()}", "Error", description.splitlines()[0] if
+            fn.failed(thrown(f"evaluate in {self._where()}", "Error", description.splitlines()[0] if
                                 description else "", description))
         if "result" not in outcome:
             fn.failed(as_error(outcome, f"evaluate in {self._where()}", timeout))
