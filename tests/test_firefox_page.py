@@ -92,9 +92,12 @@ def test_wgsl(gpu_page):
     gpu_page.open(PAGE)
     gpu_page.count("badShader")
 
-def test_fingerprint(gpu_page):
+def test_gpu_and_timing_label(gpu_page, dispatch_meter):
     gpu_page.open(PAGE)
     assert gpu_page.info.implementation == "firefox"
+    measured = dispatch_meter.measure(gpu_page.function("run", 1), rounds=2, per_round=1)
+    assert "Firefox polls for completion" in measured.sync_method
+    assert measured.calls["dispatch"] == 1
 """
 
 
