@@ -15,7 +15,7 @@ from pytest_dispatch.plugin.page import browser_kind
 
 ROOT = Path(__file__).resolve().parent.parent
 REALMS = ROOT / "tests" / "pages" / "realms"
-EXAMPLE = ROOT / "examples" / "browser" / "test_page_kernels.py"
+EXAMPLES = ROOT / "examples" / "browser"
 FIREFOX_MISSING = engines.unavailable_reason()
 
 # Frames only (Firefox counts no worker): from HTML, added later with one nested in it, srcdoc,
@@ -111,13 +111,16 @@ def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(
     (page / "index.html").write_text(INDEX)
     (page / "service.js").write_text("// a service worker that does nothing\n")
     pytester.makepyfile(test_inner=INNER.format(page=str(page)))
-    shutil.copy(EXAMPLE, pytester.path / "test_example.py")
-    shutil.copytree(EXAMPLE.parent / "pages", pytester.path / "pages")
+    for example in ("test_page_kernels.py", "test_reference_model_page.py"):  # the reference model's 3 levels
+        shutil.copy(EXAMPLES / example, pytester.path / example)
+    shutil.copytree(EXAMPLES / "pages", pytester.path / "pages")
+    # counts and budgets only: a speedup between calls shorter than Firefox's poll shows nothing
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpu-required", "--timeout=300",
-                                           "--gpu-browser", engines.find_firefox(), "-k", "not faster")
+                                           "--dispatch-disable-timing", "--gpu-browser", engines.find_firefox(),
+                                           "-k", "not faster")
     output = result.stdout.str()
     assert "dispatch page: Firefox " in output
-    result.assert_outcomes(passed=9, failed=4)
+    result.assert_outcomes(passed=12, failed=4)
     for start, worker in [("startWorker", "worker blob:http://127.0.0.1:*"),
                           ("startShared", "shared worker blob:http://127.0.0.1:*"),
                           ("startService", "service worker page/service.js")]:
