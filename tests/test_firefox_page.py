@@ -98,6 +98,10 @@ def test_gpu_and_timing_label(gpu_page, dispatch_meter):
     measured = dispatch_meter.measure(gpu_page.function("run", 1), rounds=2, per_round=1)
     assert "Firefox polls for completion" in measured.sync_method
     assert measured.calls["dispatch"] == 1
+    assert gpu_page.evaluate("(n) => n + 1", 1) == 2
+
+def test_throws_on_load(gpu_page):
+    gpu_page.open({throws!r})
 """
 
 
@@ -110,7 +114,7 @@ def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(
         shutil.copy(REALMS / name, page / name)
     (page / "index.html").write_text(INDEX)
     (page / "service.js").write_text("// a service worker that does nothing\n")
-    pytester.makepyfile(test_inner=INNER.format(page=str(page)))
+    pytester.makepyfile(test_inner=INNER.format(page=str(page), throws=str(ROOT / "tests" / "pages" / "throws_on_load")))
     for example in ("test_page_kernels.py", "test_reference_model_page.py"):  # the reference model's 3 levels
         shutil.copy(EXAMPLES / example, pytester.path / example)
     shutil.copytree(EXAMPLES / "pages", pytester.path / "pages")
@@ -120,7 +124,7 @@ def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(
                                            "-k", "not faster")
     output = result.stdout.str()
     assert "dispatch page: Firefox " in output
-    result.assert_outcomes(passed=12, failed=4)
+    result.assert_outcomes(passed=12, failed=5)
     for start, worker in [("startWorker", "worker blob:http://127.0.0.1:*"),
                           ("startShared", "shared worker blob:http://127.0.0.1:*"),
                           ("startService", "service worker page/service.js")]:
@@ -128,6 +132,7 @@ def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(
                                      "recorder before its first script, * count this page in Chromium *"])
     result.stdout.fnmatch_lines(["*_ test_wgsl _*", "badShader of page/index.html: its WebGPU work failed*",
                                  "page/index.html:*: WGSL compile error in shader 'broken' at line 3*"])
+    result.stdout.fnmatch_lines(["*_ test_throws_on_load _*", "*throws_on_load/index.html (uncaught) threw TypeError: *"])
 
 
 def test_no_such_browser_is_one_line_naming_the_choices(pytester):
