@@ -18,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+from pytest_dispatch.errors import PageError
 from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.plugin.cdp import Chromium
 from pytest_dispatch.plugin.page import LAUNCH_ARGS, find_browser, probe_adapter
@@ -56,7 +57,7 @@ def one_process(executable: str, server: PageServer) -> dict[str, str]:
         function = page_measurement.PageFunction(Driver(page, url), UNREACHED, args=(2,), timeout=60)
         try:
             outcomes[UNREACHED] = f"SILENT: counted {function.count().by_kernel}"
-        except page_measurement.RealmError as error:
+        except PageError as error:
             outcomes[UNREACHED] = "named" if "about:srcdoc" in str(error) else f"error: {error}"
     finally:
         browser.close()

@@ -43,8 +43,8 @@ GPU_OPTIONS = (
     Option("gpu_backend", "Graphics backend of the adapter.", "auto", choices=BACKENDS, isolated=True),
     Option("gpu_adapter", "Use the adapter whose name, vendor or driver contains this substring.", "", isolated=True),
     Option("gpu_required", "Error, instead of skip, when no adapter is found.", False, type="bool", isolated=True),
-    Option("gpu_browser", "Chromium or Chrome executable for the gpu_page fixture (default: chromium, "
-           "chromium-browser or google-chrome on PATH).", "", isolated=True),
+    Option("gpu_browser", "Chromium, Chrome or Firefox executable (a name on PATH or a path) for the gpu_page "
+           "fixture (default: chromium, chromium-browser or google-chrome on PATH).", "", isolated=True),
     Option("gpu_no_spread", "With pytest-xdist on a host with several identical GPUs: every worker uses "
            "the first one (taking turns), instead of each worker its own.", False, type="bool", isolated=True),
 )

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_dispatch import cli
 from pytest_dispatch.cli import engines
+from pytest_dispatch.errors import Unavailable
 from pytest_dispatch.judgement.status import ExitCode
 from pytest_dispatch.measurement import script
 from pytest_dispatch.measurement.gpu import GpuInfo
@@ -43,9 +44,9 @@ def test_the_table_has_a_row_per_engine_and_a_line_per_engine_not_measured():
 
 def test_an_adapter_that_computes_nothing_is_refused():
     engines._refuse_unless_computed("deno", [3.0, 3.0, 3.0, 3.0])
-    with pytest.raises(engines.EngineUnavailable, match="deno: its adapter computes nothing .* refused, not measured"):
+    with pytest.raises(Unavailable, match="deno: its adapter computes nothing .* refused, not measured"):
         engines._refuse_unless_computed("deno", [0.0, 0.0, 0.0, 0.0])
-    with pytest.raises(engines.EngineUnavailable):
+    with pytest.raises(Unavailable):
         engines._refuse_unless_computed("deno", [])
 
 
@@ -162,7 +163,7 @@ def test_greedy_tokens_that_differ_between_engines_are_named():
 def test_what_native_libraries_print_is_held_back_unless_verbose(monkeypatch, capfd):
     def noisy(impl, workload, rounds):
         os.write(2, b"Warning: a native library's line\n")  # as Dawn's C++ writes to the process's stderr
-        raise engines.EngineUnavailable(f"{impl}: no adapter here")
+        raise Unavailable(f"{impl}: no adapter here")
 
     monkeypatch.setattr(engines, "native_row", noisy)
     assert cli.main(["engines", "--engines", "wgpu-native,dawn"]) == ExitCode.NOTHING_COMPARED

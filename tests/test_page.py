@@ -253,7 +253,7 @@ def test_no_browser_skips_in_one_line_and_fails_with_gpu_required(pytester):
     result.stdout.fnmatch_lines(["SKIPPED * gpu_page: --gpu-browser /nowhere/chrome: no such browser; *"])
     result = pytester.runpytest("-p", "no:cacheprovider", "--gpu-browser", "/nowhere/chrome", "--gpu-required")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*no such browser; name a Chromium or Chrome executable (--gpu-required)"])
+    result.stdout.fnmatch_lines(["*no such browser; name a Chromium, Chrome or Firefox executable (--gpu-required)"])
     assert "def gpu_browser" not in result.stdout.str()
 
 

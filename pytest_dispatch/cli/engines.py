@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from pytest_dispatch._meta import PACKAGE_DIR
-from pytest_dispatch.errors import Unavailable
+from pytest_dispatch.errors import PageError, Unavailable
 from pytest_dispatch.measurement import gpu, recorder, script
 from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.measurement.gpu import GpuInfo
@@ -71,10 +71,6 @@ class Workload:
         return self.site / "reference_model.js" if self.decode else WORKLOAD / "add_one.js"
 
 
-class EngineUnavailable(Exception):
-    """An engine cannot be measured here: one line saying why and what to do."""
-
-
 @dataclasses.dataclass(frozen=True)
 class EngineRow:
     engine: str
@@ -99,7 +95,7 @@ class EngineRow:
 
 def _refuse_unless_computed(engine: str, values: list[float]) -> None:
     if len(values) < 1 or any(value != float(CHECK_CALLS) for value in values):
-        raise EngineUnavailable(f"{engine}: its adapter computes nothing (read back {values} after {CHECK_CALLS} "
+        raise Unavailable(f"{engine}: its adapter computes nothing (read back {values} after {CHECK_CALLS} "
                                 f"adds, not {float(CHECK_CALLS)}): refused, not measured")
 
 
@@ -124,9 +120,9 @@ def native_row(impl: str, workload: Workload, rounds: int) -> EngineRow:
         adapter = gpu.select_adapter(gpu.AdapterRequest(impl=impl))
         reason = gpu.compute_unavailable_reason(adapter)
     except Unavailable as error:
-        raise EngineUnavailable(f"{implementation}: {str(error).splitlines()[0]}") from None
+        raise Unavailable(f"{implementation}: {str(error).splitlines()[0]}") from None
     if reason:
-        raise EngineUnavailable(f"{implementation}: {reason}")
+        raise Unavailable(f"{implementation}: {reason}")
     recorder.install(implementation)
     info = gpu.gpu_info(adapter, implementation)
     device = gpu.request_device(adapter)
@@ -157,8 +153,8 @@ def _function_row(engine: str, info: GpuInfo, function: Callable[..., Any], work
             step = function("step", workload.name)
             return _row(engine, info, step, None if polled else step, rounds, tokens)
         _refuse_unless_computed(engine, function("computed", CHECK_CALLS)())
-    except page_measurement.PageError as error:
-        raise EngineUnavailable(f"{engine}: the workload failed: {error.message}") from None
+    except PageError as error:
+        raise Unavailable(f"{engine}: the workload failed: {getattr(error, 'message', error)}") from None
     if polled:
         return _slope_row(engine, info, function, workload.n, rounds)
     return _row(engine, info, function("sequential", workload.n), function("sequential", 1), rounds)
@@ -168,7 +164,7 @@ def script_row(name: str, workload: Workload, rounds: int, root: Path) -> Engine
     """Deno or Node (``gpu_script``'s engines), the workload imported as a module."""
     engine = script.find_engine(name, root)
     if isinstance(engine, str):
-        raise EngineUnavailable(engine)
+        raise Unavailable(engine)
     process = engine.start()
     try:
         process.evaluate("url => __dispatch_host.load(url)", workload.module.as_uri())
@@ -179,8 +175,8 @@ def script_row(name: str, workload: Workload, rounds: int, root: Path) -> Engine
             return script.ScriptFunction(driver, target, args=args, engine=engine, where=where)
 
         return _function_row(name, engine.info, function, workload, rounds)
-    except script.ScriptError as error:
-        raise EngineUnavailable(f"{name}: {error}") from None
+    except (PageError, TimeoutError) as error:
+        raise Unavailable(f"{name}: {error}") from None
     finally:
         process.close()
 
@@ -193,16 +189,16 @@ def browser_row(engine: str, workload: Workload, rounds: int) -> EngineRow:
     try:
         from playwright.sync_api import Error, sync_playwright
     except ImportError:
-        raise EngineUnavailable(f"{engine}: Playwright is not installed; pip install 'pytest-dispatch[browser]'") from None
+        raise Unavailable(f"{engine}: Playwright is not installed; pip install 'pytest-dispatch[browser]'") from None
     if engine == "firefox":
         reason = page_engines.unavailable_reason()
         if reason:
-            raise EngineUnavailable(reason)
+            raise Unavailable(reason)
         executable = page_engines.find_firefox()
     else:
         executable = find_browser(None)
         if executable is None:
-            raise EngineUnavailable(f"chromium: none found (tried {', '.join(BROWSERS)}); apt-get install chromium")
+            raise Unavailable(f"chromium: none found (tried {', '.join(BROWSERS)}); apt-get install chromium")
     from pytest_dispatch.plugin.pageserver import PageServer
 
     server = PageServer()
@@ -217,8 +213,8 @@ def browser_row(engine: str, workload: Workload, rounds: int) -> EngineRow:
         adapter = outcome.get("value") if isinstance(outcome, dict) else None
         missing = (adapter or {}).get("missing") if adapter else f"no adapter ({outcome})"
         if missing:
-            raise EngineUnavailable(f"{engine} {browser.version}: {missing}")
-        info = page_engines.gpu_info(engine, browser.version, adapter)
+            raise Unavailable(f"{engine} {browser.version}: {missing}")
+        info = page_measurement.page_gpu_info(browser.version, adapter, engine)
 
         def function(target: str, *args: Any) -> page_measurement.PageFunction:
             where = f"the engines page in {engine}"  # one realm: the workload makes no frame or worker
@@ -227,7 +223,7 @@ def browser_row(engine: str, workload: Workload, rounds: int) -> EngineRow:
 
         return _function_row(engine, info, function, workload, rounds, polled=engine == "firefox")
     except Error as error:
-        raise EngineUnavailable(f"{engine}: {str(error).strip().splitlines()[0]}") from None
+        raise Unavailable(f"{engine}: {str(error).strip().splitlines()[0]}") from None
     finally:
         playwright.stop()
         server.close()
@@ -263,10 +259,10 @@ def measure(engines: list[str], workload: Workload, rounds: int, root: Path,
             else:
                 rows.append(script_row(engine, workload, rounds, root))
             text = f"{engine}: {rows[-1].sequential_us:.1f} µs per dispatch"
-        except EngineUnavailable as error:
+        except Unavailable as error:
             missing.append(str(error))
             text = str(error)
-        except (page_measurement.PageError, page_measurement.PageTimeout, script.ScriptError) as error:
+        except (PageError, TimeoutError) as error:
             missing.append(f"{engine}: failed while measured: {str(error).splitlines()[0]}")
             text = missing[-1]
         if progress:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dispatch._meta import PACKAGE_DIR
+from pytest_dispatch.errors import PageError
 from pytest_dispatch.measurement import page, recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
 
@@ -45,14 +46,6 @@ DAWN_FLAGS = "PYTEST_DISPATCH_DAWN_FLAGS"  # Node's webgpu: Dawn's flags, comma-
 # Dawn (Node's webgpu) refuses Mesa's lavapipe; it takes the SwiftShader a Chromium package ships.
 SWIFTSHADER_ICDS = ("/usr/lib/chromium/vk_swiftshader_icd.json", "/usr/lib/chromium-browser/vk_swiftshader_icd.json",
                     "/opt/google/chrome/vk_swiftshader_icd.json")
-
-
-class ScriptError(Exception):
-    """An engine failed: it did not start, it ended, or an expression threw outside the recorder."""
-
-
-class ScriptTimeout(ScriptError):
-    """An engine did not answer in time (it was ended)."""
 
 
 def executable(name: str) -> str | None:
@@ -98,7 +91,7 @@ class ScriptProcess:
                                             stderr=subprocess.PIPE, cwd=root, env=environment, text=True,
                                             encoding="utf-8", errors="replace", bufsize=1)
         except OSError as error:
-            raise ScriptError(f"{name} did not start: {error}") from None
+            raise PageError(f"{name} did not start: {error}") from None
         threading.Thread(target=self._read_answers, daemon=True).start()
         threading.Thread(target=self._read_stderr, daemon=True).start()
         self.facts = self._wait(0, START_TIMEOUT)  # {engine, version[, webgpu]}
@@ -125,22 +118,24 @@ class ScriptProcess:
                 answer = self._answers.get(timeout=timeout)
             except queue.Empty:
                 self.close()
-                raise ScriptTimeout(f"{self.name} did not answer in {timeout:g} s and was ended") from None
+                raise TimeoutError(f"{self.name} did not answer in {timeout:g} s and was ended") from None
             if answer is None:
                 self._answers.put(None)  # ended: every later call hears it too
                 code = self.process.wait()
                 last = self.output().splitlines()[-1:] or [""]
-                raise ScriptError(f"{self.name} ended (exit status {code}){': ' + last[0] if last[0] else ''}")
+                raise PageError(f"{self.name} ended (exit status {code}){': ' + last[0] if last[0] else ''}")
             if answer.get("id") not in (wanted, None):
                 continue  # the answer to a request that timed out
             if "failed" in answer:
                 failed = answer["failed"]
                 name, message = failed.get("name") or "Error", failed.get("message") or ""
-                raise ScriptError(message if name == "Error" else f"{name}: {message}")
+                raise PageError(message if name == "Error" else f"{name}: {message}")
             return answer.get("value")
 
     def evaluate(self, expression: str, arg: Any = None, *, timeout: float = START_TIMEOUT) -> Any:
-        """The value of ``expression`` (a function is called with ``arg``, and awaited) in the engine."""
+        """The value of ``expression`` (a function is called with ``arg``, and awaited) in the engine; a
+        PageError where the engine fails or the expression throws, a TimeoutError where it does not
+        answer in ``timeout`` (it is then ended)."""
         with self._lock:
             request_id, self._next_id = self._next_id, self._next_id + 1
             try:
@@ -157,9 +152,9 @@ class ScriptProcess:
         def evaluate(expression: str, arg: Any = None) -> Any:
             try:
                 return self.evaluate(expression, arg, timeout=timeout + BLOCKED_GRACE)
-            except ScriptTimeout:
+            except TimeoutError:
                 return {"timeout": True}
-            except ScriptError as error:
+            except PageError as error:
                 return {"error": {"name": "Error", "message": str(error), "stack": ""}}
 
         return evaluate
@@ -191,7 +186,7 @@ class Engine:
         process = ScriptProcess(self.name, self.executable, self.root, self.env)
         try:
             process.evaluate(standalone_recorder())
-        except ScriptError:
+        except (PageError, TimeoutError):
             process.close()
             raise
         return process
@@ -238,7 +233,7 @@ def _checked(engine: Engine) -> str | None:
     why it cannot run scripts, or None."""
     try:
         process = ScriptProcess(engine.name, engine.executable, engine.root, engine.env)
-    except ScriptError as error:
+    except (PageError, TimeoutError) as error:
         return str(error)
     try:
         facts = process.facts or {}
@@ -260,7 +255,7 @@ def _checked(engine: Engine) -> str | None:
             return value.get("missing") or "the adapter could not be probed"
         engine.adapter = value
         return None
-    except ScriptError as error:
+    except (PageError, TimeoutError) as error:
         return str(error)
     finally:
         process.close()

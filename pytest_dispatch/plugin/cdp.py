@@ -18,19 +18,18 @@ import tempfile
 import threading
 from typing import Any, Callable
 
+from pytest_dispatch.errors import PageError
+
 Handler = Callable[[str, dict[str, Any]], None]
 
 
-class ProtocolError(Exception):
-    """Chromium answered a call with an error (its message)."""
-
-
-class BrowserGone(Exception):
-    """The browser ended (or its pipe closed): nothing more can be asked of it."""
-
-
-class CallTimeout(Exception):
-    """No answer in time (a realm that is busy, blocked or gone)."""
+def failure(message: str) -> PageError:
+    """A failure of the protocol itself: Chromium answered a call with an error, or it ended (its
+    ``gone`` then says why). ``protocol`` tells it from a realm's failure, which is a PageError too;
+    a call with no answer in time is a TimeoutError."""
+    error = PageError(message)
+    error.protocol = True
+    return error
 
 
 class Chromium:
@@ -91,7 +90,7 @@ class Chromium:
                 waiter = self._pending.pop(message["id"], None)
             if waiter is not None:
                 if "error" in message:
-                    waiter[2] = ProtocolError(str(message["error"].get("message", message["error"])))
+                    waiter[2] = failure(str(message["error"].get("message", message["error"])))
                 else:
                     waiter[1] = message.get("result", {})
                 callback = waiter[3]
@@ -108,7 +107,7 @@ class Chromium:
             self.gone = self.gone or reason
             pending, self._pending = self._pending, {}
         for waiter in pending.values():
-            waiter[2] = BrowserGone(self.gone)
+            waiter[2] = failure(self.gone)
             if waiter[3] is not None:
                 waiter[3](None, waiter[2])
             waiter[0].set()
@@ -118,7 +117,7 @@ class Chromium:
         waiter: list[Any] = [threading.Event(), None, None, callback]
         with self._lock:
             if self.gone:
-                waiter[2] = BrowserGone(self.gone)
+                waiter[2] = failure(self.gone)
             else:
                 self._next += 1
                 message: dict[str, Any] = {"id": self._next, "method": method, "params": params or {}}
@@ -131,7 +130,7 @@ class Chromium:
                         data = data[os.write(self._to_browser, data):]
                 except OSError:
                     self._pending.pop(self._next, None)
-                    waiter[2] = BrowserGone("the browser's protocol pipe closed")
+                    waiter[2] = failure("the browser's protocol pipe closed")
         if waiter[2] is not None:  # never sent: answered now
             if callback is not None:
                 callback(None, waiter[2])
@@ -145,10 +144,10 @@ class Chromium:
 
     def call(self, method: str, params: dict[str, Any] | None = None, session: str = "",
              timeout: float = 30.0) -> dict[str, Any]:
-        """Send and wait for the answer: its result, or ProtocolError, BrowserGone, CallTimeout."""
+        """Send and wait for the answer: its result, or a PageError (``failure``), or TimeoutError."""
         waiter = self._send(method, params, session, None)
         if not waiter[0].wait(timeout):
-            raise CallTimeout(f"{method} had no answer in {timeout:g} s")
+            raise TimeoutError(f"{method} had no answer in {timeout:g} s")
         if waiter[2] is not None:
             raise waiter[2]
         return waiter[1]
@@ -157,7 +156,7 @@ class Chromium:
         if self.process.poll() is None:
             try:
                 self.call("Browser.close", timeout=5)
-            except (ProtocolError, BrowserGone, CallTimeout):
+            except (PageError, TimeoutError):
                 pass
             if self.process.wait(5) is None:
                 self.process.kill()

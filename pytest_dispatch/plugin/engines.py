@@ -14,8 +14,6 @@ import importlib.metadata
 import shutil
 from typing import Any
 
-from pytest_dispatch.measurement import page as page_measurement
-from pytest_dispatch.measurement.gpu import GpuInfo
 
 FIREFOXES = ("firefox-esr", "firefox")
 PREFS = {"dom.webgpu.enabled": True, "gfx.webgpu.ignore-blocklist": True}
@@ -35,6 +33,16 @@ def _version(text: str) -> tuple[int, ...]:
 
 def unavailable_reason() -> str | None:
     """Why Firefox cannot run pages here (no Playwright, one outside the range, no Firefox), or None."""
+    why = playwright_reason()
+    if why:
+        return why
+    if find_firefox() is None:
+        return f"firefox: none found (tried {', '.join(FIREFOXES)}); apt-get install firefox-esr"
+    return None
+
+
+def playwright_reason() -> str | None:
+    """Why Playwright cannot drive Firefox here (not installed, or outside the range that works), or None."""
     try:
         version = importlib.metadata.version("playwright")
     except importlib.metadata.PackageNotFoundError:
@@ -43,8 +51,6 @@ def unavailable_reason() -> str | None:
     if not low <= _version(version) < high:
         return (f"firefox: Playwright {version} cannot drive Firefox ESR over BiDi (it works from "
                 f"{'.'.join(map(str, low))} to before {'.'.join(map(str, high))}); {INSTALL}")
-    if find_firefox() is None:
-        return f"firefox: none found (tried {', '.join(FIREFOXES)}); apt-get install firefox-esr"
     return None
 
 
@@ -54,20 +60,7 @@ def launch_firefox(playwright: Any, executable: str) -> Any:
                                      firefox_user_prefs=dict(PREFS))
 
 
-def firefox_gpu_info(browser_version: str, adapter: dict[str, Any]) -> GpuInfo:
-    """The GPU of a Firefox page: a page's, with Firefox as its implementation (a fingerprint of its own)."""
-    import dataclasses
-
-    return dataclasses.replace(page_measurement.page_gpu_info(browser_version, adapter), implementation="firefox")
-
-
 def launch(playwright: Any, engine: str, executable: str, chromium_args: list[str]) -> Any:
     if engine == "firefox":
         return launch_firefox(playwright, executable)
     return playwright.chromium.launch(executable_path=executable, headless=True, args=chromium_args)
-
-
-def gpu_info(engine: str, browser_version: str, adapter: dict[str, Any]) -> GpuInfo:
-    if engine == "firefox":
-        return firefox_gpu_info(browser_version, adapter)
-    return page_measurement.page_gpu_info(browser_version, adapter)

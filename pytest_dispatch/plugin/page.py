@@ -1,8 +1,9 @@
-"""The ``gpu_page`` fixture: a page of your own, with WebGPU, in headless Chromium.
+"""The ``gpu_page`` fixture: a page of your own, with WebGPU, in headless Chromium or Firefox.
 
-One browser per session (the system's Chromium, or --gpu-browser), started by the first page test
-that runs (never at collection: ``--collect-only`` and a session deselecting every page test start
-none) and driven over its DevTools protocol on a pipe (``cdp``); one page per test, in a browser context
+One browser per session (the system's Chromium, or --gpu-browser's Chromium, Chrome or Firefox),
+started by the first page test that runs (never at collection: ``--collect-only`` and a session
+deselecting every page test start none); Chromium driven over its DevTools protocol on a pipe
+(``cdp``), Firefox by Playwright over WebDriver BiDi (``firefox``); one page per test, in a browser context
 of its own, opened on a local HTTP server (127.0.0.1, cross-origin isolated, so timers have
 5 µs steps) that serves the folder the test names.  The recorder (``measurement/page/``) is
 put in every realm of the page before its first script (``realms``).
@@ -13,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +24,8 @@ from pytest_dispatch import options
 from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.measurement.gpu import GpuInfo
 from pytest_dispatch.measurement import recorder
-from pytest_dispatch.measurement.page import (GpuError, PageCounting, PageError, PageFunction, PageTimeout,
-                                              RealmError, escaped)
+from pytest_dispatch.errors import MeasurementFailed, PageError
+from pytest_dispatch.measurement.page import PageCounting, PageFunction, escaped, thrown
 from pytest_dispatch.plugin.realms import Driver, as_error, first_line, follow_browser_workers
 from pytest_dispatch.plugin.session import GPU_FIXTURES
 from pytest_dispatch.presentation.text import printable
@@ -42,11 +44,26 @@ PAGE_METER = frozenset({"dispatch_meter"})  # in a page test it measures the pag
 _SESSION_KEY = pytest.StashKey["BrowserSession"]()
 
 
+NAMES = {"chromium": "Chromium", "firefox": "Firefox"}
+
+
 def find_browser(named: str | None) -> str | None:
     """The browser to start: --gpu-browser's, else the first of BROWSERS on PATH."""
     if named:
         return shutil.which(named) or (named if Path(named).is_file() else None)
     return next((path for path in map(shutil.which, BROWSERS) if path), None)
+
+
+def browser_kind(executable: str) -> str:
+    """"firefox" or "chromium" (Chrome too): by the executable's name, else by what its --version says."""
+    name = Path(executable).name.lower()
+    if "firefox" in name or "chrom" in name:
+        return "firefox" if "firefox" in name else "chromium"
+    try:
+        said = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        said = ""
+    return "firefox" if "firefox" in said.lower() else "chromium"
 
 
 class BrowserSession:
@@ -60,6 +77,7 @@ class BrowserSession:
         self.required = options.of(config).gpu_required
         self.browser = self.server = None
         self.version = ""
+        self.kind = "chromium"
         self.adapter: dict[str, Any] | None = None
         self.pages: dict[str, Any] = {}  # browser context id -> its PageRealms
         self.restarted = False
@@ -76,24 +94,46 @@ class BrowserSession:
         executable = find_browser(self.named)
         if executable is None:
             if self.named:
-                return f"gpu_page: --gpu-browser {self.named}: no such browser; name a Chromium or Chrome executable"
+                return (f"gpu_page: --gpu-browser {self.named}: no such browser; name a Chromium, Chrome or "
+                        "Firefox executable")
             return (f"gpu_page: no Chromium found (tried {', '.join(BROWSERS)}); install one (apt-get install "
                     "chromium) or pass --gpu-browser PATH")
         self.executable = executable
+        self.kind = browser_kind(executable)
+        if self.kind == "firefox":
+            from pytest_dispatch.plugin.engines import playwright_reason
+
+            why = playwright_reason()
+            if why:
+                return f"gpu_page: --gpu-browser {self.named}: {why}"
         from pytest_dispatch.plugin.pageserver import PageServer
 
         self.server = PageServer()
         return self._start()
 
-    def _start(self) -> str | None:
-        from pytest_dispatch.plugin.cdp import BrowserGone, CallTimeout, Chromium, ProtocolError
+    def _launch(self) -> None:
+        """The browser started: ``browser`` (its ``gone``, ``last_words``, ``close``), ``version``,
+        and ``open_page(recorder)``, a fresh page's realms (``realms.PageRealms``'s questions)."""
+        if self.kind == "firefox":
+            from pytest_dispatch.plugin.firefox import Firefox
+
+            self.browser = Firefox(self.executable)
+            self.version, self.open_page = self.browser.version, self.browser.new_page
+            return
+        from pytest_dispatch.plugin.cdp import Chromium
+        from pytest_dispatch.plugin.realms import PageRealms
 
         args = [*LAUNCH_ARGS, *(("--no-sandbox",) if hasattr(os, "geteuid") and os.geteuid() == 0 else ())]
+        self.browser = Chromium(self.executable, tuple(args))
+        self.version = self.browser.call("Browser.getVersion", timeout=30)["product"].rpartition("/")[2]
+        follow_browser_workers(self.browser, self.pages)
+        self.open_page = functools.partial(PageRealms, self.browser)
+
+    def _start(self) -> str | None:
+        name = NAMES[self.kind]
         try:
-            self.browser = Chromium(self.executable, tuple(args))
-            self.version = self.browser.call("Browser.getVersion", timeout=30)["product"].rpartition("/")[2]
-            follow_browser_workers(self.browser, self.pages)
-        except (OSError, BrowserGone, CallTimeout, ProtocolError) as error:
+            self._launch()
+        except (OSError, PageError) as error:  # TimeoutError among OSError's
             words = self.browser.last_words() if self.browser is not None else ""
             self.close_browser()
             return f"gpu_page: {self.executable} did not start: {first_line(error)}{f' ({words})' if words else ''}"
@@ -102,20 +142,18 @@ class BrowserSession:
             try:
                 why = page.navigate(self.server.blank, OPEN_TIMEOUT)
                 if why:
-                    return f"gpu_page: Chromium {self.version} could not open a page: {why}"
-                self.adapter, missing = probe_adapter(page, f"Chromium {self.version}")
+                    return f"gpu_page: {name} {self.version} could not open a page: {why}"
+                self.adapter, missing = probe_adapter(page, f"{name} {self.version}")
             finally:
                 self.pages.pop(page.context_id, None)
                 page.close()
-        except (BrowserGone, CallTimeout, ProtocolError) as error:
-            return f"gpu_page: Chromium {self.version} could not open a page: {first_line(error)}"
-        return f"gpu_page: Chromium {self.version}: {missing} (WebGPU is off in this browser)" if missing else None
+        except (PageError, TimeoutError) as error:
+            return f"gpu_page: {name} {self.version} could not open a page: {first_line(error)}"
+        return f"gpu_page: {name} {self.version}: {missing} (WebGPU is off in this browser)" if missing else None
 
     def new_page(self):
         """A fresh page (about:blank) in a browser context of its own, its realms followed."""
-        from pytest_dispatch.plugin.realms import PageRealms
-
-        page = PageRealms(self.browser, page_measurement.recorder_script())
+        page = self.open_page(page_measurement.recorder_script())
         self.pages[page.context_id] = page
         return page
 
@@ -128,23 +166,23 @@ class BrowserSession:
         cause = self.browser.gone if self.browser is not None else "it is not running"
         self.close_browser()
         if self.restarted:
-            self.died = f"gpu_page: Chromium ended twice in this session ({cause}); later page tests skip"
+            self.died = f"gpu_page: {NAMES[self.kind]} ended twice in this session ({cause}); later page tests skip"
             return self.died
         self.restarted = True
         why = self._start()
         if why:
-            self.died = f"gpu_page: Chromium ended ({cause}) and did not start again: {why}"
+            self.died = f"gpu_page: {NAMES[self.kind]} ended ({cause}) and did not start again: {why}"
         return self.died
 
     @functools.cached_property
     def info(self) -> GpuInfo:
         """The page's GPU: browser and adapter, with a fingerprint of its own."""
-        return page_measurement.page_gpu_info(self.version, self.adapter or {})
+        return page_measurement.page_gpu_info(self.version, self.adapter or {}, self.kind)
 
     def header_line(self) -> str:
         if self.unavailable_reason:
             return f"dispatch page: {self.unavailable_reason}"
-        return f"dispatch page: {page_measurement.describe_adapter(self.version, self.adapter or {})}"
+        return f"dispatch page: {page_measurement.describe_adapter(self.version, self.adapter or {}, self.kind)}"
 
     def close_browser(self) -> None:
         if self.browser is not None:
@@ -165,12 +203,13 @@ def probe_adapter(page: Any, where: str) -> tuple[dict[str, Any] | None, str | N
     is a page that does not answer at all (its event loop blocked)."""
     driver = Driver(page, where)
     probe = PageFunction(driver, "probe", timeout=PROBE_TIMEOUT, where=where)
-    try:
-        found = probe.settled(driver.call("probe", [int(PROBE_TIMEOUT * 1000)], PROBE_TIMEOUT))
-    except PageTimeout:
+    outcome = driver.call("probe", [int(PROBE_TIMEOUT * 1000)], PROBE_TIMEOUT)
+    if isinstance(outcome, dict) and outcome.get("timeout"):
         return None, f"navigator.gpu.requestAdapter() did not settle in {PROBE_TIMEOUT:g} s"
+    try:
+        found = probe.settled(outcome)
     except PageError as error:
-        return None, f"navigator.gpu.requestAdapter() failed: {error.message}"
+        return None, f"navigator.gpu.requestAdapter() failed: {getattr(error, 'message', error)}"
     return (None, found["missing"]) if "missing" in found else (found, None)
 
 
@@ -203,8 +242,7 @@ class _PageFunction(PageFunction):
 
     def failed(self, error: Exception) -> Any:
         __tracebackhide__ = True
-        text = error.text() if isinstance(error, PageError) else str(error)
-        pytest.fail(escaped(self._owner.local_paths(text) + self._owner.unserved()), pytrace=False)
+        pytest.fail(escaped(self._owner.local_paths(str(error)) + self._owner.unserved()), pytrace=False)
 
 
 class _PageCounting(PageCounting):
@@ -218,8 +256,8 @@ class _PageCounting(PageCounting):
         __tracebackhide__ = True
         try:
             return step(*args)
-        except (PageError, PageTimeout, RealmError, GpuError) as error:
-            failure = error.text() if isinstance(error, PageError) else str(error)
+        except (PageError, MeasurementFailed) as error:
+            failure = str(error)
         pytest.fail(escaped(self._owner.local_paths(failure) + self._owner.unserved()), pytrace=False)
 
     def __enter__(self) -> recorder.Counts:
@@ -252,7 +290,7 @@ class GpuPage:
             head, _, message = description.splitlines()[0].partition(": ")
             name = exception.get("className") or (head if message else "Error")
             where = f"{self.local_paths(self.url or '')} (uncaught)"
-            text = PageError(where, name, message or head, description).text()
+            text = str(thrown(where, name, message or head, description))
             pytest.fail(escaped(self.local_paths(text) + self.unserved()), pytrace=False)
 
     @property
@@ -264,8 +302,6 @@ class GpuPage:
         """Open ``folder/page`` (served from 127.0.0.1, cross-origin isolated) with the recorder
         in every realm; fail with the JS error if it throws while loading; skip if it has no WebGPU."""
         __tracebackhide__ = True
-        from pytest_dispatch.plugin.cdp import BrowserGone, CallTimeout, ProtocolError
-
         folder = Path(folder)
         if not (folder / page).is_file():
             pytest.fail(f"gpu_page.open: {folder / page} does not exist; name a folder holding {page}",
@@ -279,7 +315,7 @@ class GpuPage:
         try:
             self.realms = self.session.new_page()
             why = self.realms.navigate(self.url, OPEN_TIMEOUT)
-        except (BrowserGone, CallTimeout, ProtocolError) as error:
+        except (PageError, TimeoutError) as error:
             why = first_line(error)
         if why:
             pytest.fail(escaped(f"gpu_page.open: {folder / page}: {why}{self.unserved()}"), pytrace=False)
@@ -362,7 +398,7 @@ class GpuPage:
         if "exceptionDetails" in outcome:
             details = outcome["exceptionDetails"]
             description = str((details.get("exception") or {}).get("description") or details.get("text") or "")
-            fn.failed(PageError(f"evaluate in {self._where()}", "Error", description.splitlines()[0] if
+            fn.failed(thrown(f"evaluate in {self._where()}", "Error", description.splitlines()[0] if
                                 description else "", description))
         if "result" not in outcome:
             fn.failed(as_error(outcome, f"evaluate in {self._where()}", timeout))
@@ -382,7 +418,7 @@ def _shown(path: Path) -> str:
 
 @pytest.fixture(scope="session")
 def gpu_browser(request: pytest.FixtureRequest) -> BrowserSession:
-    """The session's headless Chromium with WebGPU on; skips (errors with --gpu-required) with
+    """The session's headless Chromium or Firefox with WebGPU on; skips (errors with --gpu-required) with
     one line saying what to install where there is no browser or no adapter."""
     __tracebackhide__ = True
     session = browser_session(request.config)

@@ -21,14 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_dispatch.measurement.page import PageError, PageTimeout, RealmError, escaped
-from pytest_dispatch.plugin.cdp import BrowserGone, CallTimeout, Chromium, ProtocolError
+from pytest_dispatch.errors import PageError
+from pytest_dispatch.measurement.page import escaped
+from pytest_dispatch.plugin.cdp import Chromium
 
 BLOCKED_GRACE = 2.0  # seconds past a function's time-out before its page counts as blocked (Linux: /proc)
-
-
-class Unanswered(RealmError):
-    """A realm gave no answer in time (busy past the time-out, or blocked for good)."""
 
 
 def first_line(error: BaseException) -> str:
@@ -201,7 +198,8 @@ class PageRealms:
 
     def each(self, expression: str, timeout: float) -> list[tuple[Realm, Any]]:
         """``expression`` in every live realm at once: (realm, value) pairs; a realm that does not
-        answer in ``timeout`` is a RealmError naming it (one that went away meanwhile is left out)."""
+        answer in ``timeout`` is a TimeoutError naming it, one that fails a PageError (one that went away
+        meanwhile is left out)."""
         with self._lock:
             live = [realm for realm in self.realms.values() if not realm.gone and realm.ready]
         answers: dict[int, Any] = {}
@@ -235,15 +233,15 @@ class PageRealms:
             if answer is None:
                 if realm.gone or (realm.session, realm.context) not in self.realms:
                     continue
-                raise Unanswered(f"the {realm.name()} did not answer in {timeout:g} s")
-            if isinstance(answer, BrowserGone):
+                raise TimeoutError(f"the {realm.name()} did not answer in {timeout:g} s")
+            if isinstance(answer, PageError) and self.browser.gone:
                 raise answer
-            if isinstance(answer, ProtocolError):
+            if isinstance(answer, PageError):
                 if realm.gone or (realm.session, realm.context) not in self.realms:
                     continue  # it went away while asked
-                raise RealmError(f"the {realm.name()} could not be asked: {answer}")
+                raise PageError(f"the {realm.name()} could not be asked: {answer}")
             if "exceptionDetails" in answer:
-                raise RealmError(f"the {realm.name()}: {_exception_text(answer['exceptionDetails'])}")
+                raise PageError(f"the {realm.name()}: {_exception_text(answer['exceptionDetails'])}")
             found.append((realm, answer.get("result", {}).get("value")))
         return found
 
@@ -253,7 +251,7 @@ class PageRealms:
         for realm, value in self.each("globalThis.__dispatch ? globalThis.__dispatch.own() : "
                                       "{missing: String(globalThis.location && location.href)}", timeout):
             if "missing" in value:
-                raise RealmError(f"the {realm.kind} {value['missing']} was not reached by the recorder before its "
+                raise PageError(f"the {realm.kind} {value['missing']} was not reached by the recorder before its "
                                  "first script (a frame of another origin, say), so its WebGPU calls cannot be "
                                  "counted; count a page whose realms use WebGPU from the page's own origin")
             found.append((realm, value))
@@ -264,7 +262,7 @@ class PageRealms:
     def close(self) -> None:
         try:
             self.browser.call("Target.disposeBrowserContext", {"browserContextId": self.context_id}, timeout=10)
-        except (ProtocolError, BrowserGone, CallTimeout):
+        except (PageError, TimeoutError):
             pass
         for session in [key[0] for key in self.realms] + [self.session]:
             self.browser.handlers.pop(session, None)
@@ -307,13 +305,12 @@ class Driver:
     def _bounded(self, ask, timeout: float):
         try:
             return ask(timeout + BLOCKED_GRACE)
-        except CallTimeout:
+        except TimeoutError as error:  # a call had no answer, or a realm (named) did not answer
             _end_renderers(self.page.browser)
-            return {"timeout": True}
-        except Unanswered:
-            _end_renderers(self.page.browser)
-            raise
-        except (BrowserGone, ProtocolError) as error:
+            return {"timeout": True, "why": str(error)}
+        except PageError as error:
+            if not getattr(error, "protocol", False):
+                raise  # a realm's own failure, named
             if self.page.crashed:
                 error = self.page.crashed
             return {"error": {"name": "Error", "message": f"the page failed: {first_line(error)}", "stack": ""}}
@@ -333,23 +330,24 @@ class Driver:
     def totals(self, timeout: float) -> list[tuple[Any, dict[str, Any]]]:
         found = self._bounded(self.page.totals, timeout)
         if isinstance(found, dict):
-            raise as_error(found, f"the realms of {self.where}", timeout)
+            raise as_error(found, f"the realms of {self.where}", timeout, named=True)
         return found
 
     def sync(self, timeout: float) -> None:
         found = self._bounded(lambda limit: self.page.each(
             "globalThis.__dispatch ? globalThis.__dispatch.sync().then(() => true) : true", limit), timeout)
         if isinstance(found, dict):
-            raise as_error(found, f"a sync of {self.where}", timeout)
+            raise as_error(found, f"a sync of {self.where}", timeout, named=True)
 
     def realm_name(self, realm: Any) -> str:
         return escaped(realm.name())
 
 
-def as_error(outcome: dict[str, Any], what: str, timeout: float) -> Exception:
+def as_error(outcome: dict[str, Any], what: str, timeout: float, named: bool = False) -> PageError:
+    """A failed question's outcome as a PageError; ``named``: a time-out names the realm that did not answer."""
     if outcome.get("timeout"):
-        return PageTimeout(f"{what} did not answer in {timeout:g} s")
-    return RealmError(f"{what} could not be read: {outcome['error']['message']}")
+        return PageError(outcome["why"] if named and outcome.get("why") else f"{what} did not answer in {timeout:g} s")
+    return PageError(f"{what} could not be read: {outcome['error']['message']}")
 
 
 def _end_renderers(browser: Any) -> None:

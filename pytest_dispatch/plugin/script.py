@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_dispatch import options
+from pytest_dispatch.errors import PageError
 from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.measurement import recorder, script
 from pytest_dispatch.measurement.gpu import GpuInfo
@@ -47,10 +48,8 @@ class _ScriptFunction(script.ScriptFunction):
         __tracebackhide__ = True
         try:
             return super().settled(outcome)
-        except page_measurement.PageTimeout as error:
-            message = str(error)
-        except page_measurement.PageError as error:
-            message = self._owner.local_paths(_own_frames(error.text()))
+        except PageError as error:
+            message = self._owner.local_paths(_own_frames(str(error)))
         _fail(message)
 
 
@@ -88,7 +87,7 @@ class GpuScript:
         try:
             self.process = self.engine.start()
             self.exports = self.process.evaluate("url => __dispatch_host.load(url)", path.as_uri())
-        except script.ScriptError as error:
+        except (PageError, TimeoutError) as error:
             _fail(self.local_paths(f"gpu_script.open: {path} in {script.NAMES[self.engine.name]}: {error}"))
         return self
 
@@ -133,7 +132,7 @@ class GpuScript:
         __tracebackhide__ = True
         try:
             return self._opened().evaluate(expression, arg, timeout=page_measurement.DEFAULT_TIMEOUT)
-        except script.ScriptError as error:
+        except (PageError, TimeoutError) as error:
             _fail(self.local_paths(f"gpu_script.evaluate in {self.where}: {error}"))
 
     def output(self) -> str:

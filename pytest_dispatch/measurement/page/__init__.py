@@ -16,6 +16,7 @@ import re
 from typing import Any, Callable, Protocol, TYPE_CHECKING
 
 from pytest_dispatch._meta import PACKAGE_DIR
+from pytest_dispatch.errors import MeasurementFailed, PageError
 from pytest_dispatch.measurement import recorder
 from pytest_dispatch.measurement.gpu import GpuInfo
 
@@ -25,10 +26,12 @@ if TYPE_CHECKING:  # sources loads numpy (timestamps): a session's plugin loads 
 RECORDER_JS = PACKAGE_DIR / "measurement" / "page" / "recorder.js"
 RECORDER_URL = "pytest-dispatch-recorder.js"  # the recorder's frames in a stack, left out of messages
 TELL = "__dispatchTell"  # the binding through which a realm tells its totals before it may end
-IMPLEMENTATION = "chromium"
+NAMES = {"chromium": "Chromium", "firefox": "Firefox"}  # the page's implementation, as the header names it
+TIMERS = {"chromium": ("5 µs", "100 µs"), "firefox": ("20 µs", "1 ms")}  # performance.now()'s step: isolated, not
 BACKEND = "WebGPU in a page"  # a page's fingerprint never equals a native adapter's
 # Browsers whose every sync waits for a completion poll: one op's time is then the poll's
-POLLED_SYNC = {"firefox": "Firefox polls for completion: every sync waits about 100 ms"}
+POLLED_SYNC = {"firefox": "Firefox polls for completion: every sync waits up to about 100 ms, so a round shorter "
+                          "than many polls times the poll, and single-op times only the poll"}
 SYNC_METHOD = "await queue.onSubmittedWorkDone() on every device of the page's realms"
 DEFAULT_TIMEOUT = 30.0  # seconds a page function may take to settle
 WHERE = "in the page and its realms"  # where a page function's WebGPU calls are counted
@@ -43,31 +46,14 @@ def escaped(text: str) -> str:
     return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
-class PageError(Exception):
-    """A page function threw (or rejected): the JS error's name, message and stack."""
-
-    def __init__(self, where: str, name: str, message: str, stack: str) -> None:
-        self.where, self.name, self.message, self.stack = where, name, message, stack
-        super().__init__(self.text())
-
-    def text(self) -> str:
-        """The JS message, then the JS stack (without its first line, which repeats the message)."""
-        head = f"{self.where} threw {self.name}: {self.message}"
-        frames = [line for line in self.stack.splitlines()[1:] if line.strip() and not _RECORDER_FRAME.search(line)]
-        return escaped("\n".join([head, *frames]))
-
-
-class PageTimeout(Exception):
-    """A page function did not settle in time."""
-
-
-class RealmError(Exception):
-    """A realm of the page could not be counted (it did not answer, or it ended untold)."""
-
-
-class GpuError(Exception):
-    """WebGPU work of the page failed (a shader that did not compile, a validation error, a lost
-    device): the measurement is not reported."""
+def thrown(where: str, name: str, message: str, stack: str) -> PageError:
+    """A JS error as a PageError: its message, then the JS stack (without its first line, which
+    repeats the message, and without the recorder's frames); ``message`` kept as the error's."""
+    head = f"{where} threw {name}: {message}"
+    frames = [line for line in stack.splitlines()[1:] if line.strip() and not _RECORDER_FRAME.search(line)]
+    error = PageError(escaped("\n".join([head, *frames])))
+    error.message = message
+    return error
 
 
 class PageDriver(Protocol):
@@ -79,7 +65,7 @@ class PageDriver(Protocol):
 
     def totals(self, timeout: float) -> list[tuple[Any, dict[str, Any]]]:
         """(realm, its recorder's ``own()``) for every realm, each answering within ``timeout``;
-        RealmError naming a realm that cannot."""
+        a PageError naming a realm that cannot."""
 
     def sync(self, timeout: float) -> None:
         """Wait until every device of every realm has done its submitted work."""
@@ -106,14 +92,14 @@ class OneRealm:
         found = self.evaluate(expression, None)
         if isinstance(found, dict) and ("timeout" in found or "error" in found):
             if found.get("timeout"):
-                raise PageTimeout(f"{what} of {self.where} did not answer in {timeout:g} s")
-            raise RealmError(f"{what} of {self.where} could not be read: {found['error'].get('message')}")
+                raise PageError(f"{what} of {self.where} did not answer in {timeout:g} s")
+            raise PageError(f"{what} of {self.where} could not be read: {found['error'].get('message')}")
         return found
 
     def totals(self, timeout: float) -> list[tuple[Any, dict[str, Any]]]:
         found = self._asked("() => globalThis.__dispatch ? globalThis.__dispatch.own() : null", "the counts", timeout)
         if not isinstance(found, dict) or "counts" not in found:
-            raise RealmError(f"{self.where} has no pytest-dispatch recorder: its WebGPU calls cannot be counted")
+            raise PageError(f"{self.where} has no pytest-dispatch recorder: its WebGPU calls cannot be counted")
         return [(self, found)]
 
     def sync(self, timeout: float) -> None:
@@ -148,12 +134,12 @@ _ZERO = {"counts": [0] * len(recorder.KINDS), "by_kernel": {}, "errors": [], "de
 def realms_difference(driver: PageDriver, after: list[tuple[Any, dict[str, Any]]],
                       before: list[tuple[Any, dict[str, Any]]]) -> dict[str, Any]:
     """What every realm did between two readings, summed; a realm that made a device and ended in
-    between without telling its totals is a RealmError (its calls are unknown)."""
+    between without telling its totals is a PageError (its calls are unknown)."""
     earlier = dict((id(realm), totals) for realm, totals in before)
     later = {id(realm) for realm, _ in after}
     for realm, totals in before:
         if id(realm) not in later and totals.get("devices"):
-            raise RealmError(f"the {driver.realm_name(realm)} ended during the count without telling its "
+            raise PageError(f"the {driver.realm_name(realm)} ended during the count without telling its "
                              "totals: its WebGPU calls cannot be counted")
     total = {"calls": dict.fromkeys(recorder.KINDS, 0), "by_kernel": {}}
     for realm, totals in after:
@@ -215,16 +201,17 @@ class PageCounting:
         after = self._driver.totals(self.timeout)
         failed = gpu_errors(self._driver, after)
         if failed:
-            raise GpuError(failed)
+            raise MeasurementFailed(failed)
         self.counts.close(realms_difference(self._driver, after, self._before))
 
 
-def page_gpu_info(browser_version: str, adapter: dict[str, Any]) -> GpuInfo:
-    """The GPU of a page: the browser and its adapter; a fallback adapter (SwiftShader) is a CPU one."""
+def page_gpu_info(browser_version: str, adapter: dict[str, Any], implementation: str = "chromium") -> GpuInfo:
+    """The GPU of a page: the browser ("chromium" or "firefox": a fingerprint each) and its adapter; a
+    fallback adapter (SwiftShader, lavapipe in Firefox) is a CPU one."""
     vendor = str(adapter.get("vendor") or "")
     name = " ".join(part for part in (vendor, str(adapter.get("architecture") or "")) if part)
     return GpuInfo(
-        implementation=IMPLEMENTATION,
+        implementation=implementation,
         implementation_version=browser_version,
         backend=BACKEND,
         adapter_name=name or str(adapter.get("description") or "") or "unknown adapter",
@@ -237,12 +224,13 @@ def page_gpu_info(browser_version: str, adapter: dict[str, Any]) -> GpuInfo:
     )
 
 
-def describe_adapter(browser_version: str, adapter: dict[str, Any]) -> str:
+def describe_adapter(browser_version: str, adapter: dict[str, Any], implementation: str = "chromium") -> str:
     """One line for the header: the browser, the adapter, whether it is a fallback, the timer."""
-    info = page_gpu_info(browser_version, adapter)
+    info = page_gpu_info(browser_version, adapter, implementation)
     fallback = ", a fallback adapter (CPU): timings are indicative" if adapter.get("fallback") else ""
-    timer = "5 µs timer" if adapter.get("isolated") else "100 µs timer (not cross-origin isolated)"
-    return (f"Chromium {browser_version}, adapter {info.adapter_name}"
+    isolated, not_isolated = TIMERS[implementation]
+    timer = f"{isolated} timer" if adapter.get("isolated") else f"{not_isolated} timer (not cross-origin isolated)"
+    return (f"{NAMES[implementation]} {browser_version}, adapter {info.adapter_name}"
             f"{f' ({info.driver})' if info.driver else ''}{fallback}; {timer}")
 
 
@@ -254,8 +242,8 @@ class PageFunction:
 
     ``target`` is a global's dotted name (``"run"``, ``"model.step"``) or a function's source
     (``"async () => ..."``).  A throw fails with the JS message and stack (``PageError``); a
-    function that does not settle in ``timeout`` seconds raises ``PageTimeout``; a realm that
-    cannot be counted ``RealmError``; failed GPU work ``GpuError`` (``failed`` raises them)."""
+    function that does not settle in ``timeout`` seconds, or a realm that cannot be counted, a
+    ``PageError`` too; failed GPU work ``MeasurementFailed`` (``failed`` raises them)."""
 
     counted_where = WHERE
 
@@ -281,22 +269,22 @@ class PageFunction:
         return self.settled(outcome)
 
     def settled(self, outcome: Any) -> Any:
-        """The value of a recorder call's outcome; PageError or PageTimeout when there is none."""
+        """The value of a recorder call's outcome; a PageError when there is none."""
         if not isinstance(outcome, dict):
-            raise PageError(self.where, "Error", "the page has no pytest-dispatch recorder (was it opened "
+            raise thrown(self.where, "Error", "the page has no pytest-dispatch recorder (was it opened "
                             "with gpu_page.open?)", "")
         if outcome.get("timeout"):
-            raise PageTimeout(f"{self.__qualname__} of {self.where} did not settle in {self.timeout:g} s")
+            raise PageError(f"{self.__qualname__} of {self.where} did not settle in {self.timeout:g} s")
         if "error" in outcome:
             error = outcome["error"]
-            raise PageError(f"{self.__qualname__} of {self.where}", error.get("name") or "Error",
+            raise thrown(f"{self.__qualname__} of {self.where}", error.get("name") or "Error",
                             error.get("message") or "", error.get("stack") or "")
         return outcome.get("value")
 
     def _checked(self, readings: list[tuple[Any, dict[str, Any]]]) -> None:
         failed = gpu_errors(self._driver, readings)
         if failed:
-            raise GpuError(f"{self.__qualname__} of {self.where}: its WebGPU work failed, nothing is measured:\n"
+            raise MeasurementFailed(f"{self.__qualname__} of {self.where}: its WebGPU work failed, nothing is measured:\n"
                            f"{failed}")
 
     def __call__(self) -> Any:
@@ -304,7 +292,7 @@ class PageFunction:
         __tracebackhide__ = True
         try:
             return self._run("call")
-        except (PageError, PageTimeout) as error:
+        except PageError as error:
             failure = error
         return self.failed(failure)
 
@@ -320,7 +308,7 @@ class PageFunction:
             self._driver.sync(self.timeout)
             self._checked(self._driver.totals(self.timeout))
             return page_counts(counted)
-        except (PageError, PageTimeout, RealmError, GpuError) as error:
+        except (PageError, MeasurementFailed) as error:
             failure = error
         return self.failed(failure)
 
@@ -360,7 +348,7 @@ class PageFunction:
             self._checked(self._driver.totals(self.timeout))
             return RoundTime(wall_ns=int(value["wall_ns"]), sync_ns=int(value["sync_ns"]),
                              host_ns=int(value["host_ns"]))
-        except (PageError, PageTimeout, RealmError, GpuError) as error:
+        except (PageError, MeasurementFailed) as error:
             failure = error
         return self.failed(failure)
 
@@ -369,7 +357,7 @@ class PageFunction:
         __tracebackhide__ = True
         try:
             return self._driver.sync(self.timeout)
-        except (PageError, PageTimeout, RealmError) as error:
+        except PageError as error:
             failure = error
         self.failed(failure)
 

@@ -1,0 +1,162 @@
+"""``gpu_page`` in Firefox (``--gpu-browser firefox-esr``): the same page tests, counted exactly in
+every frame; a worker, which Firefox's recorder cannot reach, fails the count naming it; GPU errors
+fail; the header and the fingerprint name Firefox.  One Firefox session serves every page here."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_dispatch.measurement import page as page_measurement
+from pytest_dispatch.plugin import engines
+from pytest_dispatch.plugin.page import browser_kind
+
+ROOT = Path(__file__).resolve().parent.parent
+REALMS = ROOT / "tests" / "pages" / "realms"
+EXAMPLES = ROOT / "examples" / "browser"
+FIREFOX_MISSING = engines.unavailable_reason()
+
+# Frames only (Firefox counts no worker): from HTML, added later with one nested in it, srcdoc,
+# sandboxed srcdoc (an opaque origin); a worker started on request; a shader that does not compile.
+INDEX = """<!doctype html>
+<iframe id="first" src="frame.html"></iframe>
+<script src="classic.js"></script>
+<script>
+  const ask = (target, adds) => new Promise((resolve) => {
+    const listener = (event) => { if (event.data === "done") { removeEventListener("message", listener); resolve(); } };
+    addEventListener("message", listener);
+    target.postMessage({ adds }, "*");
+  });
+  const loaded = (frame) => new Promise((done) => frame.addEventListener("load", done, { once: true }));
+  const ready = setUp();
+  window.run = async (adds) => (await ready)(adds);
+  window.inFrame = (adds) => ask(document.getElementById("first").contentWindow, adds);
+  window.inLateFrame = async (adds) => {
+    const frame = document.createElement("iframe");
+    frame.src = "frame.html?nested";
+    document.body.append(frame);
+    await loaded(frame);
+    const inner = frame.contentWindow.innerFrame;
+    if (!inner.contentDocument || inner.contentDocument.readyState !== "complete") await loaded(inner);
+    await ask(frame.contentWindow, adds);
+    await ask(inner.contentWindow, adds);
+  };
+  const srcdoc = async (sandbox, adds) => {
+    const source = await (await fetch("classic.js")).text();
+    const frame = document.createElement("iframe");
+    if (sandbox) frame.sandbox = "allow-scripts";
+    frame.srcdoc = `<script>${source}
+      const ready = setUp();
+      addEventListener("message", async (event) => { (await ready)(event.data.adds); parent.postMessage("done", "*"); });
+      parent.postMessage("loaded", "*");<\\/script>`;
+    const up = new Promise((done) => addEventListener("message", (e) => e.data === "loaded" && done()));
+    document.body.append(frame);
+    await up;
+    await ask(frame.contentWindow, adds);
+  };
+  window.inSrcdoc = (adds) => srcdoc(false, adds);
+  window.inSandboxed = (adds) => srcdoc(true, adds);
+  const script = () => URL.createObjectURL(new Blob(["1"], { type: "text/javascript" }));
+  window.startWorker = () => { new Worker(script(), { type: "module" }); };
+  window.startShared = () => { new SharedWorker(script()); };
+  window.startService = () => navigator.serviceWorker.register("service.js");
+  window.badShader = async () => {
+    const device = await (await navigator.gpu.requestAdapter()).requestDevice();
+    device.createShaderModule({ label: "broken", code: "@compute @workgroup_size(1)\\nfn main() {\\n  let x = ;\\n}\\n" });
+  };
+</script>
+"""
+
+INNER = """
+import pytest
+
+PAGE = {page!r}
+
+@pytest.mark.parametrize(("function", "adds", "dispatches"), [
+    ("run", 2, 2), ("inFrame", 3, 3), ("inLateFrame", 2, 4), ("inSrcdoc", 2, 2), ("inSandboxed", 3, 3),
+])
+def test_frames(gpu_page, function, adds, dispatches):
+    gpu_page.open(PAGE)
+    for _ in range(2):
+        counts = gpu_page.count(function, adds)
+        assert (counts.by_kernel, counts.dispatches) == ({{"add": dispatches}}, dispatches)
+
+@pytest.mark.parametrize("start", ["startWorker", "startShared", "startService"])
+def test_worker(gpu_page, start):
+    gpu_page.open(PAGE)
+    gpu_page.count(start)
+
+def test_wgsl(gpu_page):
+    gpu_page.open(PAGE)
+    gpu_page.count("badShader")
+
+def test_gpu_and_timing_label(gpu_page, dispatch_meter):
+    gpu_page.open(PAGE)
+    assert gpu_page.info.implementation == "firefox"
+    measured = dispatch_meter.measure(gpu_page.function("run", 1), rounds=2, per_round=1)
+    assert "Firefox polls for completion" in measured.sync_method
+    assert measured.calls["dispatch"] == 1
+    assert gpu_page.evaluate("(n) => n + 1", 1) == 2
+
+def test_throws_on_load(gpu_page):
+    gpu_page.open({throws!r})
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(FIREFOX_MISSING is not None, reason=str(FIREFOX_MISSING))
+def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(pytester):
+    page = pytester.path / "page"
+    page.mkdir()
+    for name in ("classic.js", "frame.html"):
+        shutil.copy(REALMS / name, page / name)
+    (page / "index.html").write_text(INDEX)
+    (page / "service.js").write_text("// a service worker that does nothing\n")
+    pytester.makepyfile(test_inner=INNER.format(page=str(page), throws=str(ROOT / "tests" / "pages" / "throws_on_load")))
+    for example in ("test_page_kernels.py", "test_reference_model_page.py"):  # the reference model's 3 levels
+        shutil.copy(EXAMPLES / example, pytester.path / example)
+    shutil.copytree(EXAMPLES / "pages", pytester.path / "pages")
+    # counts and budgets only: a speedup between calls shorter than Firefox's poll shows nothing
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpu-required", "--timeout=300",
+                                           "--dispatch-disable-timing", "--gpu-browser", engines.find_firefox(),
+                                           "-k", "not faster")
+    output = result.stdout.str()
+    assert "dispatch page: Firefox " in output
+    result.assert_outcomes(passed=12, failed=5)
+    for start, worker in [("startWorker", "worker blob:http://127.0.0.1:*"),
+                          ("startShared", "shared worker blob:http://127.0.0.1:*"),
+                          ("startService", "service worker page/service.js")]:
+        result.stdout.fnmatch_lines([f"*_ test_worker?{start}? _*", f"the {worker} runs where Firefox cannot put the "
+                                     "recorder before its first script, * count this page in Chromium *"])
+    result.stdout.fnmatch_lines(["*_ test_wgsl _*", "badShader of page/index.html: its WebGPU work failed*",
+                                 "page/index.html:*: WGSL compile error in shader 'broken' at line 3*"])
+    result.stdout.fnmatch_lines(["*_ test_throws_on_load _*", "*throws_on_load/index.html (uncaught) threw TypeError: *"])
+
+
+def test_no_such_browser_is_one_line_naming_the_choices(pytester):
+    pytester.makepyfile(test_one="def test_one(gpu_page):\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", "--gpu-browser", "nosuch")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*--gpu-browser nosuch: no such browser; name a Chromium, Chrome or Firefox "
+                                 "executable"])
+
+
+def test_the_browser_is_told_by_its_name_or_its_version(tmp_path):
+    assert browser_kind("/usr/bin/firefox-esr") == "firefox"
+    assert browser_kind("/usr/bin/google-chrome") == "chromium"
+    said = tmp_path / "browser"
+    said.write_text("#!/bin/sh\necho 'Mozilla Firefox 153.8.0esr'\n")
+    said.chmod(0o755)
+    assert browser_kind(str(said)) == "firefox"
+    said.write_text("#!/bin/sh\necho 'Chromium 156.0.8078.114'\n")
+    assert browser_kind(str(said)) == "chromium"
+
+
+def test_a_firefox_page_has_a_gpu_and_a_header_of_its_own():
+    adapter = {"fallback": True, "isolated": True}
+    firefox = page_measurement.page_gpu_info("153.8.0", adapter, "firefox")
+    assert firefox.fingerprint != page_measurement.page_gpu_info("153.8.0", adapter).fingerprint
+    assert page_measurement.describe_adapter("153.8.0", adapter, "firefox").startswith("Firefox 153.8.0,")
+    assert "20 µs timer" in page_measurement.describe_adapter("153.8.0", adapter, "firefox")
