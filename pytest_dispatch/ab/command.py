@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from pytest_dispatch import options
-from pytest_dispatch.ab import JobError, coordinator, trees, verdicts
+from pytest_dispatch.errors import JobError, UsageError
+from pytest_dispatch.ab import coordinator, trees, verdicts
 from pytest_dispatch import storage
 from pytest_dispatch.judgement.status import ExitCode
 from pytest_dispatch.presentation import ab as ab_report
-from pytest_dispatch.settings import SettingError
 
 def worker_args(args: Sequence[str]) -> list[str]:
     """The pytest arguments for the workers: the user's, without the coordinator's options
@@ -39,7 +39,7 @@ def _refuse_parallel(args: Sequence[str]) -> None:
     for arg in args:
         if arg in ("-n", "--numprocesses", "--dist") or arg.startswith(("-n=", "--numprocesses=", "--dist=")) \
                 or (arg.startswith("-n") and arg[2:].isdigit()):
-            raise SettingError(f"{arg}: an A/B job runs each side in one process (the coordinator takes turns "
+            raise UsageError(f"{arg}: an A/B job runs each side in one process (the coordinator takes turns "
                                "on the GPU); drop the pytest-xdist option")
 
 
@@ -57,7 +57,7 @@ def describe_folder(folder: Path) -> str:
 
 
 def _head_folder(head: str | None, pytest_args: Sequence[str]) -> Path:
-    """The head's folder (default: here); JobError or SettingError for a job that cannot run."""
+    """The head's folder (default: here); JobError or UsageError for a job that cannot run."""
     _refuse_parallel(pytest_args)
     head_folder = Path(head or os.getcwd()).resolve()
     if not head_folder.is_dir():
@@ -107,7 +107,7 @@ def run(base: str, head: str | None, pytest_args: Sequence[str], settings: coord
             with trees.checked_out(base, head_folder) as (base_folder, base_description):
                 outcome = coordinator.run_job(base_folder, head_folder, worker_args(pytest_args), settings,
                                               (base_description, describe_folder(head_folder)), progress=out)
-        except (JobError, SettingError) as error:
+        except (JobError, UsageError) as error:
             out(f"pytest-dispatch ab: {error}")
             return ExitCode.BAD_INPUT
         except KeyboardInterrupt:
@@ -139,7 +139,7 @@ def run_counted(base: str, head: str | None, pytest_args: Sequence[str], toleran
             with trees.checked_out(base, head_folder) as (base_folder, base_description):
                 return counted.run_counted_job(base_folder, head_folder, worker_args(pytest_args), tolerance,
                                                (base_description, describe_folder(head_folder)), out)
-        except (JobError, SettingError) as error:
+        except (JobError, UsageError) as error:
             out(f"pytest-dispatch ab: {error}")
             return ExitCode.BAD_INPUT
         except KeyboardInterrupt:

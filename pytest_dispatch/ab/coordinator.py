@@ -18,11 +18,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pytest_dispatch.ab import JobError, verdicts, worker
+from pytest_dispatch.ab import verdicts, worker
 from pytest_dispatch.ab.placement import Placement
-from pytest_dispatch.ab.channel import Channel, ChannelClosed
+from pytest_dispatch.ab.channel import Channel
 from pytest_dispatch.ab.trees import source_roots
 from pytest_dispatch import options
+from pytest_dispatch.errors import JobError
 from pytest_dispatch.settings import AB_DEFAULTS, DEFAULTS
 from pytest_dispatch.judgement import paired, sessions
 from pytest_dispatch.judgement.gate import compare_counts
@@ -158,7 +159,7 @@ class _Side:
         while True:
             try:
                 message = channel.receive()
-            except (ChannelClosed, ValueError, OSError):
+            except (EOFError, ValueError, OSError):  # the other end exited, or sent no message
                 self.events.put((self.index, generation, None))
                 return
             self.events.put((self.index, generation, message))
@@ -166,7 +167,7 @@ class _Side:
     def send(self, message: dict[str, Any]) -> None:
         try:
             self.channel.send(message)
-        except ChannelClosed:
+        except EOFError:
             raise _SideLost(self.index, self.death()) from None
 
     def death(self) -> str:
@@ -208,7 +209,7 @@ class _Side:
             self._quit_sent = self.generation
             try:
                 self.channel.send({"cmd": "quit"})
-            except ChannelClosed:
+            except EOFError:
                 pass
 
     def stop(self) -> None:

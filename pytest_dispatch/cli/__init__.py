@@ -32,6 +32,7 @@ from typing import Any, Sequence
 from pytest_dispatch.cli.progress import Progress
 from pytest_dispatch import options
 from pytest_dispatch._meta import __version__
+from pytest_dispatch.errors import DispatchWarning, StorageError, UsageError
 from pytest_dispatch import storage
 from pytest_dispatch.judgement import gate, history
 from pytest_dispatch.judgement.results import TestResult, sequential_measurements
@@ -43,25 +44,9 @@ from pytest_dispatch.presentation.text import markdown_code, markdown_table, mar
 from pytest_dispatch.storage import baselines, saved
 
 
-
-class InputError(Exception):
-    """Bad input: printed as one line, exit 2."""
-
-
-class NothingCompared(Exception):
-    """A compare with no measurement in common: printed as one line, exit 4 (never a pass)."""
-
-
 def _runs(document: dict[str, Any]) -> list[dict[str, Any]]:
     """A merged file holds several runs; a plain one is its own single run."""
     return document["pytest_dispatch"].get("runs") or [document]
-
-
-def _load(path: str) -> dict[str, Any]:
-    try:
-        return storage.load_document(path)
-    except storage.BaselineError as error:
-        raise InputError(str(error)) from None
 
 
 def _markdown_table(results: list[TestResult], verdicts: dict[str, gate.TestVerdicts] | None) -> list[str]:
@@ -101,11 +86,11 @@ def _resolve(target: str, args: argparse.Namespace, fingerprint: str | None = No
     if Path(target).exists():
         return target
     if target.endswith(".json") or "/" in target or "\\" in target:
-        raise InputError(f"{target}: no such file; give a results file, or a saved run's name (see `pytest-dispatch list`)")
+        raise UsageError(f"{target}: no such file; give a results file, or a saved run's name (see `pytest-dispatch list`)")
     try:
         return str(saved.resolve(args.storage, target, fingerprint or args.fingerprint).path)
     except ValueError as error:
-        raise InputError(f"{target!r} is no file; {error}") from None
+        raise UsageError(f"{target!r} is no file; {error}") from None
 
 
 def _newest_per_gpu(folder: Path) -> tuple[list[dict[str, Any]], int]:
@@ -118,8 +103,8 @@ def _newest_per_gpu(folder: Path) -> tuple[list[dict[str, Any]], int]:
             continue
         try:
             document = storage.load_document(path)
-        except storage.BaselineError as error:
-            warnings.warn(f"{error} (skipped)", saved.SkippedRunWarning)
+        except StorageError as error:
+            saved.skip(str(error))
             continue
         for run in _runs(document):
             readable += 1
@@ -143,12 +128,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     if path.is_dir():
         runs, older = _newest_per_gpu(path)
         if not runs:
-            raise InputError(f"{path}: no readable results files in this folder or its sub-folders")
+            raise UsageError(f"{path}: no readable results files in this folder or its sub-folders")
         if older:
             print(f"{path}: the newest run of each of {len(runs)} GPU(s); {older} older run(s) not shown "
                   "(see `pytest-dispatch list` and `pytest-dispatch history`)\n")
     else:
-        runs = _runs(_load(str(path)))
+        runs = _runs(storage.load_document(str(path)))
     for run in runs:
         print("\n".join(_render_run(run, args.markdown)))
     return ExitCode.OK
@@ -158,7 +143,7 @@ def _fingerprint_if_file(target: str) -> str | None:
     """The GPU of a results file of one run (a merged file of one run included), else None."""
     if not Path(target).is_file():
         return None
-    runs = _runs(_load(target))
+    runs = _runs(storage.load_document(target))
     return storage.fingerprint_of(runs[0]) if len(runs) == 1 else None
 
 
@@ -166,7 +151,7 @@ def _single_run(document: dict[str, Any], path: str) -> dict[str, Any]:
     """The one run of a results file (a merged file of one run included)."""
     runs = _runs(document)
     if len(runs) != 1:
-        raise InputError(f"{path}: a merged file of {len(runs)} runs; compare takes one run on each side "
+        raise UsageError(f"{path}: a merged file of {len(runs)} runs; compare takes one run on each side "
                          "(a file of one run, or a saved run's name)")
     return runs[0]
 
@@ -186,8 +171,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # a name resolves among the runs of the GPU of the other side when that is a file
     args.baseline = _resolve(args.baseline, args, _fingerprint_if_file(args.current))
     args.current = _resolve(args.current, args, _fingerprint_if_file(args.baseline))
-    baseline_doc = _single_run(_load(args.baseline), args.baseline)
-    current_doc = _single_run(_load(args.current), args.current)
+    baseline_doc = _single_run(storage.load_document(args.baseline), args.baseline)
+    current_doc = _single_run(storage.load_document(args.current), args.current)
     comparable = storage.fingerprint_of(baseline_doc) == storage.fingerprint_of(current_doc)
     counted = storage.counted_of(current_doc)
     baseline = gate.Baseline(args.baseline, storage.results_of(baseline_doc), comparable,
@@ -197,9 +182,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     results = storage.results_of(current_doc)
     verdicts = {r.nodeid: session_gate.judge(r) for r in results}
     if not any(test.counts for test in verdicts.values()):
-        raise NothingCompared(f"nothing compared: no measurement of {args.current} is in {args.baseline} "
-                              f"(baseline has: {_listed(_names(baseline.results))}; "
-                              f"current has: {_listed(_names(results))})")
+        return _nothing_compared(args, f"nothing compared: no measurement of {args.current} is in {args.baseline} "
+                                       f"(baseline has: {_listed(_names(baseline.results))}; "
+                                       f"current has: {_listed(_names(results))})")
     print("\n".join(_render_run(current_doc, args.markdown, verdicts)))
     accept = f"make CURRENT the baseline to accept them: cp {args.current} {args.baseline}"
     for line in report.gate_summary(baseline, verdicts, accept_hint=accept):
@@ -209,7 +194,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    runs = [run for path in args.files for run in _runs(_load(path))]
+    runs = [run for path in args.files for run in _runs(storage.load_document(path))]
     runs.sort(key=lambda run: (storage.fingerprint_of(run) or "", run.get("datetime") or ""))
     storage.write_json_atomically(args.output, storage.merged_document(runs))
     fingerprints = sorted({storage.fingerprint_of(run) or "unknown" for run in runs})
@@ -221,7 +206,7 @@ def _fingerprints(args: argparse.Namespace) -> list[str]:
     try:
         found = saved.match_fingerprint(args.storage, args.fingerprint)
     except ValueError as error:
-        raise InputError(str(error)) from None
+        raise UsageError(str(error)) from None
     if not found:
         print(saved.EMPTY_HINT.format(root=args.storage))
     return found
@@ -246,7 +231,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     if args.keep < 1:
-        raise InputError("--keep takes a count of at least 1")
+        raise UsageError("--keep takes a count of at least 1")
     store = storage.BaselineStore(args.storage)
     verb = "would remove" if args.dry_run else "removed"
     for fingerprint in _fingerprints(args):
@@ -268,12 +253,12 @@ def cmd_history(args: argparse.Namespace) -> int:
         histories = saved.histories(args.storage, args.fingerprint, args.k, change_settings, args.branch,
                                     lambda text: progress.step(text))
     except ValueError as error:
-        raise InputError(str(error)) from None
+        raise UsageError(str(error)) from None
     if not any(h.runs for h in histories):
         print(saved.EMPTY_HINT.format(root=args.storage))
         return ExitCode.OK
     if args.k and not any(h.series or h.counted for h in histories):
-        raise InputError(f"-k {args.k!r} selects no measurement of the saved runs")
+        raise UsageError(f"-k {args.k!r} selects no measurement of the saved runs")
     if args.html:
         storage.write_text_atomically(args.html, history_view.page(histories, change_settings,
                                                                    lambda text: progress.step(text)))
@@ -296,15 +281,15 @@ def cmd_probe(args: argparse.Namespace) -> int:
     try:
         ns = [int(n) for n in args.n.split(",")]
     except ValueError:
-        raise InputError(f"--n takes comma-separated counts, not {args.n!r}") from None
+        raise UsageError(f"--n takes comma-separated counts, not {args.n!r}") from None
     dtypes = args.dtype.split(",")
     if set(dtypes) - {"f32", "f16"} or min(ns) < 1:
-        raise InputError("--dtype takes f32,f16 and --n positive counts")
+        raise UsageError("--dtype takes f32,f16 and --n positive counts")
     native: list[str] = []  # what native libraries printed (Dawn's C++ warnings): with -v only
     try:
         found = probe.adapters(impls, args.backend, args.adapter, native)
         if not found:
-            raise InputError(f"no adapter found for {', '.join(impls)} (backend {args.backend})")
+            raise UsageError(f"no adapter found for {', '.join(impls)} (backend {args.backend})")
         for impl in sorted(set(impls) - {impl for impl, _ in found}):
             print(f"pytest-dispatch probe: no {impl} adapter found (backend {args.backend}): not probed",
                   file=sys.stderr)
@@ -315,13 +300,19 @@ def cmd_probe(args: argparse.Namespace) -> int:
     for line in problems:
         print(f"pytest-dispatch probe: {line}", file=sys.stderr)
     if not rows and not failed:
-        raise InputError("no adapter found can run compute work")
+        raise UsageError("no adapter found can run compute work")
     print("\n".join(probe.render(rows)))
     if args.json:
         storage.write_json_atomically(args.json, {"probe": [row.as_dict() for row in rows],
                                                   "rounds": args.rounds})
         print(f"probe results written to {args.json}")
     return ExitCode.FAILED if failed else ExitCode.OK
+
+
+def _nothing_compared(args: argparse.Namespace, message: str) -> int:
+    """Nothing was compared: never a pass, so exit 4 with the message as one line."""
+    print(f"pytest-dispatch {args.command}: {message}", file=sys.stderr)
+    return ExitCode.NOTHING_COMPARED
 
 
 def _native_said(command: str, native: list[str], verbose: bool) -> None:
@@ -340,7 +331,7 @@ def cmd_engines(args: argparse.Namespace) -> int:
     chosen = args.engines.split(",") if args.engines else list(engines.ENGINES)
     unknown = sorted(set(chosen) - set(engines.ENGINES))
     if unknown or args.n < 1 or args.rounds < 1:
-        raise InputError(f"--engines takes some of {','.join(engines.ENGINES)} (not {','.join(unknown)}), "
+        raise UsageError(f"--engines takes some of {','.join(engines.ENGINES)} (not {','.join(unknown)}), "
                          "--n and --rounds positive counts" if unknown else "--n and --rounds take positive counts")
     progress = Progress("pytest-dispatch engines", total=len(chosen))
     workload = engines.Workload("sequential", args.n)
@@ -359,7 +350,7 @@ def cmd_engines(args: argparse.Namespace) -> int:
               f"{', '.join(differ)}", file=sys.stderr)
         return ExitCode.FAILED
     if len(rows) < 2:
-        raise NothingCompared(f"{len(rows)} engine measured: counts compared with no other engine")
+        return _nothing_compared(args, f"{len(rows)} engine measured: counts compared with no other engine")
     return ExitCode.OK
 
 
@@ -502,15 +493,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("default", saved.SkippedRunWarning)  # once per file per command
+            warnings.simplefilter("default", DispatchWarning)  # once per file per command
             warnings.showwarning = one_line
             return args.run(args)
-    except InputError as error:
+    except (UsageError, StorageError) as error:
         print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
         return ExitCode.BAD_INPUT
-    except NothingCompared as error:
-        print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
-        return ExitCode.NOTHING_COMPARED
     except OSError as error:
         where = f"{error.filename}: " if error.filename else ""
         print(f"pytest-dispatch {args.command}: {where}{error.strerror or error}", file=sys.stderr)

@@ -25,7 +25,7 @@ class DispatchMeterFixture(DispatchMeter):
 
         Options (``at_least=1.3``, ``confidence=0.95``, ``warmup``, ``per_round``, ``max_time``,
         ``device``, ``names``) and the method: ``pytest_dispatch.judgement.speedup.measure_speedup``.
-        Fails the test (SpeedupNotShown, one line) when the speedup is not shown; with timing off
+        Fails the test (MeasurementFailed, one line) when the speedup is not shown; with timing off
         (--dispatch-disable-timing) or in counted mode (--dispatch-instructions) it asserts nothing and
         returns None: both functions are only counted."""
         __tracebackhide__ = True

@@ -1,7 +1,7 @@
 """Reading saved runs back: one run (``read_run``), every run of one GPU in commit order
 (``load_runs``), the run a name designates (``resolve``), and each GPU's history (``histories``).
 
-A file that cannot be read is skipped with one ``SkippedRunWarning`` naming it.
+A file that cannot be read is skipped with one ``DispatchWarning`` naming it (``skip``).
 """
 
 from __future__ import annotations
@@ -11,17 +11,27 @@ import warnings
 from pathlib import Path
 from typing import Callable
 
+from pytest_dispatch.errors import DispatchWarning, StorageError
 from pytest_dispatch.judgement.history import (CountedRunMeasurement, GpuHistory, Settings, StoredRun, history_of,
                                               parse_time, summarise)
 from pytest_dispatch.judgement.results import sequential_measurements
 from pytest_dispatch.measurement.instructions import Software
 from pytest_dispatch.measurement.recorder import COUNT_KINDS
-from pytest_dispatch.storage import (BaselineError, BaselineStore, counted_of, fingerprint_of, gpu_of, load_document,
+from pytest_dispatch.storage import (BaselineStore, counted_of, fingerprint_of, gpu_of, load_document,
                                      results_of)
 
 
-class SkippedRunWarning(UserWarning):
-    """A stored file was skipped (corrupt, hostile, of another GPU, or a merged file)."""
+SKIPPED = " (skipped)"  # how a warning says a stored file was skipped (corrupt, hostile, of another GPU, merged)
+
+
+def skip(message: str) -> None:
+    """Warn that a stored file was skipped; ``message`` names it and why."""
+    warnings.warn(f"{message}{SKIPPED}", DispatchWarning, stacklevel=3)
+
+
+def skipped(warning: warnings.WarningMessage) -> bool:
+    """Whether a recorded warning is one of ``skip``'s."""
+    return issubclass(warning.category, DispatchWarning) and str(warning.message).endswith(SKIPPED)
 
 
 EMPTY_HINT = ("no saved runs in {root}/: run `pytest --dispatch-save` on each commit (e.g. in CI on main); "
@@ -29,22 +39,22 @@ EMPTY_HINT = ("no saved runs in {root}/: run `pytest --dispatch-save` on each co
 
 
 def read_run(path: str | os.PathLike, fingerprint: str | None = None) -> StoredRun:
-    """Read one saved run; ``BaselineError`` names the file and the problem.
+    """Read one saved run; ``StorageError`` names the file and the problem.
 
     With ``fingerprint``, a run of another GPU is refused, so GPUs never mix."""
     path = Path(path)
     document = load_document(path)
     if document["pytest_dispatch"].get("runs"):
-        raise BaselineError(f"{path}: a merged file of several runs, not one saved run; keep merged "
+        raise StorageError(f"{path}: a merged file of several runs, not one saved run; keep merged "
                                     "files outside the storage folder")
     found = fingerprint_of(document)
     gpu = gpu_of(document)
     if fingerprint is not None and found != fingerprint:
-        raise BaselineError(f"{path}: a run of GPU {found!r}, not {fingerprint!r}; move or delete it")
+        raise StorageError(f"{path}: a run of GPU {found!r}, not {fingerprint!r}; move or delete it")
     commit_info = document.get("commit_info") if isinstance(document.get("commit_info"), dict) else {}
     time = parse_time(document.get("datetime")) or BaselineStore.saved_time(path)
     if time is None:
-        raise BaselineError(f"{path}: no valid 'datetime'; delete it or save a new run")
+        raise StorageError(f"{path}: no valid 'datetime'; delete it or save a new run")
     commit = commit_info.get("id")
     branch = commit_info.get("branch")
     sequential = sequential_measurements(results_of(document))
@@ -74,7 +84,7 @@ def load_runs(
 ) -> list[StoredRun]:
     """Every saved run of one GPU fingerprint, in commit order (commit time, then run time).
 
-    A corrupt, hostile or foreign file is skipped with one ``SkippedRunWarning`` naming it;
+    A corrupt, hostile or foreign file is skipped with one ``DispatchWarning`` naming it;
     ``progress(done, total)`` is called after each file.
     """
     files = sorted(BaselineStore(storage_root).run_files(fingerprint))
@@ -83,13 +93,13 @@ def load_runs(
         BaselineStore.warn_if_future(path)
         try:
             runs.append(read_run(path, fingerprint))
-        except (BaselineError, OSError) as error:
+        except (StorageError, OSError) as error:
             if not os.path.lexists(path):
                 pass  # pruned since it was listed: no run, and nothing wrong
-            elif isinstance(error, BaselineError):
-                warnings.warn(f"{error} (skipped)", SkippedRunWarning, stacklevel=2)
+            elif isinstance(error, StorageError):
+                skip(str(error))
             else:
-                warnings.warn(f"{path}: cannot be read ({error}) (skipped)", SkippedRunWarning, stacklevel=2)
+                skip(f"{path}: cannot be read ({error})")
         if progress is not None:
             progress(done, len(files))
     return sorted(runs, key=StoredRun.order_key)
