@@ -323,7 +323,7 @@ class Job:
     def _look(self, final: bool) -> None:
         """The job's decisions at the end of a session; a line for each measurement decided at a look."""
         for key, verdict in self.decisions.look(final, self._counts_regressed()):
-            self.progress(f"    {_name(key)}: x{verdict.ratio:.3f} ({verdict.interval_text} over "
+            self.progress(f"    {MeasurementKey.parse(key).name}: x{verdict.ratio:.3f} ({verdict.interval_text} over "
                           f"{verdict.sessions} sessions): {verdict.status}")
 
     def _counts_regressed(self) -> set[str]:
@@ -520,7 +520,7 @@ class Job:
         self.decisions.add(head_key, verdict, overrides)
         for side in self.sides:
             side.send({"cmd": "finish"})
-        self.progress(f"    {_name(head_key)}: x{verdict.ratio:.3f} in this session ({verdict.pairs} pairs, "
+        self.progress(f"    {MeasurementKey.parse(head_key).name}: x{verdict.ratio:.3f} in this session ({verdict.pairs} pairs, "
                       f"{format_seconds(verdict.seconds)})")
 
     def _take_block(self, index: int) -> tuple[int, int, int]:
@@ -577,10 +577,6 @@ def _stop(sides: Sequence[_Side]) -> None:
         side.request_quit()
     for side in sides:
         side.stop()
-
-
-def _name(key: str) -> str:
-    return MeasurementKey.parse(key).name
 
 
 def run_job(base_tree: Path, head_tree: Path, pytest_args: list[str], settings: Settings,

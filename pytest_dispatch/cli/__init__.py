@@ -89,7 +89,7 @@ def _resolve(target: str, args: argparse.Namespace, fingerprint: str | None = No
         raise UsageError(f"{target}: no such file; give a results file, or a saved run's name (see `pytest-dispatch list`)")
     try:
         return str(saved.resolve(args.storage, target, fingerprint or args.fingerprint).path)
-    except ValueError as error:
+    except UsageError as error:
         raise UsageError(f"{target!r} is no file; {error}") from None
 
 
@@ -156,11 +156,9 @@ def _single_run(document: dict[str, Any], path: str) -> dict[str, Any]:
     return runs[0]
 
 
-def _names(results: list[TestResult]) -> list[str]:
-    return sorted(sequential_measurements(results))
-
-
-def _listed(names: list[str], most: int = 4) -> str:
+def _listed(results: list[TestResult], most: int = 4) -> str:
+    """The results' measurements (the first ``most``), for a line."""
+    names = sorted(sequential_measurements(results))
     if not names:
         return "none"
     more = f" and {len(names) - most} more" if len(names) > most else ""
@@ -183,8 +181,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     verdicts = {r.nodeid: session_gate.judge(r) for r in results}
     if not any(test.counts for test in verdicts.values()):
         return _nothing_compared(args, f"nothing compared: no measurement of {args.current} is in {args.baseline} "
-                                       f"(baseline has: {_listed(_names(baseline.results))}; "
-                                       f"current has: {_listed(_names(results))})")
+                                       f"(baseline has: {_listed(baseline.results)}; current has: {_listed(results)})")
     print("\n".join(_render_run(current_doc, args.markdown, verdicts)))
     accept = f"make CURRENT the baseline to accept them: cp {args.current} {args.baseline}"
     for line in report.gate_summary(baseline, verdicts, accept_hint=accept):
@@ -203,10 +200,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def _fingerprints(args: argparse.Namespace) -> list[str]:
-    try:
-        found = saved.match_fingerprint(args.storage, args.fingerprint)
-    except ValueError as error:
-        raise UsageError(str(error)) from None
+    found = saved.match_fingerprint(args.storage, args.fingerprint)
     if not found:
         print(saved.EMPTY_HINT.format(root=args.storage))
     return found
@@ -249,24 +243,19 @@ def cmd_prune(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     change_settings = history.Settings(instruction_tolerance=args.instructions_tolerance)
     progress = Progress("pytest-dispatch history", every_s=1.0)
-    try:
-        histories = saved.histories(args.storage, args.fingerprint, args.k, change_settings, args.branch,
-                                    lambda text: progress.step(text))
-    except ValueError as error:
-        raise UsageError(str(error)) from None
+    histories = saved.histories(args.storage, args.fingerprint, args.k, change_settings, args.branch, progress.step)
     if not any(h.runs for h in histories):
         print(saved.EMPTY_HINT.format(root=args.storage))
         return ExitCode.OK
     if args.k and not any(h.series or h.counted for h in histories):
         raise UsageError(f"-k {args.k!r} selects no measurement of the saved runs")
     if args.html:
-        storage.write_text_atomically(args.html, history_view.page(histories, change_settings,
-                                                                   lambda text: progress.step(text)))
+        storage.write_text_atomically(args.html, history_view.page(histories, change_settings, progress.step))
         print(f"history page written to {args.html}")
     if args.json:
         import json
 
-        print(json.dumps(history_view.as_json(histories, change_settings, lambda text: progress.step(text)), indent=2))
+        print(json.dumps(history_view.as_json(histories, change_settings, progress.step), indent=2))
     elif args.markdown:
         print("\n".join(history_view.render_markdown(histories, change_settings)))
     elif not args.html:

@@ -74,17 +74,9 @@ class TestResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TestResult":
-        return cls(
-            nodeid=data["nodeid"],
-            measurements=[Measurement.from_dict(m) for m in data["measurements"]],
-            call=data["call"],
-            budget_lines=data.get("budget_lines"),
-            outcome=data.get("outcome", "passed"),
-            gate=data.get("gate"),
-            speedups=list(data.get("speedups") or []),
-            over_budget=None if data.get("over_budget") is None else list(data["over_budget"]),
-            gpu=data.get("gpu"),
-        )
+        """``as_dict``'s inverse; a field missing or null takes its default (files of older versions)."""
+        values = {field.name: data[field.name] for field in dataclasses.fields(cls) if data.get(field.name) is not None}
+        return cls(**{**values, "measurements": [Measurement.from_dict(m) for m in data["measurements"]]})
 
 
 def sequential_measurements(results: Iterable[TestResult]) -> dict[str, Measurement]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from pytest_dispatch.errors import MeasurementFailed
+from pytest_dispatch.errors import MeasurementFailed, UsageError
 from pytest_dispatch.judgement import paired
 from pytest_dispatch.judgement.stats import format_seconds
 from pytest_dispatch.judgement.status import Status
@@ -97,9 +97,9 @@ def measure_speedup(
     instructions are not wall time), both are only counted, and it returns None."""
     __tracebackhide__ = True
     if not at_least > 0:
-        raise ValueError(f"at_least must be > 0, not {at_least!r}")
+        raise UsageError(f"at_least must be > 0, not {at_least!r}")
     if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be between 0 and 1, not {confidence!r}")
+        raise UsageError(f"confidence must be between 0 and 1, not {confidence!r}")
     fast_name, slow_name = (measurement_name(fn, name) for fn, name in zip((fast, slow), names or (None, None)))
     if fast_name == slow_name:
         fast_name, slow_name = f"{fast_name} [fast]", f"{slow_name} [slow]"

@@ -62,6 +62,7 @@ def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
         dispatches = max(measurement.dispatches, 1)
         name = result.nodeid.split("::", 1)[-1]
         suffix = measurement.name if measurement.method != "single-op" else f"{measurement.name}:single-op"
+        gate_key = str(MeasurementKey(result.nodeid, measurement.name))
         entries.append(
             {
                 "group": "pytest-dispatch",
@@ -80,7 +81,7 @@ def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
                     "budget": result.budget_verdict_of(measurement),
                     "budget_lines": result.budget_lines,
                     "inflation": result.single_op_inflation(measurement),
-                    "gate": _gate_entry(result, measurement),
+                    "gate": None if not result.gate else {part: result.gate[part].get(gate_key) for part in ("counts", "timing")},
                 },
                 "options": {
                     "timer": "perf_counter_ns",
@@ -92,16 +93,6 @@ def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
             }
         )
     return entries
-
-
-def _gate_entry(result: TestResult, measurement) -> dict[str, Any] | None:
-    if not result.gate:
-        return None
-    key = str(MeasurementKey(result.nodeid, measurement.name))
-    return {
-        "counts": result.gate["counts"].get(key),
-        "timing": result.gate["timing"].get(key),
-    }
 
 
 @functools.lru_cache(maxsize=1)
@@ -199,18 +190,29 @@ def _write_atomically(path: str | os.PathLike, data: bytes) -> Path:
     if path.is_symlink():
         path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    temp = _temp_file(path.parent, f".{path.name}.", data)
     try:
-        os.chmod(temp, 0o666 & ~_umask())  # mkstemp's 0600 would hide results from the team and CI caches
+        os.replace(temp, path)
+    finally:
+        Path(temp).unlink(missing_ok=True)  # left only where the rename failed
+    return path
+
+
+def _temp_file(folder: Path, prefix: str, data: bytes) -> str:
+    """A new temp file in ``folder`` holding ``data``, on disk, readable as the umask allows."""
+    handle, temp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=folder)
+    umask = os.umask(0o022)  # the umask can only be read by setting it
+    os.umask(umask)
+    try:
+        os.chmod(temp, 0o666 & ~umask)  # mkstemp's 0600 would hide results from the team and CI caches
         with os.fdopen(handle, "wb") as file:
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
-        os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
-    return path
+    return temp
 
 
 _STREAM = re.compile(r"/dev/(?:stdout|stderr|fd/\d+)|/proc/(?:self|thread-self|\d+)/fd/\d+")
@@ -227,13 +229,6 @@ def _is_special(path: Path) -> bool:
     except (FileNotFoundError, NotADirectoryError):
         return False
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
-
-
-def _umask() -> int:
-    """The process's umask (it can only be read by setting it)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def load_document(path: str | os.PathLike) -> dict[str, Any]:
@@ -376,13 +371,8 @@ class BaselineStore:
         data = json_bytes(document, str(folder))
         folder.mkdir(parents=True, exist_ok=True)
         sequence = self._last_sequence() + 1
-        handle, temp = tempfile.mkstemp(prefix=f".{sequence:08d}_{stamp}_x.json.", suffix=".tmp", dir=folder)
+        temp = _temp_file(folder, f".{sequence:08d}_{stamp}_x.json.", data)
         try:
-            os.chmod(temp, 0o666 & ~_umask())
-            with os.fdopen(handle, "wb") as file:
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
             while True:
                 path = folder / f"{sequence:08d}_{stamp}_{self.safe_name(commit)}_{self.safe_name(name)}.json"
                 try:

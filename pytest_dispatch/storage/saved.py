@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 from typing import Callable
 
-from pytest_dispatch.errors import DispatchWarning, StorageError
+from pytest_dispatch.errors import DispatchWarning, StorageError, UsageError
 from pytest_dispatch.judgement.history import (CountedRunMeasurement, GpuHistory, Settings, StoredRun, history_of,
                                               parse_time, summarise)
 from pytest_dispatch.judgement.results import sequential_measurements
@@ -106,31 +106,31 @@ def load_runs(
 
 
 def match_fingerprint(storage_root: str | os.PathLike, wanted: str | None) -> list[str]:
-    """The stored fingerprints containing ``wanted`` (all when None); ValueError when none does."""
+    """The stored fingerprints containing ``wanted`` (all when None); UsageError when none does."""
     found = BaselineStore(storage_root).fingerprints()
     if not wanted:
         return found
     matching = [fp for fp in found if wanted.lower() in fp.lower()]
     if not matching:
         known = ", ".join(found) or "none"
-        raise ValueError(f"no GPU fingerprint in {storage_root}/ contains {wanted!r} (stored: {known})")
+        raise UsageError(f"no GPU fingerprint in {storage_root}/ contains {wanted!r} (stored: {known})")
     return matching
 
 
 def resolve(storage_root: str | os.PathLike, name: str, fingerprint: str | None = None) -> StoredRun:
     """The newest saved run that ``name`` designates: 'latest', a --dispatch-save name, a branch,
     or a commit prefix (4+ hex digits); ``fingerprint`` (a substring) picks the GPU when several
-    are stored.  ValueError says what is missing or ambiguous."""
+    are stored.  UsageError says what is missing or ambiguous."""
     candidates = match_fingerprint(storage_root, fingerprint)
     if not candidates:
-        raise ValueError(EMPTY_HINT.format(root=storage_root))
+        raise UsageError(EMPTY_HINT.format(root=storage_root))
     if len(candidates) > 1:
-        raise ValueError(f"runs of {len(candidates)} GPUs in {storage_root}/: pick one with --fingerprint "
+        raise UsageError(f"runs of {len(candidates)} GPUs in {storage_root}/: pick one with --fingerprint "
                          f"({', '.join(candidates)})")
     runs = sorted(load_runs(storage_root, candidates[0]), key=lambda run: run.saved_order)
     where = f"{storage_root}/{candidates[0]}"
     if not runs:
-        raise ValueError(EMPTY_HINT.format(root=storage_root))
+        raise UsageError(EMPTY_HINT.format(root=storage_root))
     if name == "latest":
         return runs[-1]
     for matches in ([r for r in runs if r.name == BaselineStore.safe_name(name)],
@@ -141,10 +141,10 @@ def resolve(storage_root: str | os.PathLike, name: str, fingerprint: str | None 
         matches = [r for r in runs if r.commit and r.commit.lower().startswith(name.lower())]
         commits = sorted({r.commit for r in matches})
         if len(commits) > 1:
-            raise ValueError(f"commit prefix {name!r} is ambiguous in {where}: {', '.join(c[:12] for c in commits)}")
+            raise UsageError(f"commit prefix {name!r} is ambiguous in {where}: {', '.join(c[:12] for c in commits)}")
         if matches:
             return matches[-1]
-    raise ValueError(f"no saved run named {name!r}, on branch {name!r} or at a commit starting {name!r} "
+    raise UsageError(f"no saved run named {name!r}, on branch {name!r} or at a commit starting {name!r} "
                      f"(4+ hex digits) in {where}; see `pytest-dispatch list`")
 
 
@@ -156,7 +156,7 @@ def histories(
     branch: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[GpuHistory]:
-    """The history of every stored GPU (or those matching ``fingerprint``).  ValueError for a bad
+    """The history of every stored GPU (or those matching ``fingerprint``).  UsageError for a bad
     selection."""
     found_histories = []
     for found in match_fingerprint(storage_root, fingerprint):
