@@ -391,10 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--adapter", default="", help="substring of the adapter name")
     probe.add_argument("--n", default="100,1000", help="dispatches per call (comma-separated)")
     probe.add_argument("--dtype", default="f32,f16", help="element types of the kernel, comma-separated")
-    probe.add_argument("--rounds", type=int, default=30, help="timed rounds per method (default %(default)s)")
-    probe.add_argument("--json", help="also write the figures to this file")
-    probe.add_argument("-v", "--verbose", action="store_true",
-                       help="also print what native libraries (Dawn, drivers) wrote while adapters were opened")
+    _add_measuring_arguments(probe, rounds=30)
     probe.set_defaults(run=cmd_probe)
 
     engines = commands.add_parser("engines", help="one workload (the sequential micro-benchmark) in every WebGPU "
@@ -403,10 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
                                            "deno, node (default: all)")
     engines.add_argument("--n", type=int, default=100, help="dispatches per call of the micro-benchmark "
                                                             "(default %(default)s)")
-    engines.add_argument("--rounds", type=int, default=10, help="timed rounds per method (default %(default)s)")
-    engines.add_argument("--json", help="also write the figures to this file")
-    engines.add_argument("-v", "--verbose", action="store_true",
-                         help="also print what native libraries (Dawn, drivers) wrote while adapters were opened")
+    _add_measuring_arguments(engines, rounds=10)
     engines.set_defaults(run=cmd_engines)
 
     listing = commands.add_parser("list", help="every saved run in the storage, per GPU")
@@ -451,6 +445,14 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then pytest's arguments")
     ab.set_defaults(run=cmd_ab)
     return parser
+
+
+def _add_measuring_arguments(command: argparse.ArgumentParser, rounds: int) -> None:
+    """What ``probe`` and ``engines`` share: their rounds, a JSON file, native libraries' output."""
+    command.add_argument("--rounds", type=int, default=rounds, help="timed rounds per method (default %(default)s)")
+    command.add_argument("--json", help="also write the figures to this file")
+    command.add_argument("-v", "--verbose", action="store_true",
+                         help="also print what native libraries (Dawn, drivers) wrote while adapters were opened")
 
 
 def _add_storage_arguments(command: argparse.ArgumentParser) -> None:

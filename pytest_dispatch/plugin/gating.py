@@ -112,7 +112,7 @@ class Baselines:
             finally:
                 skipped = [printable(str(w.message)) for w in caught if saved.skipped(w)]
                 self.skipped = list(dict.fromkeys([*self.skipped, *skipped]))
-                others = [w for w in caught if not saved.skipped(w)]
+                others = {str(w.message): w for w in caught if not saved.skipped(w)}.values()  # each once
         for w in others:  # once recording stopped: a warning given while recording is recorded again, endlessly
             warnings.warn_explicit(w.category(printable(str(w.message))), w.category, w.filename, w.lineno)
         return found
