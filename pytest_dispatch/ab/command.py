@@ -40,7 +40,7 @@ def _refuse_parallel(args: Sequence[str]) -> None:
         if arg in ("-n", "--numprocesses", "--dist") or arg.startswith(("-n=", "--numprocesses=", "--dist=")) \
                 or (arg.startswith("-n") and arg[2:].isdigit()):
             raise UsageError(f"{arg}: an A/B job runs each side in one process (the coordinator takes turns "
-                               "on the GPU); drop the pytest-xdist option")
+                             "on the GPU); drop the pytest-xdist option")
 
 
 def describe_folder(folder: Path) -> str:
