@@ -148,8 +148,7 @@ def session_json(results: list[TestResult], gpu: GpuInfo | None,
 
 def counted_of(document: dict[str, Any]) -> dict[str, Any] | None:
     """The software a counted run was counted with; None for a timed run."""
-    counted = document["pytest_dispatch"].get("counted")
-    return counted if isinstance(counted, dict) else None
+    return document["pytest_dispatch"].get("counted")
 
 
 def write_json_atomically(path: str | os.PathLike, document: dict[str, Any]) -> Path:

@@ -51,12 +51,10 @@ def read_run(path: str | os.PathLike, fingerprint: str | None = None) -> StoredR
     gpu = gpu_of(document)
     if fingerprint is not None and found != fingerprint:
         raise StorageError(f"{path}: a run of GPU {found!r}, not {fingerprint!r}; move or delete it")
-    commit_info = document.get("commit_info") if isinstance(document.get("commit_info"), dict) else {}
+    commit_info = document.get("commit_info") or {}  # validated: an object, its fields strings or null
     time = parse_time(document.get("datetime")) or BaselineStore.saved_time(path)
     if time is None:
         raise StorageError(f"{path}: no valid 'datetime'; delete it or save a new run")
-    commit = commit_info.get("id")
-    branch = commit_info.get("branch")
     sequential = sequential_measurements(results_of(document))
     counted = counted_of(document)
     return StoredRun(
@@ -64,8 +62,8 @@ def read_run(path: str | os.PathLike, fingerprint: str | None = None) -> StoredR
         fingerprint=str(found or "no-gpu"),
         gpu=gpu.describe() if gpu else str(found or "no GPU"),
         name=BaselineStore.name_of(path),
-        commit=commit if isinstance(commit, str) and commit else None,
-        branch=branch if isinstance(branch, str) and branch else None,
+        commit=commit_info.get("id") or None,
+        branch=commit_info.get("branch") or None,
         time=time,
         commit_time=parse_time(commit_info.get("time")),
         dirty=bool(commit_info.get("dirty")),
