@@ -13,10 +13,11 @@ from typing import Callable, Iterator, Sequence
 
 from pytest_dispatch import options
 from pytest_dispatch.errors import JobError, UsageError
-from pytest_dispatch.ab import coordinator, trees, verdicts
+from pytest_dispatch.ab import coordinator, trees
 from pytest_dispatch import storage
 from pytest_dispatch.judgement.status import ExitCode
 from pytest_dispatch.presentation import ab as ab_report
+
 
 def worker_args(args: Sequence[str]) -> list[str]:
     """The pytest arguments for the workers: the user's, without the coordinator's options

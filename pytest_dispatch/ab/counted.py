@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import pytest
 
-from pytest_dispatch.ab import coordinator, sidepaths, verdicts
+from pytest_dispatch.ab import coordinator, sidepaths
 from pytest_dispatch.errors import JobError
 from pytest_dispatch.ab.trees import source_roots
 from pytest_dispatch.ab.worker import HARNESS

@@ -314,11 +314,9 @@ def fingerprint_of(document: dict[str, Any]) -> str | None:
 def gpu_of(document: dict[str, Any]) -> GpuInfo | None:
     """The GPU a results document was measured on, None when unknown or malformed."""
     data = (document.get("machine_info") or {}).get("gpu")
-    if not isinstance(data, dict):
-        return None
     try:
-        return GpuInfo.from_dict(data)
-    except TypeError:
+        return None if data is None else GpuInfo.from_dict(data)
+    except TypeError:  # fields of another version
         return None
 
 
