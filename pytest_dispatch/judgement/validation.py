@@ -128,15 +128,10 @@ def anything(value: Any, where: str) -> Any:
     return value
 
 
-_COUNTS = map_of(count)
-_TIMES = map_of(number)
-
-_INSTRUCTIONS = {"per_call": number, "fixed_per_window": number,
-                 "windows": list_of(lambda value, where: _pair(value, where)),
-                 "by_layer_per_call": _TIMES, "by_kind_per_call": _TIMES}
-_INSTRUCTIONS_OPTIONAL = {"tool": text, "type_cache_misses_per_call": number, "allocator_calls_per_call": number,
-                          "estimated_cycles_per_call": optional(number), "allocation_price": optional(count),
-                          "unnamed_interpreter_per_call": number, "call_budget_asked": optional(count)}
+def object_of(required: Mapping[str, Callable], optional_fields: Mapping[str, Callable] = {}
+              ) -> Callable[[Any, str], dict[str, Any]]:
+    """``fields`` as a check of one value."""
+    return lambda value, where: fields(value, where, required, optional_fields)
 
 
 def _pair(value: Any, where: str) -> list[int]:
@@ -146,22 +141,26 @@ def _pair(value: Any, where: str) -> list[int]:
     return [count(pair[0], _field(where, 0)), count(pair[1], _field(where, 1))]
 
 
-def _instructions(value: Any, where: str) -> None:
-    fields(value, where, _INSTRUCTIONS, _INSTRUCTIONS_OPTIONAL)
-
-
 def _method(value: Any, where: str) -> str:
     if value not in METHODS:
         raise _invalid(where, f"one of {', '.join(METHODS)} expected, not {_describe(value)[:40]}")
     return value
 
 
+_COUNTS = map_of(count)
+_TIMES = map_of(number)
+_INSTRUCTIONS = object_of(
+    {"per_call": number, "fixed_per_window": number, "windows": list_of(_pair), "by_layer_per_call": _TIMES,
+     "by_kind_per_call": _TIMES},
+    {"tool": text, "type_cache_misses_per_call": number, "allocator_calls_per_call": number,
+     "estimated_cycles_per_call": optional(number), "allocation_price": optional(count),
+     "unnamed_interpreter_per_call": number, "call_budget_asked": optional(count)})
 _MEASUREMENT = {"name": text, "method": _method, "warmup": count, "rounds": count, "per_round": count,
                 "calls_per_call": _COUNTS, "by_kernel_per_call": _COUNTS,
                 "host_us_per_call": list_of(number), "wall_us_per_call": list_of(number), "sync_us": list_of(number),
                 "host_breakdown_us_per_call": _TIMES}
 _MEASUREMENT_OPTIONAL = {"dispatches_per_call": count, "sync_method": text, "gpu_us_per_call": optional(list_of(number)),
-                         "gpu_is_indicative": flag, "instructions": optional(_instructions)}
+                         "gpu_is_indicative": flag, "instructions": optional(_INSTRUCTIONS)}
 
 
 def _measurement(value: Any, where: str) -> None:
@@ -174,15 +173,14 @@ def _measurement(value: Any, where: str) -> None:
             raise _invalid(_field(where, key), f"{len(data[key])} values for {data['rounds']} rounds")
 
 
-def _call(value: Any, where: str) -> None:
-    fields(value, where, {}, {"dispatches": count, "calls": _COUNTS, "by_kernel": _COUNTS, "host_us": _TIMES})
-
-
-_TEST = {"nodeid": text, "measurements": list_of(_measurement), "call": _call}
+_GPU = object_of({"implementation": text, "implementation_version": text, "backend": text, "adapter_name": text,
+                  "vendor": text, "vendor_id": count, "device_id": count, "driver": text, "adapter_type": text},
+                 {"features": list_of(text)})
+_TEST = {"nodeid": text, "measurements": list_of(_measurement),
+         "call": object_of({}, {"dispatches": count, "calls": _COUNTS, "by_kernel": _COUNTS, "host_us": _TIMES})}
 _TEST_OPTIONAL = {"budget_lines": optional(list_of(text)), "outcome": text, "gate": optional(map_of(anything)),
                   "speedups": optional(list_of(text)), "gate_overrides": optional(_TIMES),
-                  "over_budget": optional(list_of(text)),
-                  "gpu": optional(lambda value, where: _gpu(value, where))}
+                  "over_budget": optional(list_of(text)), "gpu": optional(_GPU)}
 
 
 def _test(value: Any, where: str) -> None:
@@ -193,42 +191,25 @@ def _test(value: Any, where: str) -> None:
             raise _invalid(_field(where, "call.calls"), "no 'submit' count")
 
 
-_GPU = {"implementation": text, "implementation_version": text, "backend": text, "adapter_name": text,
-        "vendor": text, "vendor_id": count, "device_id": count, "driver": text, "adapter_type": text}
 _SOFTWARE = ("python", "wgpu", "implementation", "backend", "adapter", "driver", "valgrind", "cpu_vendor",
              "machine", "numpy")
-
-
-def _gpu(value: Any, where: str) -> None:
-    fields(value, where, _GPU, {"features": list_of(text)})
-
-
-def _counted(value: Any, where: str) -> None:
-    fields(value, where, dict.fromkeys(_SOFTWARE, text), {"counting": text, "counted_in": text, "fingerprint": text})
 
 
 def _schema(value: Any, where: str) -> None:
     if value != SCHEMA_VERSION or isinstance(value, bool) or not isinstance(value, int):
         raise _invalid("", f"unknown schema {repr(value)[:40]} (this "
-                          f"pytest-dispatch reads schema {SCHEMA_VERSION}); re-save it: run the tests again with "
-                          "--dispatch-save or --dispatch-json")
+                           f"pytest-dispatch reads schema {SCHEMA_VERSION}); re-save it: run the tests again with "
+                           "--dispatch-save or --dispatch-json")
 
 
 _SECTION = {"schema": _schema, "tests": list_of(_test)}
-_SECTION_OPTIONAL = {"version": optional(text), "counted": optional(_counted)}
-
-
-def _machine_info(value: Any, where: str) -> None:
-    fields(value, where, {}, {"gpu": optional(_gpu), "gpu_fingerprint": optional(text)})
-
-
-def _commit_info(value: Any, where: str) -> None:
-    fields(value, where, {}, {"id": optional(text), "branch": optional(text), "time": optional(text),
-                              "dirty": optional(flag)})
-
-
-_DOCUMENT_OPTIONAL = {"machine_info": _machine_info, "commit_info": _commit_info, "datetime": optional(text),
-                      "benchmarks": list_of(obj)}
+_SECTION_OPTIONAL = {"version": optional(text), "counted": optional(object_of(
+    dict.fromkeys(_SOFTWARE, text), {"counting": text, "counted_in": text, "fingerprint": text}))}
+_DOCUMENT_OPTIONAL = {
+    "machine_info": object_of({}, {"gpu": optional(_GPU), "gpu_fingerprint": optional(text)}),
+    "commit_info": object_of({}, {"id": optional(text), "branch": optional(text), "time": optional(text),
+                                  "dirty": optional(flag)}),
+    "datetime": optional(text), "benchmarks": list_of(obj)}
 
 
 def check_document(document: Any, merged_runs: bool = True) -> dict[str, Any]:
@@ -238,7 +219,7 @@ def check_document(document: Any, merged_runs: bool = True) -> dict[str, Any]:
     here; never inside a run)."""
     if not isinstance(document, dict) or not isinstance(document.get("pytest_dispatch"), dict):
         raise _invalid("", "not a pytest-dispatch results file (no 'pytest_dispatch' section); give a file written "
-                          "by --dispatch-json or --dispatch-save, and keep other files out of the storage folder")
+                           "by --dispatch-json or --dispatch-save, and keep other files out of the storage folder")
     _schema(document["pytest_dispatch"].get("schema"), "pytest_dispatch.schema")
     fields(document, "", {}, _DOCUMENT_OPTIONAL)
     section = fields(document["pytest_dispatch"], "pytest_dispatch", _SECTION, _SECTION_OPTIONAL)
