@@ -284,6 +284,19 @@ def test_accept_after_a_run_saved_with_a_clock_ahead_makes_the_accepted_run_the_
     compared.stdout.fnmatch_lines(["*dispatches regressed: 4 -> 8*"])
 
 
+def test_a_baseline_dated_in_the_future_is_named_once_by_the_gates_look_up(pytester, gpu_info):
+    pytester.makepyfile(COUNTED_BY_FILE)
+    pytester.path.joinpath("n.txt").write_text("8")
+    pytester.runpytest("--dispatch-save=main", "--dispatch-storage=store").assert_outcomes(passed=1)
+    (saved,) = (pytester.path / "store").glob("*/*.json")
+    ahead = dated_in_the_future(saved)
+    compared = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store")
+    # one warning where collection looks the run up, one where the gate does (reading the storage
+    # several times): the gate's reads name it once
+    compared.assert_outcomes(passed=1, warnings=2)
+    compared.stdout.fnmatch_lines([f"*{ahead.name}: dated 2999-01-01*in the future*"])
+
+
 def test_show_of_the_storage_folder_shows_the_last_saved_run_not_the_latest_dated(tmp_path, capsys):
     ahead = document(dispatches=4)
     ahead["datetime"] = "2999-01-01T00:00:00+00:00"  # what a clock years ahead writes
