@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dispatch.ab import JobError, command, coordinator
+from pytest_dispatch.ab import command, coordinator
+from pytest_dispatch.errors import JobError
 from pytest_dispatch.ab import placement as ab_placement
 
 TEST_FILE = """

@@ -2,8 +2,8 @@
 
 import pytest
 
+from pytest_dispatch.errors import UsageError
 from pytest_dispatch.judgement.budget import (
-    BudgetUsageError,
     CountLimit,
     Observation,
     exact,
@@ -45,12 +45,12 @@ def test_parse_forms(value, limit):
     ],
 )
 def test_usage_errors(kwargs, message):
-    with pytest.raises(BudgetUsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_budget((), kwargs)
 
 
 def test_positional_arguments_are_rejected():
-    with pytest.raises(BudgetUsageError, match="keyword arguments only"):
+    with pytest.raises(UsageError, match="keyword arguments only"):
         parse_budget((564,), {})
 
 

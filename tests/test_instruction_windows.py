@@ -13,6 +13,7 @@ from helpers import DUMP, environment_size
 
 from pytest_dispatch.errors import Unavailable
 from pytest_dispatch.judgement import budget, gate
+from pytest_dispatch.errors import UsageError
 from pytest_dispatch.judgement.results import TestResult, observations
 from pytest_dispatch.judgement.status import Status
 from pytest_dispatch.measurement import instructions, recorder
@@ -249,7 +250,7 @@ def test_an_instruction_budget_is_checked_in_counted_mode_only():
     assert failure is not None and "60,000 host instructions per dispatch (counted) > 50,000 allowed" in failure.message
     assert budget.judge(parsed, observations(TestResult("t.py::test_a", [_measurement(400_000)], call={}))) is None
     assert budget.judge(parsed, observations(TestResult("t.py::test_a", [_measurement(None)], call={}))) is None
-    with pytest.raises(budget.BudgetUsageError, match="instructions_per_dispatch"):
+    with pytest.raises(UsageError, match="instructions_per_dispatch"):
         budget.parse_budget((), {"instructions_per_dispatch": -1})
 
 

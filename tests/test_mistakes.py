@@ -94,9 +94,10 @@ def test_every_refused_file_says_what_to_do(tmp_path, capsys, content, advice):
 
 def test_a_missing_file_or_a_folder_says_what_to_give(tmp_path):
     from pytest_dispatch import storage
+    from pytest_dispatch.errors import StorageError
 
     for path, advice in ((tmp_path / "gone.json", "check the path"), (tmp_path, "give one of its .json files")):
-        with pytest.raises(storage.BaselineError, match=advice):
+        with pytest.raises(StorageError, match=advice):
             storage.load_document(path)
 
 

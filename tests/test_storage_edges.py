@@ -13,6 +13,7 @@ from helpers import GPU, measurement
 from pytest_dispatch import cli
 from pytest_dispatch.judgement import gate, history, validation
 from pytest_dispatch import storage
+from pytest_dispatch.errors import DispatchWarning, StorageError
 from pytest_dispatch.storage import baselines, saved
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.instructions import InstructionCount, Software
@@ -125,7 +126,7 @@ def test_a_bad_newest_baseline_is_a_usage_error_naming_it(tmp_path, small_caps, 
     save(tmp_path)
     bad = save(tmp_path)
     bad.write_text(json.dumps(hostile(HOSTILE[case][0])))
-    with pytest.raises(storage.BaselineError, match=f"^{re.escape(str(bad))}: .*{re.escape(HOSTILE[case][1])}"):
+    with pytest.raises(StorageError, match=f"^{re.escape(str(bad))}: .*{re.escape(HOSTILE[case][1])}"):
         baselines.find_baseline(storage.BaselineStore(tmp_path), GPU.fingerprint, "main")
 
 
@@ -133,7 +134,7 @@ def test_a_file_larger_than_any_run_is_not_parsed(tmp_path, monkeypatch):
     path = tmp_path / "big.json"
     storage.write_json_atomically(path, document())
     monkeypatch.setattr(validation, "MAX_FILE_BYTES", 100)
-    with pytest.raises(storage.BaselineError, match="bytes, larger than any results file"):
+    with pytest.raises(StorageError, match="bytes, larger than any results file"):
         storage.load_document(path)
 
 
@@ -222,7 +223,7 @@ def test_prune_removes_an_interrupted_saves_temp_file_and_lists_a_fresh_one(tmp_
 def test_a_foreign_file_is_never_taken_for_the_newest_baseline(tmp_path):
     run = save(tmp_path)
     (run.parent / "notes.json").write_text('{"note": 1}')  # sorts after every saved run by name
-    with pytest.warns(saved.SkippedRunWarning, match="notes.json"):  # among the stored runs' times
+    with pytest.warns(DispatchWarning, match="notes.json"):  # among the stored runs' times
         found = baselines.find_baseline(storage.BaselineStore(tmp_path), GPU.fingerprint, "latest")
     assert found is not None and found.path == str(run)
 

@@ -15,6 +15,7 @@ import pytest
 from helpers import GPU, measurement
 from pytest_dispatch import cli
 from pytest_dispatch import storage
+from pytest_dispatch.errors import DispatchWarning, StorageError
 from pytest_dispatch.judgement import gate, validation
 from pytest_dispatch.storage import baselines, saved
 from pytest_dispatch.judgement.results import TestResult
@@ -120,7 +121,7 @@ def test_a_device_is_refused_before_it_is_read(capsys):
 def test_a_fifo_without_a_writer_is_refused_not_waited_for(tmp_path):
     fifo = tmp_path / "run.json"
     os.mkfifo(fifo)
-    with pytest.raises(storage.BaselineError, match="not a regular file"):
+    with pytest.raises(StorageError, match="not a regular file"):
         storage.load_document(fifo)
 
 
@@ -160,7 +161,7 @@ def test_an_unreadable_newest_baseline_is_one_error_naming_it(tmp_path, unreadab
     save(tmp_path)
     newest = save(tmp_path)
     unreadable(newest)
-    with pytest.raises(storage.BaselineError, match=f"^{newest}: cannot be read \\(Permission denied\\)"):
+    with pytest.raises(StorageError, match=f"^{newest}: cannot be read \\(Permission denied\\)"):
         baselines.find_baseline(storage.BaselineStore(tmp_path), GPU.fingerprint, "latest")
 
 
@@ -180,10 +181,10 @@ def test_a_run_saved_with_a_clock_ahead_is_not_the_baseline_after_a_later_save(t
     ahead = dated_in_the_future(save(tmp_path, dispatches=4))
     accepted = save(tmp_path, dispatches=8)  # --dispatch-accept saves the run it accepts
     store = storage.BaselineStore(tmp_path)
-    with pytest.warns(storage.FutureRunWarning, match=f"{ahead.name}: dated 2999-01-01 .* in the future"):
+    with pytest.warns(DispatchWarning, match=f"{ahead.name}: dated 2999-01-01 .* in the future"):
         path, found = store.newest(GPU.fingerprint)
     assert path == accepted and found["pytest_dispatch"]["tests"][0]["measurements"][0]["dispatches_per_call"] == 8
-    with pytest.warns(storage.FutureRunWarning):
+    with pytest.warns(DispatchWarning):
         assert saved.resolve(tmp_path, "latest").path == accepted
     assert cli.main(["prune", "--keep", "1", "--storage", str(tmp_path)]) == 0
     assert accepted.exists() and not ahead.exists()
@@ -281,6 +282,19 @@ def test_accept_after_a_run_saved_with_a_clock_ahead_makes_the_accepted_run_the_
     compared = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store")
     assert compared.ret == pytest.ExitCode.TESTS_FAILED  # 4 -> 8 dispatches against the accepted run
     compared.stdout.fnmatch_lines(["*dispatches regressed: 4 -> 8*"])
+
+
+def test_a_baseline_dated_in_the_future_is_named_once_by_the_gates_look_up(pytester, gpu_info):
+    pytester.makepyfile(COUNTED_BY_FILE)
+    pytester.path.joinpath("n.txt").write_text("8")
+    pytester.runpytest("--dispatch-save=main", "--dispatch-storage=store").assert_outcomes(passed=1)
+    (saved,) = (pytester.path / "store").glob("*/*.json")
+    ahead = dated_in_the_future(saved)
+    compared = pytester.runpytest("--dispatch-compare=main", "--dispatch-storage=store")
+    # one warning where collection looks the run up, one where the gate does (reading the storage
+    # several times): the gate's reads name it once
+    compared.assert_outcomes(passed=1, warnings=2)
+    compared.stdout.fnmatch_lines([f"*{ahead.name}: dated 2999-01-01*in the future*"])
 
 
 def test_show_of_the_storage_folder_shows_the_last_saved_run_not_the_latest_dated(tmp_path, capsys):

@@ -5,6 +5,7 @@ import os
 import pytest
 
 from pytest_dispatch import storage
+from pytest_dispatch.errors import StorageError
 
 
 @pytest.fixture
@@ -40,7 +41,7 @@ def test_a_file_of_another_schema_is_one_line_asking_to_re_save_it(tmp_path, sch
                                     None)
     document["pytest_dispatch"]["schema"] = schema
     (tmp_path / "old.json").write_text(json.dumps(document))
-    with pytest.raises(storage.BaselineError) as raised:
+    with pytest.raises(StorageError) as raised:
         storage.load_document(tmp_path / "old.json")
     message = str(raised.value)
     assert message.startswith(f"{tmp_path / 'old.json'}: unknown schema") and "re-save it" in message

@@ -12,8 +12,3 @@ temporary worktree), ``worker`` (the pytest side), ``coordinator`` (the job),
 ``verdicts`` (what is compared and how it is shown), ``placement`` (the sessions' CPUs),
 ``counted`` (a job in counted mode), ``sidepaths`` (test paths one side does not have).
 """
-
-
-class JobError(Exception):
-    """An A/B job that cannot run or go on: a base or head that cannot be used, sides on different
-    adapters, a side that cannot start or was not counted. The message is one line."""

@@ -9,10 +9,6 @@ import time
 from typing import Any
 
 
-class ChannelClosed(EOFError):
-    """The other end exited (or closed its pipe)."""
-
-
 class Channel:
     """One end of a two-pipe link; messages are JSON objects, one per line."""
 
@@ -26,7 +22,7 @@ class Channel:
             while data:
                 data = data[os.write(self.write_fd, data):]
         except (BrokenPipeError, OSError) as error:
-            raise ChannelClosed(str(error)) from None
+            raise EOFError(str(error)) from None
 
     def receive(self, timeout: float | None = None) -> dict[str, Any]:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -37,7 +33,7 @@ class Channel:
                 raise TimeoutError(f"no message in {timeout:g} s")
             chunk = os.read(self.read_fd, 1 << 16)
             if not chunk:
-                raise ChannelClosed("the other end closed the channel")
+                raise EOFError("the other end closed the channel")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         message = json.loads(line)

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from pytest_dispatch import options
-from pytest_dispatch.ab import JobError, coordinator, trees, verdicts
+from pytest_dispatch.errors import JobError, UsageError
+from pytest_dispatch.ab import coordinator, trees
 from pytest_dispatch import storage
 from pytest_dispatch.judgement.status import ExitCode
 from pytest_dispatch.presentation import ab as ab_report
-from pytest_dispatch.errors import UsageError
+
 
 def worker_args(args: Sequence[str]) -> list[str]:
     """The pytest arguments for the workers: the user's, without the coordinator's options
@@ -56,15 +57,6 @@ def describe_folder(folder: Path) -> str:
     return f"{folder} ({head.stdout.strip()}{', uncommitted changes' if dirty else ''})"
 
 
-def _head_folder(head: str | None, pytest_args: Sequence[str]) -> Path:
-    """The head's folder (default: here); JobError or UsageError for a job that cannot run."""
-    _refuse_parallel(pytest_args)
-    head_folder = Path(head or os.getcwd()).resolve()
-    if not head_folder.is_dir():
-        raise JobError(f"head {head!r} is not a folder")
-    return head_folder
-
-
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
@@ -91,27 +83,37 @@ def _stopped_by_signals() -> Iterator[list[int]]:
             signal.signal(number, handler)
 
 
-def _stopped(received: list[int], out: Callable[[str], None]) -> int:
-    number = received[0] if received else signal.SIGINT
-    out(f"pytest-dispatch ab: stopped by {signal.Signals(number).name}; its workers and checkout are gone")
-    return 128 + number
+def _job(base: str, head: str | None, pytest_args: Sequence[str], out: Callable[[str], None],
+         measure: Callable[[Path, Path, list[str], tuple[str, str]], object]):
+    """``measure(base_folder, head_folder, worker_args, descriptions)`` with the base checked out,
+    stopped as Ctrl-C stops it; a job that cannot run is one line and exit 2, a stopped one 128 +
+    the signal's number."""
+    with _stopped_by_signals() as received:
+        try:
+            _refuse_parallel(pytest_args)
+            head_folder = Path(head or os.getcwd()).resolve()
+            if not head_folder.is_dir():
+                raise JobError(f"head {head!r} is not a folder")
+            with trees.checked_out(base, head_folder) as (base_folder, base_description):
+                return measure(base_folder, head_folder, worker_args(pytest_args),
+                               (base_description, describe_folder(head_folder)))
+        except (JobError, UsageError) as error:
+            out(f"pytest-dispatch ab: {error}")
+            return ExitCode.BAD_INPUT
+        except KeyboardInterrupt:
+            number = received[0] if received else signal.SIGINT
+            out(f"pytest-dispatch ab: stopped by {signal.Signals(number).name}; its workers and checkout are gone")
+            return 128 + number
 
 
 def run(base: str, head: str | None, pytest_args: Sequence[str], settings: coordinator.Settings, *,
         json_path: str | None = None, markdown_path: str | None = None,
         out: Callable[[str], None] = print) -> int:
     """Run the job, print its outcome, write the files asked for; the exit status."""
-    with _stopped_by_signals() as received:
-        try:
-            head_folder = _head_folder(head, pytest_args)
-            with trees.checked_out(base, head_folder) as (base_folder, base_description):
-                outcome = coordinator.run_job(base_folder, head_folder, worker_args(pytest_args), settings,
-                                              (base_description, describe_folder(head_folder)), progress=out)
-        except (JobError, UsageError) as error:
-            out(f"pytest-dispatch ab: {error}")
-            return ExitCode.BAD_INPUT
-        except KeyboardInterrupt:
-            return _stopped(received, out)
+    outcome = _job(base, head, pytest_args, out, lambda base_folder, head_folder, args, descriptions:
+                   coordinator.run_job(base_folder, head_folder, args, settings, descriptions, progress=out))
+    if isinstance(outcome, int):
+        return outcome
     for line in ab_report.job_lines(outcome):
         out(line)
     if json_path:
@@ -133,15 +135,5 @@ def run_counted(base: str, head: str | None, pytest_args: Sequence[str], toleran
     exactly (pytest_dispatch.ab.counted); the exit status."""
     from pytest_dispatch.ab import counted
 
-    with _stopped_by_signals() as received:
-        try:
-            head_folder = _head_folder(head, pytest_args)
-            with trees.checked_out(base, head_folder) as (base_folder, base_description):
-                return counted.run_counted_job(base_folder, head_folder, worker_args(pytest_args), tolerance,
-                                               (base_description, describe_folder(head_folder)), out)
-        except (JobError, UsageError) as error:
-            out(f"pytest-dispatch ab: {error}")
-            return ExitCode.BAD_INPUT
-        except KeyboardInterrupt:
-            return _stopped(received, out)
-
+    return _job(base, head, pytest_args, out, lambda base_folder, head_folder, args, descriptions:
+                counted.run_counted_job(base_folder, head_folder, args, tolerance, descriptions, out))

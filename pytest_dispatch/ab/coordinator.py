@@ -18,11 +18,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pytest_dispatch.ab import JobError, verdicts, worker
+from pytest_dispatch.ab import verdicts, worker
 from pytest_dispatch.ab.placement import Placement
-from pytest_dispatch.ab.channel import Channel, ChannelClosed
+from pytest_dispatch.ab.channel import Channel
 from pytest_dispatch.ab.trees import source_roots
 from pytest_dispatch import options
+from pytest_dispatch.errors import JobError
 from pytest_dispatch.settings import AB_DEFAULTS, DEFAULTS
 from pytest_dispatch.judgement import paired, sessions
 from pytest_dispatch.judgement.gate import compare_counts
@@ -158,7 +159,7 @@ class _Side:
         while True:
             try:
                 message = channel.receive()
-            except (ChannelClosed, ValueError, OSError):
+            except (EOFError, ValueError, OSError):  # the other end exited, or sent no message
                 self.events.put((self.index, generation, None))
                 return
             self.events.put((self.index, generation, message))
@@ -166,7 +167,7 @@ class _Side:
     def send(self, message: dict[str, Any]) -> None:
         try:
             self.channel.send(message)
-        except ChannelClosed:
+        except EOFError:
             raise _SideLost(self.index, self.death()) from None
 
     def death(self) -> str:
@@ -208,7 +209,7 @@ class _Side:
             self._quit_sent = self.generation
             try:
                 self.channel.send({"cmd": "quit"})
-            except ChannelClosed:
+            except EOFError:
                 pass
 
     def stop(self) -> None:
@@ -322,7 +323,7 @@ class Job:
     def _look(self, final: bool) -> None:
         """The job's decisions at the end of a session; a line for each measurement decided at a look."""
         for key, verdict in self.decisions.look(final, self._counts_regressed()):
-            self.progress(f"    {_name(key)}: x{verdict.ratio:.3f} ({verdict.interval_text} over "
+            self.progress(f"    {MeasurementKey.parse(key).name}: x{verdict.ratio:.3f} ({verdict.interval_text} over "
                           f"{verdict.sessions} sessions): {verdict.status}")
 
     def _counts_regressed(self) -> set[str]:
@@ -519,7 +520,7 @@ class Job:
         self.decisions.add(head_key, verdict, overrides)
         for side in self.sides:
             side.send({"cmd": "finish"})
-        self.progress(f"    {_name(head_key)}: x{verdict.ratio:.3f} in this session ({verdict.pairs} pairs, "
+        self.progress(f"    {MeasurementKey.parse(head_key).name}: x{verdict.ratio:.3f} in this session ({verdict.pairs} pairs, "
                       f"{format_seconds(verdict.seconds)})")
 
     def _take_block(self, index: int) -> tuple[int, int, int]:
@@ -576,10 +577,6 @@ def _stop(sides: Sequence[_Side]) -> None:
         side.request_quit()
     for side in sides:
         side.stop()
-
-
-def _name(key: str) -> str:
-    return MeasurementKey.parse(key).name
 
 
 def run_job(base_tree: Path, head_tree: Path, pytest_args: list[str], settings: Settings,

@@ -19,8 +19,8 @@ from typing import Callable, Sequence
 
 import pytest
 
-from pytest_dispatch.ab import coordinator, verdicts
-from pytest_dispatch.ab import JobError, sidepaths
+from pytest_dispatch.ab import coordinator, sidepaths
+from pytest_dispatch.errors import JobError
 from pytest_dispatch.ab.trees import source_roots
 from pytest_dispatch.ab.worker import HARNESS
 from pytest_dispatch.judgement import gate

@@ -10,7 +10,7 @@ import random
 import sys
 import time
 
-from pytest_dispatch.ab import JobError
+from pytest_dispatch.errors import JobError
 from pytest_dispatch.ab.worker import CPU_ENV
 from pytest_dispatch.measurement.cpus import idle_ticks
 

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from pytest_dispatch.ab import JobError
+from pytest_dispatch.errors import JobError
 
 
 CHECKOUT_PREFIX = "pytest-dispatch-base-"  # in the temporary folder: a job's checkout of its base

@@ -182,11 +182,6 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
-def import_instrument() -> None:
-    """Import the plugin, the instrument: the coordinator's version, before the tree's source roots."""
-    import pytest_dispatch.plugin  # noqa: F401
-
-
 def _end_with_coordinator() -> None:
     """Have Linux kill this worker when its coordinator ends, even killed with SIGKILL."""
     if not sys.platform.startswith("linux"):
@@ -206,7 +201,7 @@ def main(argv: list[str]) -> int:
     if os.environ.get(CPU_ENV):  # before any thread starts: threads inherit the main thread's CPUs
         os.sched_setaffinity(0, settings.cpu(CPU_ENV, os.environ.pop(CPU_ENV)))
     pytest_args = argv[argv.index("--") + 1:]
-    import_instrument()
+    import pytest_dispatch.plugin  # noqa: F401  the instrument: the coordinator's, before the tree's roots
 
     tree_roots = [root for root in roots.split(os.pathsep) if root]
     sys.path[:0] = tree_roots

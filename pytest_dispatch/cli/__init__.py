@@ -32,6 +32,7 @@ from typing import Any, Sequence
 from pytest_dispatch.cli.progress import Progress
 from pytest_dispatch import options
 from pytest_dispatch._meta import __version__
+from pytest_dispatch.errors import DispatchWarning, StorageError, UsageError
 from pytest_dispatch import storage
 from pytest_dispatch.judgement import gate, history
 from pytest_dispatch.judgement.results import TestResult, sequential_measurements
@@ -43,25 +44,9 @@ from pytest_dispatch.presentation.text import markdown_code, markdown_table, mar
 from pytest_dispatch.storage import baselines, saved
 
 
-
-class InputError(Exception):
-    """Bad input: printed as one line, exit 2."""
-
-
-class NothingCompared(Exception):
-    """A compare with no measurement in common: printed as one line, exit 4 (never a pass)."""
-
-
 def _runs(document: dict[str, Any]) -> list[dict[str, Any]]:
     """A merged file holds several runs; a plain one is its own single run."""
     return document["pytest_dispatch"].get("runs") or [document]
-
-
-def _load(path: str) -> dict[str, Any]:
-    try:
-        return storage.load_document(path)
-    except storage.BaselineError as error:
-        raise InputError(str(error)) from None
 
 
 def _markdown_table(results: list[TestResult], verdicts: dict[str, gate.TestVerdicts] | None) -> list[str]:
@@ -101,11 +86,11 @@ def _resolve(target: str, args: argparse.Namespace, fingerprint: str | None = No
     if Path(target).exists():
         return target
     if target.endswith(".json") or "/" in target or "\\" in target:
-        raise InputError(f"{target}: no such file; give a results file, or a saved run's name (see `pytest-dispatch list`)")
+        raise UsageError(f"{target}: no such file; give a results file, or a saved run's name (see `pytest-dispatch list`)")
     try:
         return str(saved.resolve(args.storage, target, fingerprint or args.fingerprint).path)
-    except ValueError as error:
-        raise InputError(f"{target!r} is no file; {error}") from None
+    except UsageError as error:
+        raise UsageError(f"{target!r} is no file; {error}") from None
 
 
 def _newest_per_gpu(folder: Path) -> tuple[list[dict[str, Any]], int]:
@@ -118,8 +103,8 @@ def _newest_per_gpu(folder: Path) -> tuple[list[dict[str, Any]], int]:
             continue
         try:
             document = storage.load_document(path)
-        except storage.BaselineError as error:
-            warnings.warn(f"{error} (skipped)", saved.SkippedRunWarning)
+        except StorageError as error:
+            saved.skip(str(error))
             continue
         for run in _runs(document):
             readable += 1
@@ -143,12 +128,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     if path.is_dir():
         runs, older = _newest_per_gpu(path)
         if not runs:
-            raise InputError(f"{path}: no readable results files in this folder or its sub-folders")
+            raise UsageError(f"{path}: no readable results files in this folder or its sub-folders")
         if older:
             print(f"{path}: the newest run of each of {len(runs)} GPU(s); {older} older run(s) not shown "
                   "(see `pytest-dispatch list` and `pytest-dispatch history`)\n")
     else:
-        runs = _runs(_load(str(path)))
+        runs = _runs(storage.load_document(str(path)))
     for run in runs:
         print("\n".join(_render_run(run, args.markdown)))
     return ExitCode.OK
@@ -158,7 +143,7 @@ def _fingerprint_if_file(target: str) -> str | None:
     """The GPU of a results file of one run (a merged file of one run included), else None."""
     if not Path(target).is_file():
         return None
-    runs = _runs(_load(target))
+    runs = _runs(storage.load_document(target))
     return storage.fingerprint_of(runs[0]) if len(runs) == 1 else None
 
 
@@ -166,16 +151,14 @@ def _single_run(document: dict[str, Any], path: str) -> dict[str, Any]:
     """The one run of a results file (a merged file of one run included)."""
     runs = _runs(document)
     if len(runs) != 1:
-        raise InputError(f"{path}: a merged file of {len(runs)} runs; compare takes one run on each side "
+        raise UsageError(f"{path}: a merged file of {len(runs)} runs; compare takes one run on each side "
                          "(a file of one run, or a saved run's name)")
     return runs[0]
 
 
-def _names(results: list[TestResult]) -> list[str]:
-    return sorted(sequential_measurements(results))
-
-
-def _listed(names: list[str], most: int = 4) -> str:
+def _listed(results: list[TestResult], most: int = 4) -> str:
+    """The results' measurements (the first ``most``), for a line."""
+    names = sorted(sequential_measurements(results))
     if not names:
         return "none"
     more = f" and {len(names) - most} more" if len(names) > most else ""
@@ -186,8 +169,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # a name resolves among the runs of the GPU of the other side when that is a file
     args.baseline = _resolve(args.baseline, args, _fingerprint_if_file(args.current))
     args.current = _resolve(args.current, args, _fingerprint_if_file(args.baseline))
-    baseline_doc = _single_run(_load(args.baseline), args.baseline)
-    current_doc = _single_run(_load(args.current), args.current)
+    baseline_doc = _single_run(storage.load_document(args.baseline), args.baseline)
+    current_doc = _single_run(storage.load_document(args.current), args.current)
     comparable = storage.fingerprint_of(baseline_doc) == storage.fingerprint_of(current_doc)
     counted = storage.counted_of(current_doc)
     baseline = gate.Baseline(args.baseline, storage.results_of(baseline_doc), comparable,
@@ -197,9 +180,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     results = storage.results_of(current_doc)
     verdicts = {r.nodeid: session_gate.judge(r) for r in results}
     if not any(test.counts for test in verdicts.values()):
-        raise NothingCompared(f"nothing compared: no measurement of {args.current} is in {args.baseline} "
-                              f"(baseline has: {_listed(_names(baseline.results))}; "
-                              f"current has: {_listed(_names(results))})")
+        return _nothing_compared(args, f"nothing compared: no measurement of {args.current} is in {args.baseline} "
+                                       f"(baseline has: {_listed(baseline.results)}; current has: {_listed(results)})")
     print("\n".join(_render_run(current_doc, args.markdown, verdicts)))
     accept = f"make CURRENT the baseline to accept them: cp {args.current} {args.baseline}"
     for line in report.gate_summary(baseline, verdicts, accept_hint=accept):
@@ -209,7 +191,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    runs = [run for path in args.files for run in _runs(_load(path))]
+    runs = [run for path in args.files for run in _runs(storage.load_document(path))]
     runs.sort(key=lambda run: (storage.fingerprint_of(run) or "", run.get("datetime") or ""))
     storage.write_json_atomically(args.output, storage.merged_document(runs))
     fingerprints = sorted({storage.fingerprint_of(run) or "unknown" for run in runs})
@@ -218,10 +200,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def _fingerprints(args: argparse.Namespace) -> list[str]:
-    try:
-        found = saved.match_fingerprint(args.storage, args.fingerprint)
-    except ValueError as error:
-        raise InputError(str(error)) from None
+    found = saved.match_fingerprint(args.storage, args.fingerprint)
     if not found:
         print(saved.EMPTY_HINT.format(root=args.storage))
     return found
@@ -246,7 +225,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     if args.keep < 1:
-        raise InputError("--keep takes a count of at least 1")
+        raise UsageError("--keep takes a count of at least 1")
     store = storage.BaselineStore(args.storage)
     verb = "would remove" if args.dry_run else "removed"
     for fingerprint in _fingerprints(args):
@@ -264,24 +243,19 @@ def cmd_prune(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     change_settings = history.Settings(instruction_tolerance=args.instructions_tolerance)
     progress = Progress("pytest-dispatch history", every_s=1.0)
-    try:
-        histories = saved.histories(args.storage, args.fingerprint, args.k, change_settings, args.branch,
-                                    lambda text: progress.step(text))
-    except ValueError as error:
-        raise InputError(str(error)) from None
+    histories = saved.histories(args.storage, args.fingerprint, args.k, change_settings, args.branch, progress.step)
     if not any(h.runs for h in histories):
         print(saved.EMPTY_HINT.format(root=args.storage))
         return ExitCode.OK
     if args.k and not any(h.series or h.counted for h in histories):
-        raise InputError(f"-k {args.k!r} selects no measurement of the saved runs")
+        raise UsageError(f"-k {args.k!r} selects no measurement of the saved runs")
     if args.html:
-        storage.write_text_atomically(args.html, history_view.page(histories, change_settings,
-                                                                   lambda text: progress.step(text)))
+        storage.write_text_atomically(args.html, history_view.page(histories, change_settings, progress.step))
         print(f"history page written to {args.html}")
     if args.json:
         import json
 
-        print(json.dumps(history_view.as_json(histories, change_settings, lambda text: progress.step(text)), indent=2))
+        print(json.dumps(history_view.as_json(histories, change_settings, progress.step), indent=2))
     elif args.markdown:
         print("\n".join(history_view.render_markdown(histories, change_settings)))
     elif not args.html:
@@ -296,15 +270,15 @@ def cmd_probe(args: argparse.Namespace) -> int:
     try:
         ns = [int(n) for n in args.n.split(",")]
     except ValueError:
-        raise InputError(f"--n takes comma-separated counts, not {args.n!r}") from None
+        raise UsageError(f"--n takes comma-separated counts, not {args.n!r}") from None
     dtypes = args.dtype.split(",")
     if set(dtypes) - {"f32", "f16"} or min(ns) < 1:
-        raise InputError("--dtype takes f32,f16 and --n positive counts")
+        raise UsageError("--dtype takes f32,f16 and --n positive counts")
     native: list[str] = []  # what native libraries printed (Dawn's C++ warnings): with -v only
     try:
         found = probe.adapters(impls, args.backend, args.adapter, native)
         if not found:
-            raise InputError(f"no adapter found for {', '.join(impls)} (backend {args.backend})")
+            raise UsageError(f"no adapter found for {', '.join(impls)} (backend {args.backend})")
         for impl in sorted(set(impls) - {impl for impl, _ in found}):
             print(f"pytest-dispatch probe: no {impl} adapter found (backend {args.backend}): not probed",
                   file=sys.stderr)
@@ -315,13 +289,19 @@ def cmd_probe(args: argparse.Namespace) -> int:
     for line in problems:
         print(f"pytest-dispatch probe: {line}", file=sys.stderr)
     if not rows and not failed:
-        raise InputError("no adapter found can run compute work")
+        raise UsageError("no adapter found can run compute work")
     print("\n".join(probe.render(rows)))
     if args.json:
         storage.write_json_atomically(args.json, {"probe": [row.as_dict() for row in rows],
                                                   "rounds": args.rounds})
         print(f"probe results written to {args.json}")
     return ExitCode.FAILED if failed else ExitCode.OK
+
+
+def _nothing_compared(args: argparse.Namespace, message: str) -> int:
+    """Nothing was compared: never a pass, so exit 4 with the message as one line."""
+    print(f"pytest-dispatch {args.command}: {message}", file=sys.stderr)
+    return ExitCode.NOTHING_COMPARED
 
 
 def _native_said(command: str, native: list[str], verbose: bool) -> None:
@@ -340,7 +320,7 @@ def cmd_engines(args: argparse.Namespace) -> int:
     chosen = args.engines.split(",") if args.engines else list(engines.ENGINES)
     unknown = sorted(set(chosen) - set(engines.ENGINES))
     if unknown or args.n < 1 or args.rounds < 1:
-        raise InputError(f"--engines takes some of {','.join(engines.ENGINES)} (not {','.join(unknown)}), "
+        raise UsageError(f"--engines takes some of {','.join(engines.ENGINES)} (not {','.join(unknown)}), "
                          "--n and --rounds positive counts" if unknown else "--n and --rounds take positive counts")
     progress = Progress("pytest-dispatch engines", total=len(chosen))
     workload = engines.Workload("sequential", args.n)
@@ -359,7 +339,7 @@ def cmd_engines(args: argparse.Namespace) -> int:
               f"{', '.join(differ)}", file=sys.stderr)
         return ExitCode.FAILED
     if len(rows) < 2:
-        raise NothingCompared(f"{len(rows)} engine measured: counts compared with no other engine")
+        return _nothing_compared(args, f"{len(rows)} engine measured: counts compared with no other engine")
     return ExitCode.OK
 
 
@@ -411,10 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--adapter", default="", help="substring of the adapter name")
     probe.add_argument("--n", default="100,1000", help="dispatches per call (comma-separated)")
     probe.add_argument("--dtype", default="f32,f16", help="element types of the kernel, comma-separated")
-    probe.add_argument("--rounds", type=int, default=30, help="timed rounds per method (default %(default)s)")
-    probe.add_argument("--json", help="also write the figures to this file")
-    probe.add_argument("-v", "--verbose", action="store_true",
-                       help="also print what native libraries (Dawn, drivers) wrote while adapters were opened")
+    _add_measuring_arguments(probe, rounds=30)
     probe.set_defaults(run=cmd_probe)
 
     engines = commands.add_parser("engines", help="one workload (the sequential micro-benchmark) in every WebGPU "
@@ -423,10 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
                                            "deno, node (default: all)")
     engines.add_argument("--n", type=int, default=100, help="dispatches per call of the micro-benchmark "
                                                             "(default %(default)s)")
-    engines.add_argument("--rounds", type=int, default=10, help="timed rounds per method (default %(default)s)")
-    engines.add_argument("--json", help="also write the figures to this file")
-    engines.add_argument("-v", "--verbose", action="store_true",
-                         help="also print what native libraries (Dawn, drivers) wrote while adapters were opened")
+    _add_measuring_arguments(engines, rounds=10)
     engines.set_defaults(run=cmd_engines)
 
     listing = commands.add_parser("list", help="every saved run in the storage, per GPU")
@@ -473,6 +447,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_measuring_arguments(command: argparse.ArgumentParser, rounds: int) -> None:
+    """What ``probe`` and ``engines`` share: their rounds, a JSON file, native libraries' output."""
+    command.add_argument("--rounds", type=int, default=rounds, help="timed rounds per method (default %(default)s)")
+    command.add_argument("--json", help="also write the figures to this file")
+    command.add_argument("-v", "--verbose", action="store_true",
+                         help="also print what native libraries (Dawn, drivers) wrote while adapters were opened")
+
+
 def _add_storage_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--storage", default=".dispatch", help="folder of saved runs (default .dispatch)")
     command.add_argument("--fingerprint", help="only the GPU whose fingerprint contains this (see list)")
@@ -502,15 +484,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("default", saved.SkippedRunWarning)  # once per file per command
+            warnings.simplefilter("default", DispatchWarning)  # once per file per command
             warnings.showwarning = one_line
             return args.run(args)
-    except InputError as error:
+    except (UsageError, StorageError) as error:
         print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
         return ExitCode.BAD_INPUT
-    except NothingCompared as error:
-        print(f"pytest-dispatch {args.command}: {error}", file=sys.stderr)
-        return ExitCode.NOTHING_COMPARED
     except OSError as error:
         where = f"{error.filename}: " if error.filename else ""
         print(f"pytest-dispatch {args.command}: {where}{error.strerror or error}", file=sys.stderr)

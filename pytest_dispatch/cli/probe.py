@@ -98,11 +98,6 @@ def adapters(impls: Iterable[str], backend: str = "auto", name: str = "",
     return found
 
 
-def _fresh_adapter(impl: str, index: int):
-    """The adapter anew: Dawn's adapter gives one device only."""
-    return list(gpu.gpu_entry(gpu.IMPLEMENTATIONS[impl]).enumerate_adapters_sync())[index]
-
-
 def _median_per_dispatch(m: Measurement) -> float:
     return float(np.median(m.wall_us_per_dispatch))
 
@@ -119,7 +114,8 @@ def probe_adapter(impl: str, index: int, dtypes: Iterable[str], ns: Iterable[int
         # next. (Costs still drift within a process: the dtype measured second came out slower
         # in both orders on the H200; compare dtypes across runs in both orders.)
         with native_output(native):
-            adapter = _fresh_adapter(impl, index)
+            # the adapter anew: Dawn's adapter gives one device only
+            adapter = list(gpu.gpu_entry(gpu.IMPLEMENTATIONS[impl]).enumerate_adapters_sync())[index]
             info = gpu.gpu_info(adapter, gpu.IMPLEMENTATIONS[impl])
             device = gpu.request_device(adapter)
         if dtype == "f16" and "shader-f16" not in device.features:

@@ -32,10 +32,6 @@ MARKER_HELP = (
 )
 
 
-class BudgetUsageError(ValueError):
-    """The marker's arguments are wrong; the message says which and how."""
-
-
 @dataclasses.dataclass(frozen=True)
 class Exact:
     n: int
@@ -80,9 +76,9 @@ class Budget:
 def _count_limit(kind: str, value: Any) -> CountLimit:
     def non_negative_int(x: Any) -> int:
         if isinstance(x, bool) or not isinstance(x, int):
-            raise BudgetUsageError(f"{kind}={value!r}: counts must be integers")
+            raise UsageError(f"{kind}={value!r}: counts must be integers")
         if x < 0:
-            raise BudgetUsageError(f"{kind}={value!r}: a budget cannot be negative")
+            raise UsageError(f"{kind}={value!r}: a budget cannot be negative")
         return x
 
     if isinstance(value, Exact):
@@ -90,30 +86,30 @@ def _count_limit(kind: str, value: Any) -> CountLimit:
         return CountLimit(n, n)
     if isinstance(value, (tuple, list)):
         if len(value) != 2:
-            raise BudgetUsageError(f"{kind}={value!r}: a range is (lo, hi)")
+            raise UsageError(f"{kind}={value!r}: a range is (lo, hi)")
         low, high = non_negative_int(value[0]), non_negative_int(value[1])
         if low > high:
-            raise BudgetUsageError(f"{kind}={value!r}: lo must not exceed hi")
+            raise UsageError(f"{kind}={value!r}: lo must not exceed hi")
         return CountLimit(low, high)
     return CountLimit(0, non_negative_int(value))
 
 
 def _positive_float(key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise BudgetUsageError(f"{key}={value!r}: must be a positive number")
+        raise UsageError(f"{key}={value!r}: must be a positive number")
     return float(value)
 
 
 def parse_budget(args: tuple, kwargs: Mapping[str, Any]) -> Budget:
-    """The marker's arguments as a Budget; BudgetUsageError on anything unknown or invalid."""
+    """The marker's arguments as a Budget; UsageError on anything unknown or invalid."""
     if args:
-        raise BudgetUsageError(f"takes keyword arguments only ({', '.join(COUNT_KINDS)}, us_per_dispatch)")
+        raise UsageError(f"takes keyword arguments only ({', '.join(COUNT_KINDS)}, us_per_dispatch)")
     known = set(COUNT_KINDS) | {"us_per_dispatch", "instructions_per_dispatch"} | set(GATE_KEYS)
     unknown = sorted(set(kwargs) - known)
     if "floor_us" in unknown:
-        raise BudgetUsageError("floor_us was removed: the gate's smallest change is relative (threshold=0.05)")
+        raise UsageError("floor_us was removed: the gate's smallest change is relative (threshold=0.05)")
     if unknown:
-        raise BudgetUsageError(f"unknown argument(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        raise UsageError(f"unknown argument(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     counts = {kind: _count_limit(kind, kwargs[kind]) for kind in COUNT_KINDS if kwargs.get(kind) is not None}
     us_per_dispatch = kwargs.get("us_per_dispatch")
     if us_per_dispatch is not None:
@@ -121,13 +117,10 @@ def parse_budget(args: tuple, kwargs: Mapping[str, Any]) -> Budget:
     instructions_per_dispatch = kwargs.get("instructions_per_dispatch")
     if instructions_per_dispatch is not None:
         instructions_per_dispatch = _positive_float("instructions_per_dispatch", instructions_per_dispatch)
-    try:
-        gate = {key: settings.parse(key, kwargs[key]) for key in GATE_KEYS if kwargs.get(key) is not None}
-    except UsageError as error:
-        raise BudgetUsageError(str(error)) from None
+    gate = {key: settings.parse(key, kwargs[key]) for key in GATE_KEYS if kwargs.get(key) is not None}
     if not counts and us_per_dispatch is None and instructions_per_dispatch is None and not gate:
-        raise BudgetUsageError("sets no budget; give at least one of "
-                               + ", ".join(COUNT_KINDS + ("us_per_dispatch", "instructions_per_dispatch")))
+        raise UsageError("sets no budget; give at least one of "
+                         + ", ".join(COUNT_KINDS + ("us_per_dispatch", "instructions_per_dispatch")))
     return Budget(counts, us_per_dispatch, gate, instructions_per_dispatch)
 
 

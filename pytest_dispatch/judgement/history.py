@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from pytest_dispatch.errors import UsageError
 from pytest_dispatch.judgement import stats
 from pytest_dispatch.judgement.status import Status, exact_ratio_status
 from pytest_dispatch.settings import INSTRUCTION_TOLERANCE
@@ -296,11 +297,6 @@ def counted_series_of(runs: list[StoredRun], key: str, tolerance: float = INSTRU
     return CountedSeries(key, tuple(counted), tuple(changes), tuple(software_changes), tolerance, tuple(count_changes))
 
 
-def keys_of(runs: Iterable[StoredRun]) -> list[str]:
-    """Every measurement key of ``runs``, sorted."""
-    return sorted({key for run in runs for key in run.measurements})
-
-
 def select_keys(keys: Iterable[str], expression: str | None) -> list[str]:
     """The keys matching a pytest ``-k`` expression (case-insensitive substrings with and/or/not)."""
     keys = list(keys)
@@ -311,7 +307,7 @@ def select_keys(keys: Iterable[str], expression: str | None) -> list[str]:
     try:
         compiled = Expression.compile(expression)
     except Exception as error:  # pytest raises its own ParseError
-        raise ValueError(f"-k {expression!r}: {error}") from None
+        raise UsageError(f"-k {expression!r}: {error}") from None
     return [key for key in keys if compiled.evaluate(lambda name, **_: name.lower() in key.lower())]
 
 
@@ -342,12 +338,12 @@ def history_of(fingerprint: str, runs: list[StoredRun], expression: str | None =
                settings: Settings = Settings(), branch: str | None = None,
                progress: Callable[[str], None] | None = None) -> GpuHistory:
     """One GPU's history from its runs in commit order: the series of each measurement that
-    ``expression`` selects (``-k``'s grammar), of ``branch``'s runs only when given.  ValueError for a
+    ``expression`` selects (``-k``'s grammar), of ``branch``'s runs only when given.  UsageError for a
     bad selection."""
     if branch:
         runs = [run for run in runs if run.branch == branch]
     series = []
-    for key in select_keys(keys_of(runs), expression):
+    for key in select_keys(sorted({key for run in runs for key in run.measurements}), expression):
         series.append(series_of(runs, key))
         if progress:
             progress(f"series {key}")

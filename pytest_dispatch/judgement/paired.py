@@ -48,7 +48,18 @@ class Design:
     min_time: float = 0.0  # the first look waits until the pairs took this long (never past max_time)
 
     def __post_init__(self) -> None:
-        check_design(self)
+        """ValueError (one line) for a design that cannot run."""
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be between 0 and 1, not {self.alpha!r}")
+        if self.first < 6 or self.batch < 1 or self.max_pairs < self.first:
+            raise ValueError(f"pairs: need first >= 6, batch >= 1 and max_pairs >= first "
+                             f"(got {self.first}, {self.batch}, {self.max_pairs})")
+        if not self.max_time > 0:
+            raise ValueError(f"max_time must be > 0, not {self.max_time!r}")
+        if not self.min_time >= 0:
+            raise ValueError(f"min_time must be >= 0, not {self.min_time!r}")
+        if self.order not in settings.PAIR_ORDERS:
+            raise ValueError(f"order must be one of {', '.join(settings.PAIR_ORDERS)}, not {self.order!r}")
 
     @property
     def looks(self) -> int:
@@ -59,21 +70,6 @@ class Design:
     def alpha_per_look(self) -> float:
         """One-sided level of each look."""
         return self.alpha / self.looks
-
-
-def check_design(design: Design) -> None:
-    """Raise ValueError (one line) for a design that cannot run."""
-    if not 0 < design.alpha < 1:
-        raise ValueError(f"alpha must be between 0 and 1, not {design.alpha!r}")
-    if design.first < 6 or design.batch < 1 or design.max_pairs < design.first:
-        raise ValueError(f"pairs: need first >= 6, batch >= 1 and max_pairs >= first "
-                         f"(got {design.first}, {design.batch}, {design.max_pairs})")
-    if not design.max_time > 0:
-        raise ValueError(f"max_time must be > 0, not {design.max_time!r}")
-    if not design.min_time >= 0:
-        raise ValueError(f"min_time must be >= 0, not {design.min_time!r}")
-    if design.order not in settings.PAIR_ORDERS:
-        raise ValueError(f"order must be one of {', '.join(settings.PAIR_ORDERS)}, not {design.order!r}")
 
 
 # --------------------------------------------------------------------------
@@ -321,8 +317,8 @@ def run_sequential(take_round: TakeRound, question, design: Design, *,
 
     while True:
         while more_pairs():
-            pair_index = len(sides[0].wall_ns)
-            first = _first_side(design.order, pair_index, rng)
+            # ABBA: pairs alternate AB, BA, so a linear drift cancels in every two pairs
+            first = rng.randrange(2) if design.order == "random" else len(sides[0].wall_ns) % 2
             for side in (first, 1 - first):
                 sides[side].add(*take_round(side))
         verdict, looked = judge_rounds(sides, question, design, clock() - start), True
@@ -337,13 +333,6 @@ def run_sequential(take_round: TakeRound, question, design: Design, *,
         if progress:
             progress(verdict.pairs, None)
         target = min(max(target, verdict.pairs) + design.batch, design.max_pairs)
-
-
-def _first_side(order: str, pair_index: int, rng: random.Random) -> int:
-    """ABBA: pairs alternate AB, BA, so a linear drift cancels in every two pairs."""
-    if order == "random":
-        return rng.randrange(2)
-    return pair_index % 2
 
 
 def judge_rounds(sides: Sequence[Rounds], question, design: Design, seconds: float = 0.0) -> PairedVerdict:
@@ -414,12 +403,10 @@ class SessionDesign:
     min_time: float = settings.AB_DEFAULTS["min_time"]  # past `pairs`, a session's pairs go on until they took this long
 
     def __post_init__(self) -> None:
-        if not 0 < self.alpha < 1:
-            raise ValueError(f"alpha must be between 0 and 1, not {self.alpha!r}")
         if self.first < 2 or self.step < 1 or self.max_sessions < self.first:
             raise ValueError(f"sessions: need first >= 2, step >= 1 and max_sessions >= first "
                              f"(got {self.first}, {self.step}, {self.max_sessions})")
-        self.within  # the session's Design checks the rest
+        self.within  # the session's Design checks the rest (alpha, time, order)
 
     @property
     def within(self) -> Design:

@@ -74,17 +74,9 @@ class TestResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TestResult":
-        return cls(
-            nodeid=data["nodeid"],
-            measurements=[Measurement.from_dict(m) for m in data["measurements"]],
-            call=data["call"],
-            budget_lines=data.get("budget_lines"),
-            outcome=data.get("outcome", "passed"),
-            gate=data.get("gate"),
-            speedups=list(data.get("speedups") or []),
-            over_budget=None if data.get("over_budget") is None else list(data["over_budget"]),
-            gpu=data.get("gpu"),
-        )
+        """``as_dict``'s inverse; a field missing or null takes its default (files of older versions)."""
+        values = {field.name: data[field.name] for field in dataclasses.fields(cls) if data.get(field.name) is not None}
+        return cls(**{**values, "measurements": [Measurement.from_dict(m) for m in data["measurements"]]})
 
 
 def sequential_measurements(results: Iterable[TestResult]) -> dict[str, Measurement]:
@@ -95,30 +87,14 @@ def sequential_measurements(results: Iterable[TestResult]) -> dict[str, Measurem
     }
 
 
-def observation_of_measurement(measurement: Measurement) -> Observation:
-    return Observation(
-        name=measurement.name,
-        counts={kind: measurement.count(kind) for kind in COUNT_KINDS},
-        by_kernel=measurement.by_kernel,
-        per_call=True,
-        us_per_dispatch_median=float(np.median(measurement.wall_us_per_dispatch))
-        if measurement.method == SEQUENTIAL and measurement.timed
-        else None,
-        timing_off=not measurement.timed,
-        instructions_per_dispatch=measurement.instructions_per_dispatch,
-    )
-
-
-def observation_of_call(call: dict[str, Any]) -> Observation:
-    return Observation(
-        name="test",
-        counts={kind: recorder.total(call["calls"], kind) for kind in COUNT_KINDS},
-        by_kernel=call["by_kernel"],
-        per_call=False,
-    )
-
-
 def observations(result: TestResult) -> list[Observation]:
     """What the budget applies to: the sequential measurements, else the whole call phase."""
-    measured = [observation_of_measurement(m) for m in result.measurements if m.method == SEQUENTIAL]
-    return measured or [observation_of_call(result.call)]
+    measured = [Observation(name=m.name, counts={kind: m.count(kind) for kind in COUNT_KINDS}, by_kernel=m.by_kernel,
+                            us_per_dispatch_median=float(np.median(m.wall_us_per_dispatch)) if m.timed else None,
+                            timing_off=not m.timed, instructions_per_dispatch=m.instructions_per_dispatch)
+                for m in result.measurements if m.method == SEQUENTIAL]
+    if measured:
+        return measured
+    calls = result.call["calls"]
+    return [Observation("test", {kind: recorder.total(calls, kind) for kind in COUNT_KINDS}, result.call["by_kernel"],
+                        per_call=False)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from pytest_dispatch.errors import MeasurementFailed, UsageError
 from pytest_dispatch.judgement import paired
 from pytest_dispatch.judgement.stats import format_seconds
 from pytest_dispatch.judgement.status import Status
@@ -17,10 +18,6 @@ from pytest_dispatch.measurement.meter import DEFAULT_PER_ROUND, DEFAULT_WARMUP,
 
 # The first look after 20 pairs, then every 20, up to 200 pairs or 60 s.
 SPEEDUP_DESIGN = paired.Design(first=20, batch=20, max_pairs=200, max_time=60.0, alpha=0.05)
-
-
-class SpeedupNotShown(AssertionError):
-    """assert_speedup did not show the speedup asked for."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,10 +65,10 @@ class Speedup:
                 "verdict": self.verdict.as_dict(), "line": self.summary}
 
     def assert_shown(self) -> None:
-        """Raise SpeedupNotShown (its message: the summary) unless the speedup was shown."""
+        """Raise MeasurementFailed (its message: the summary) unless the speedup was shown."""
         __tracebackhide__ = True
         if not self.passed:
-            raise SpeedupNotShown(self.summary)
+            raise MeasurementFailed(self.summary)
 
 
 def measure_speedup(
@@ -100,9 +97,9 @@ def measure_speedup(
     instructions are not wall time), both are only counted, and it returns None."""
     __tracebackhide__ = True
     if not at_least > 0:
-        raise ValueError(f"at_least must be > 0, not {at_least!r}")
+        raise UsageError(f"at_least must be > 0, not {at_least!r}")
     if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be between 0 and 1, not {confidence!r}")
+        raise UsageError(f"confidence must be between 0 and 1, not {confidence!r}")
     fast_name, slow_name = (measurement_name(fn, name) for fn, name in zip((fast, slow), names or (None, None)))
     if fast_name == slow_name:
         fast_name, slow_name = f"{fast_name} [fast]", f"{slow_name} [slow]"

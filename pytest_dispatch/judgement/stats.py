@@ -68,17 +68,8 @@ def _as_samples(samples, what: str) -> np.ndarray:
     return x
 
 
-def _check_confidence(confidence: float) -> None:
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence!r}")
-
-
 # --------------------------------------------------------------------------
 # confidence intervals
-
-
-def _median_along(x, axis=-1):
-    return np.median(x, axis=axis)
 
 
 # The percentile bootstrap, not scipy's default BCa: BCa's jackknife
@@ -110,7 +101,8 @@ def median_ci(samples, confidence: float = 0.95, *, seed: int = 0) -> Interval:
     degenerate interval ``[median, median]``.
     """
     x = _as_samples(samples, "samples")
-    _check_confidence(confidence)
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence!r}")
     estimate = float(np.median(x))
     if x.min() == x.max():
         return Interval(estimate, estimate, estimate, confidence)
@@ -118,7 +110,7 @@ def median_ci(samples, confidence: float = 0.95, *, seed: int = 0) -> Interval:
 
     result = stats.bootstrap(
         (thinned(x),),
-        _median_along,
+        np.median,  # vectorized: scipy passes axis=-1
         confidence_level=confidence,
         method=_BOOTSTRAP_METHOD,
         n_resamples=BOOTSTRAP_RESAMPLES,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_dispatch._meta import PACKAGE_DIR
+from pytest_dispatch.errors import StorageError
 from pytest_dispatch.judgement import budget
 from pytest_dispatch.measurement import gpu, recorder
 from pytest_dispatch.errors import Unavailable
@@ -212,7 +213,7 @@ def _refuse_baselines_of_other_tests(baselines: Baselines, items: list[pytest.It
 
     try:
         runs = baselines.newest_runs()
-    except storage.BaselineError as error:
+    except StorageError as error:
         raise pytest.UsageError(printable(f"--dispatch-compare: {error}")) from None
     if not runs:
         return  # nothing saved of this name: the reporter says so at the end
@@ -235,11 +236,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gpu_session = state(session.config).gpu
     if baselines is None or not any(page.uses_wgpu(item) for item in session.items) or gpu_session.unavailable_reason:
         return
-    from pytest_dispatch import storage
-
     try:
         baselines.of(gpu_session.info)
-    except storage.BaselineError as error:
+    except StorageError as error:
         raise pytest.UsageError(printable(f"--dispatch-compare: {error}")) from None
 
 
@@ -351,11 +350,9 @@ def _gate_of(config: pytest.Config, result: "TestResult"):
     baselines = state(config).baselines
     if baselines is None or result.gpu is None or not result.measurements:
         return None
-    from pytest_dispatch import storage
-
     try:
         return baselines.gate(GpuInfo.from_dict(result.gpu))
-    except storage.BaselineError as error:
+    except StorageError as error:
         pytest.exit(printable(f"--dispatch-compare: {error}"), returncode=pytest.ExitCode.USAGE_ERROR)
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_dispatch import options
+from pytest_dispatch.errors import DispatchWarning
 
 if TYPE_CHECKING:
     from pytest_dispatch.judgement import gate
@@ -44,7 +45,7 @@ class Baselines:
     the first test of that GPU needs it (wgpu-py's adapter at collection, a page's GPU at its first
     test, since the browser starts only then); each measurement is judged against its own GPU's.
 
-    A saved run that cannot be read raises ``storage.BaselineError``; the caller says where."""
+    A saved run that cannot be read raises ``StorageError``; the caller says where."""
 
     def __init__(self, config: pytest.Config, counted: bool) -> None:
         from pytest_dispatch import storage
@@ -100,14 +101,14 @@ class Baselines:
         from pytest_dispatch.presentation.text import printable
 
         with warnings.catch_warnings(record=True) as caught:  # a stored run that cannot be read: one line at the end
-            warnings.simplefilter("always", saved.SkippedRunWarning)
+            warnings.simplefilter("always", DispatchWarning)
             try:
                 found = baselines.find_baseline(self.store, gpu.fingerprint, self.name,
                                                 software=counted_software(self.counted, gpu))
             finally:
-                skipped = [printable(str(w.message)) for w in caught if issubclass(w.category, saved.SkippedRunWarning)]
+                skipped = [printable(str(w.message)) for w in caught if saved.skipped(w)]
                 self.skipped = list(dict.fromkeys([*self.skipped, *skipped]))
-                others = [w for w in caught if not issubclass(w.category, saved.SkippedRunWarning)]
+                others = {str(w.message): w for w in caught if not saved.skipped(w)}.values()  # each once
         for w in others:  # once recording stopped: a warning given while recording is recorded again, endlessly
             warnings.warn_explicit(w.category(printable(str(w.message))), w.category, w.filename, w.lineno)
         return found

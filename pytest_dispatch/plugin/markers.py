@@ -26,7 +26,7 @@ class Marker:
 BUDGET_KEY = pytest.StashKey[budget.Budget]()
 TIMING_KEY = pytest.StashKey[dict]()  # the dispatch_timing marker's overrides of the meter's settings
 MARKERS = (
-    Marker(budget.MARKER, budget.MARKER_HELP, budget.parse_budget, budget.BudgetUsageError, BUDGET_KEY),
+    Marker(budget.MARKER, budget.MARKER_HELP, budget.parse_budget, UsageError, BUDGET_KEY),
     Marker(settings.TIMING_MARKER, settings.TIMING_MARKER_HELP, settings.parse_timing_marker, UsageError,
            TIMING_KEY),
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_dispatch.errors import StorageError
 from pytest_dispatch.judgement import gate
 from pytest_dispatch import storage
 from pytest_dispatch.measurement.gpu import GpuInfo
@@ -132,7 +133,7 @@ class DispatchReporter:
         if self.baselines is not None:
             try:
                 self._compare(session, groups)
-            except storage.BaselineError as error:
+            except StorageError as error:
                 self.notes.append(f"dispatch gate: --dispatch-compare: {error}")
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR
         if not self.results:

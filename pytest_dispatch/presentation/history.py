@@ -43,11 +43,6 @@ def render_text(histories: list[GpuHistory], settings: Settings) -> list[str]:
     return lines
 
 
-def _software_line(series: CountedSeries) -> list[str]:
-    return [f"{series.key}: counted with other software from {run.short_commit} on ({', '.join(differences)}): "
-            "not compared with the run before" for run, differences in series.software_changes]
-
-
 def _counted_text(counted: tuple[CountedSeries, ...]) -> list[str]:
     """Counted runs: each change beyond the tolerance, exactly, then one line per series."""
     if not counted:
@@ -55,7 +50,8 @@ def _counted_text(counted: tuple[CountedSeries, ...]) -> list[str]:
     tolerance = counted[0].tolerance
     lines = [f"  host instructions per call (counted runs, exact; a change is beyond {100 * tolerance:g}%):"]
     found = [f"    {change.summary()}" for series in counted for change in series.changes]
-    found += [f"    {line}" for series in counted for line in _software_line(series)]
+    found += [f"    {series.key}: counted with other software from {run.short_commit} on ({', '.join(differences)}): "
+              "not compared with the run before" for series in counted for run, differences in series.software_changes]
     found += [f"    {series.summary()}" for series in counted if not series.changes and len(series.runs) > 1]
     lines += found or ["    one counted run each: nothing to compare yet"]
     lines.append(f"  {'measurement':<60} {'runs':>4} {'first':>12} {'latest':>12}  instructions/call")
@@ -127,11 +123,6 @@ def _nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     return [first + i * step for i in range(int((high - first) / step) + 1)]
 
 
-def _commit_label(run) -> str:
-    """The whole short commit (``unversioned`` when the run had none), never a cut of it."""
-    return run.short_commit
-
-
 def _chart(series: Series, chart_id: str) -> str:
     runs = series.runs
     n = len(runs)
@@ -168,7 +159,7 @@ def _chart(series: Series, chart_id: str) -> str:
         if index % label_every == 0:
             x, y = x_of(index), strip_bottom + 12
             parts.append(f'<text class="commit" x="{x:.1f}" y="{y}" text-anchor="end" '
-                         f'transform="rotate(-45 {x:.1f} {y})">{escape(_commit_label(run))}</text>')
+                         f'transform="rotate(-45 {x:.1f} {y})">{escape(run.short_commit)}</text>')  # whole, never cut
     shown = "every run labelled" if label_every == 1 else f"1 run in {label_every} labelled"
     parts.append(f'<text class="axis-title" x="{LEFT + plot_w / 2:.0f}" y="{strip_bottom + LABEL_ROOM + 8}" '
                  f'text-anchor="middle">run, by commit, oldest to newest ({shown})</text>')

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from pytest_dispatch.errors import Unavailable
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.key import MeasurementKey
 from pytest_dispatch.measurement.meter import SEQUENTIAL, Measurement
@@ -21,7 +22,7 @@ def _pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise RuntimeError("--dispatch-plot needs matplotlib: pip install 'pytest-dispatch[plot]'") from None
+        raise Unavailable("--dispatch-plot needs matplotlib: pip install 'pytest-dispatch[plot]'") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

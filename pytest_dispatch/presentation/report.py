@@ -29,68 +29,49 @@ if TYPE_CHECKING:
 
 DEFAULT_WIDTH = 100  # when the terminal's width is unknown (not a terminal, no COLUMNS)
 MIN_WIDTH = 60  # narrower terminals get lines this long
-_NUMBER_COLUMNS = (
-    ("disp/call", 9),
-    ("sub/call", 8),
-    ("wall µs/call", 12),
-    ("wall µs/disp [95% CI]", 23),
-    ("host µs/d", 9),
-    ("sync µs", 7),
-    ("infl.", 5),
-    ("budget", 6),
-)
-# The same cells under shorter headings, where the full ones would leave a name too little room;
-# None: a cell left out there (the host and sync figures: -v prints them under the row).
-_COMPACT_COLUMNS = (
-    ("disp", 5),
-    ("sub", 4),
-    ("µs/call", 7),
-    ("wall µs/d [95% CI]", 20),
-    None,
-    None,
-    ("infl.", 5),
-    ("budget", 6),
-)
 _COMPACT_BELOW = 28  # a name column narrower than this with the full headings takes the compact ones
 _WALL = ("wall µs per dispatch until the GPU was done, less one empty sync: the median of the row's timed rounds "
          "[95% interval of that median; from 0: not resolved from the sync's noise]")
 _WALL_PER_CALL = ("wall µs per call of the measured function, less one empty sync (median of the same rounds): "
                   "what a fused and an eager version compare on")
-# What each heading means, with its unit: the legend under the table.
-LEGEND = {
-    "disp/call": "dispatches per call", "disp": "dispatches per call",
-    "sub/call": "submits per call", "sub": "submits per call",
-    "wall µs/call": _WALL_PER_CALL, "µs/call": _WALL_PER_CALL,
-    "wall µs/disp [95% CI]": _WALL, "wall µs/d [95% CI]": _WALL,
-    "host µs/d": "host µs per dispatch until the last call returned (median of the same rounds)",
-    "host": "host µs per dispatch until the last call returned (median of the same rounds)",
-    "sync µs": "µs of one empty sync (median)", "sync": "µs of one empty sync (median)",
-    "infl.": "single-op / sequential wall per dispatch (medians)",
-    "budget": "the dispatch_budget verdict of the row (ok, fail; -: no budget)",
-    "instr/call": "host instructions per call", "instr/disp": "host instructions per dispatch",
-    "instr/d": "host instructions per dispatch", "spread": "between the window pairs",
-}
+# Each column: its heading and width, the shorter heading and width it takes where the full ones
+# would leave a name too little room (None: left out there; the host and sync figures: -v prints
+# them under the row), and what it means, with its unit (the legend under the table).
+_DISPATCHES = ("disp/call", 9, "disp", 5, "dispatches per call")
+_SUBMITS = ("sub/call", 8, "sub", 4, "submits per call")
+_BUDGET = ("budget", 6, "budget", 6, "the dispatch_budget verdict of the row (ok, fail; -: no budget)")
+_TIMED = (
+    _DISPATCHES,
+    _SUBMITS,
+    ("wall µs/call", 12, "µs/call", 7, _WALL_PER_CALL),
+    ("wall µs/disp [95% CI]", 23, "wall µs/d [95% CI]", 20, _WALL),
+    ("host µs/d", 9, None, 0, "host µs per dispatch until the last call returned (median of the same rounds)"),
+    ("sync µs", 7, None, 0, "µs of one empty sync (median)"),
+    ("infl.", 5, "infl.", 5, "single-op / sequential wall per dispatch (medians)"),
+    _BUDGET,
+)
+# Counted mode (--dispatch-instructions): host instructions instead of times.
+_COUNTED = (
+    _DISPATCHES,
+    _SUBMITS,
+    ("instr/call", 13, "instr/call", 13, "host instructions per call"),
+    ("instr/disp", 11, "instr/d", 9, "host instructions per dispatch"),
+    ("spread", 7, "spread", 6, "between the window pairs"),
+    _BUDGET,
+)
+
+
+def _headings(columns, compact: bool = False) -> tuple:
+    return tuple((column[2], column[3]) if column[2] else None for column in columns) if compact \
+        else tuple(column[:2] for column in columns)
+
+
+_NUMBER_COLUMNS, _COMPACT_COLUMNS = _headings(_TIMED), _headings(_TIMED, compact=True)
+LEGEND = {heading: column[4] for column in (*_TIMED, *_COUNTED) for heading in (column[0], column[2]) if heading}
 
 
 def _numbers_width(columns) -> int:
     return sum(column[1] + 1 for column in columns if column)
-# Counted mode (--dispatch-instructions): host instructions instead of times.
-_COUNTED_COLUMNS = (
-    ("disp/call", 9),
-    ("sub/call", 8),
-    ("instr/call", 13),
-    ("instr/disp", 11),
-    ("spread", 7),
-    ("budget", 6),
-)
-_COUNTED_COMPACT_COLUMNS = (
-    ("disp", 5),
-    ("sub", 4),
-    ("instr/call", 13),
-    ("instr/d", 9),
-    ("spread", 6),
-    ("budget", 6),
-)
 
 
 def terminal_width() -> int:
@@ -134,15 +115,16 @@ class _Table:
     abbreviation (``3 fused_is…eager [fused]``), unique within the table, and ``key_lines`` lists
     each number's full node id once, below the table."""
 
-    def __init__(self, labels: Iterable[Label], width: int, columns=_NUMBER_COLUMNS,
-                 compact_columns=_COMPACT_COLUMNS, cells: Iterable[Sequence[str]] = ()) -> None:
+    def __init__(self, labels: Iterable[Label], width: int, columns: Sequence[tuple],
+                 cells: Iterable[Sequence[str]] = ()) -> None:
         labels = list(dict.fromkeys(labels))  # in row order, so the numbers go up down the table
         cells = list(cells)
 
         def widened(group):  # a figure is never cut: a column is as wide as its widest cell
             return tuple(column and (column[0], max([column[1], *(len(row[i]) for row in cells if i < len(row))]))
                          for i, column in enumerate(group))
-        columns, compact_columns = widened(columns), widened(compact_columns)  # the name column gives way
+        # the name column gives way
+        columns, compact_columns = widened(_headings(columns)), widened(_headings(columns, compact=True))
         longest = max((len(label.full) for label in labels), default=len("test"))
         self.columns = columns
         if width - _numbers_width(columns) >= longest:
@@ -188,6 +170,11 @@ class _Table:
         """What each heading means, with its unit."""
         shown = [column[0] for column in self.columns if column]
         return "columns: " + "; ".join(f"{name}: {LEGEND[name]}" for name in shown if name in LEGEND)
+
+
+def _under_row(text: str, width: int) -> list[str]:
+    """A line under a row: indented, its continuations further."""
+    return wrap(text, width, initial_indent="    ", subsequent_indent=" " * 6)
 
 
 def budget_cut_text(measurement: Measurement) -> str:
@@ -277,20 +264,15 @@ def counted_breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH
         if measurement.calls.get(kind) else f"{kind} {value:,.0f}"
         for kind, value in count.by_kind.items() if round(value))
     windows = ", ".join(f"{calls}: {value:,}" for calls, value in count.windows)
-    indent = " " * 6
-    lines = wrap(f"instr/call by layer: {layers}", width, initial_indent="    ", subsequent_indent=indent)
-    lines += wrap(f"inside wgpu by call kind: {kinds or 'none'}", width, initial_indent="    ",
-                  subsequent_indent=indent)
-    lines += wrap(f"windows (calls: instructions): {windows}; fixed part {count.fixed:,.0f}",
-                  width, initial_indent="    ", subsequent_indent=indent)
+    lines = _under_row(f"instr/call by layer: {layers}", width)
+    lines += _under_row(f"inside wgpu by call kind: {kinds or 'none'}", width)
+    lines += _under_row(f"windows (calls: instructions): {windows}; fixed part {count.fixed:,.0f}", width)
     if count.allocation_price is not None:
-        lines += wrap(f"allocator calls/call {count.allocator_calls_per_call:,.0f} (counted at "
-                      f"{count.allocation_price} instructions each)", width, initial_indent="    ",
-                      subsequent_indent=indent)
+        lines += _under_row(f"allocator calls/call {count.allocator_calls_per_call:,.0f} (counted at "
+                            f"{count.allocation_price} instructions each)", width)
     if count.estimated_cycles_per_call is not None:
-        lines += wrap(f"estimated cycles/call {count.estimated_cycles_per_call:,.0f} (cache simulation: "
-                      "L1 hits + 5 x last-level hits + 35 x RAM accesses)", width, initial_indent="    ",
-                      subsequent_indent=indent)
+        lines += _under_row(f"estimated cycles/call {count.estimated_cycles_per_call:,.0f} (cache simulation: "
+                            "L1 hits + 5 x last-level hits + 35 x RAM accesses)", width)
     if measurement.calls.get("readback"):
         lines.append("    the measured function reads back: its wait for the GPU is counted too")
     return lines
@@ -315,8 +297,7 @@ def breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH, host_c
         for kind in recorder.KINDS
         if measurement.calls.get(kind)
     )
-    indent = " " * 6
-    lines = wrap(f"kernels/call: {kernels}", width, initial_indent="    ", subsequent_indent=indent)
+    lines = _under_row(f"kernels/call: {kernels}", width)
     # The breakdown is the mean of the few counted rounds, the recorder's wrappers timing each call;
     # the host column is per dispatch, the median of the timed rounds, wrappers off. Different rounds
     # and statistics, and another unit: said so, with the timed rounds' figure per call beside it.
@@ -324,17 +305,15 @@ def breakdown_lines(measurement: Measurement, width: int = DEFAULT_WIDTH, host_c
     if measurement.timed and len(measurement.host_us_per_call):
         timed = ("; the host column is per dispatch, its timed rounds' median " if host_column
                  else "; the timed rounds' median ") + f"{np.median(measurement.host_us_per_call):.1f} per call"
-    lines += wrap(f"host µs per call inside API calls, {host_sum:.1f} in all (mean of the counted rounds, the "
-                  f"recorder's wrappers on{timed}): {calls}", width, initial_indent="    ", subsequent_indent=indent)
+    lines += _under_row(f"host µs per call inside API calls, {host_sum:.1f} in all (mean of the counted rounds, the "
+                        f"recorder's wrappers on{timed}): {calls}", width)
     if measurement.gpu_us_per_call is not None:
         note = " (CPU adapter: indicative only)" if measurement.gpu_is_indicative else ""
         lines.append(f"    GPU µs/call from timestamps: {np.median(measurement.gpu_us_per_call):.1f}{note}")
     rounds = f"{measurement.rounds} timed rounds" if measurement.timed else "timing off"
-    lines += wrap(f"method: {measurement.method}, {rounds} x {measurement.per_round} calls, "
-                  f"{measurement.warmup} warm-up; sync: {measurement.sync_method}"
-                  + (f", {measurement.sync_median_us:.0f} µs (median)" if measurement.timed else ""),
-                  width, initial_indent="    ",
-                  subsequent_indent=indent)
+    lines += _under_row(f"method: {measurement.method}, {rounds} x {measurement.per_round} calls, "
+                        f"{measurement.warmup} warm-up; sync: {measurement.sync_method}"
+                        + (f", {measurement.sync_median_us:.0f} µs (median)" if measurement.timed else ""), width)
     return lines
 
 
@@ -370,8 +349,7 @@ def render(
             cells[2], cells[3] = DOUBT_MARK + cells[2], DOUBT_MARK + cells[3]
         return cells
     row_cells = [cells_of(result, measurement) for result, measurement, _ in rows]
-    table = (_Table((label for _, _, label in rows), width, _COUNTED_COLUMNS, _COUNTED_COMPACT_COLUMNS, row_cells)
-             if counted else _Table((label for _, _, label in rows), width, cells=row_cells))
+    table = _Table((label for _, _, label in rows), width, _COUNTED if counted else _TIMED, row_cells)
     lines = wrap(header if gpu is None else f"adapter: {gpu.describe()}", width, subsequent_indent="  ")
     if counted:
         lines.extend(wrap(
@@ -385,16 +363,13 @@ def render(
     lines.append(table.header())
     lines.append("-" * min(width, len(lines[-1])))
 
-    def wrapped(text: str, first: str, rest: str) -> list[str]:
-        return wrap(text, width, initial_indent=first, subsequent_indent=rest)
-
     for index, (result, measurement, label) in enumerate(rows):
         lines.append(table.row(label, row_cells[index]))
         if measurement is None:
             pass
         elif counted:
             if measurement.instructions is not None and measurement.instructions.call_budget_asked:
-                lines.extend(wrapped(budget_cut_text(measurement), "    ", " " * 6))
+                lines.extend(_under_row(budget_cut_text(measurement), width))
             if verbose:
                 lines.extend(breakdown_lines(measurement, width, host_column=False))
                 lines.extend(counted_breakdown_lines(measurement, width))
@@ -408,10 +383,10 @@ def render(
         if result.budget_lines:
             lines.extend(f"    {line}" for line in result.budget_lines)
         for line in result.speedups:
-            lines.extend(wrapped(line, "    ", " " * 6))
+            lines.extend(_under_row(line, width))
         if verdicts and result.nodeid in verdicts:
             for line in verdicts[result.nodeid].lines():
-                lines.extend(wrapped(line, "    gate: ", " " * 10))
+                lines.extend(wrap(line, width, initial_indent="    gate: ", subsequent_indent=" " * 10))
     if rows:
         lines.extend(wrap(table.legend(), width, subsequent_indent="  "))
     lines.extend(table.key_lines())

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dispatch._meta import __version__
+from pytest_dispatch.errors import DispatchWarning, StorageError, UsageError
 from pytest_dispatch.judgement import validation
 from pytest_dispatch.judgement.results import TestResult
 from pytest_dispatch.measurement.gpu import GpuInfo
@@ -61,6 +62,7 @@ def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
         dispatches = max(measurement.dispatches, 1)
         name = result.nodeid.split("::", 1)[-1]
         suffix = measurement.name if measurement.method != "single-op" else f"{measurement.name}:single-op"
+        gate_key = str(MeasurementKey(result.nodeid, measurement.name))
         entries.append(
             {
                 "group": "pytest-dispatch",
@@ -79,7 +81,7 @@ def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
                     "budget": result.budget_verdict_of(measurement),
                     "budget_lines": result.budget_lines,
                     "inflation": result.single_op_inflation(measurement),
-                    "gate": _gate_entry(result, measurement),
+                    "gate": None if not result.gate else {part: result.gate[part].get(gate_key) for part in ("counts", "timing")},
                 },
                 "options": {
                     "timer": "perf_counter_ns",
@@ -91,16 +93,6 @@ def benchmark_entries(result: TestResult) -> list[dict[str, Any]]:
             }
         )
     return entries
-
-
-def _gate_entry(result: TestResult, measurement) -> dict[str, Any] | None:
-    if not result.gate:
-        return None
-    key = str(MeasurementKey(result.nodeid, measurement.name))
-    return {
-        "counts": result.gate["counts"].get(key),
-        "timing": result.gate["timing"].get(key),
-    }
 
 
 @functools.lru_cache(maxsize=1)
@@ -156,8 +148,7 @@ def session_json(results: list[TestResult], gpu: GpuInfo | None,
 
 def counted_of(document: dict[str, Any]) -> dict[str, Any] | None:
     """The software a counted run was counted with; None for a timed run."""
-    counted = document["pytest_dispatch"].get("counted")
-    return counted if isinstance(counted, dict) else None
+    return document["pytest_dispatch"].get("counted")
 
 
 def write_json_atomically(path: str | os.PathLike, document: dict[str, Any]) -> Path:
@@ -198,18 +189,29 @@ def _write_atomically(path: str | os.PathLike, data: bytes) -> Path:
     if path.is_symlink():
         path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    temp = _temp_file(path.parent, f".{path.name}.", data)
     try:
-        os.chmod(temp, 0o666 & ~_umask())  # mkstemp's 0600 would hide results from the team and CI caches
+        os.replace(temp, path)
+    finally:
+        Path(temp).unlink(missing_ok=True)  # left only where the rename failed
+    return path
+
+
+def _temp_file(folder: Path, prefix: str, data: bytes) -> str:
+    """A new temp file in ``folder`` holding ``data``, on disk, readable as the umask allows."""
+    handle, temp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=folder)
+    umask = os.umask(0o022)  # the umask can only be read by setting it
+    os.umask(umask)
+    try:
+        os.chmod(temp, 0o666 & ~umask)  # mkstemp's 0600 would hide results from the team and CI caches
         with os.fdopen(handle, "wb") as file:
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
-        os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
-    return path
+    return temp
 
 
 _STREAM = re.compile(r"/dev/(?:stdout|stderr|fd/\d+)|/proc/(?:self|thread-self|\d+)/fd/\d+")
@@ -228,38 +230,23 @@ def _is_special(path: Path) -> bool:
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
-def _umask() -> int:
-    """The process's umask (it can only be read by setting it)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-class BaselineError(Exception):
-    """A baseline file cannot be used; the message names the file and what to do."""
-
-
-class TooLarge(BaselineError):
-    """A file larger than any results file: not read (an older version could save one)."""
-
-
 def load_document(path: str | os.PathLike) -> dict[str, Any]:
     """Read a results file written by ``session_json`` (or ``pytest-dispatch merge``), checked once
-    (``validation.check_document``); BaselineError names the file, the field and what to do."""
+    (``validation.check_document``); StorageError names the file, the field and what to do."""
     path = Path(path)
     try:
         document = json.loads(_read_regular_file(path).decode("utf-8"), parse_constant=_reject_constant,
                               parse_float=_finite_float)
     except FileNotFoundError:
-        raise BaselineError(f"{path}: no such file; check the path, or list the saved runs with `pytest-dispatch list`") from None
+        raise StorageError(f"{path}: no such file; check the path, or list the saved runs with `pytest-dispatch list`") from None
     except IsADirectoryError:
-        raise BaselineError(f"{path}: is a folder, not a results file; give one of its .json files") from None
+        raise StorageError(f"{path}: is a folder, not a results file; give one of its .json files") from None
     except PermissionError as error:
-        raise BaselineError(f"{path}: cannot be read ({error.strerror}); check its permissions, or move it away") from None
+        raise StorageError(f"{path}: cannot be read ({error.strerror}); check its permissions, or move it away") from None
     except OSError as error:
-        raise BaselineError(f"{path}: cannot be read ({error.strerror or error}); move it away or save a new run") from None
+        raise StorageError(f"{path}: cannot be read ({error.strerror or error}); move it away or save a new run") from None
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise BaselineError(f"{path}: not valid JSON ({error}); delete it or save a new baseline") from None
+        raise StorageError(f"{path}: not valid JSON ({error}); delete it or save a new baseline") from None
     return load_document_object(document, path)
 
 
@@ -274,27 +261,35 @@ def _read_regular_file(path: Path) -> bytes:
     with os.fdopen(descriptor, "rb") as file:
         info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):
-            raise BaselineError(f"{path}: not a regular file (a device, a FIFO or a socket); give a results file")
+            raise StorageError(f"{path}: not a regular file (a device, a FIFO or a socket); give a results file")
         if info.st_size > validation.MAX_FILE_BYTES:
-            raise TooLarge(f"{path}: {info.st_size} bytes, larger than any results file "
-                           f"({validation.MAX_FILE_BYTES} at most); delete it (`pytest-dispatch prune` removes it) "
-                           "or save a new run")
+            raise _too_large(f"{path}: {info.st_size} bytes, larger than any results file "
+                             f"({validation.MAX_FILE_BYTES} at most); delete it (`pytest-dispatch prune` removes it) "
+                             "or save a new run")
         data = file.read(validation.MAX_FILE_BYTES + 1)
     if len(data) > validation.MAX_FILE_BYTES:  # it grew since
-        raise TooLarge(f"{path}: larger than any results file ({validation.MAX_FILE_BYTES} bytes at most); "
-                       "delete it or save a new run")
+        raise _too_large(f"{path}: larger than any results file ({validation.MAX_FILE_BYTES} bytes at most); "
+                         "delete it or save a new run")
     return data
 
 
+def _too_large(message: str) -> StorageError:
+    """A file larger than any results file: not read, yet ``prune`` may delete it (an older version
+    could save one), so the error says so (``too_large``)."""
+    error = StorageError(message)
+    error.too_large = True
+    return error
+
+
 def load_document_object(document: Any, path: str | os.PathLike) -> dict[str, Any]:
-    """Check an already parsed document; BaselineError names ``path``, the field and the problem."""
+    """Check an already parsed document; StorageError names ``path``, the field and the problem."""
     try:
         return validation.check_document(document)
-    except validation.Invalid as error:
+    except UsageError as error:
         message = str(error)
         if "unknown schema" not in message and "not a pytest-dispatch results file" not in message:
             message += "; delete it or save a new run"
-        raise BaselineError(f"{path}: {message}") from None
+        raise StorageError(f"{path}: {message}") from None
 
 
 def _finite_float(text: str) -> float:
@@ -319,11 +314,9 @@ def fingerprint_of(document: dict[str, Any]) -> str | None:
 def gpu_of(document: dict[str, Any]) -> GpuInfo | None:
     """The GPU a results document was measured on, None when unknown or malformed."""
     data = (document.get("machine_info") or {}).get("gpu")
-    if not isinstance(data, dict):
-        return None
     try:
-        return GpuInfo.from_dict(data)
-    except TypeError:
+        return None if data is None else GpuInfo.from_dict(data)
+    except TypeError:  # fields of another version
         return None
 
 
@@ -338,10 +331,6 @@ FUTURE_SLACK = datetime.timedelta(minutes=5)  # clocks of two machines sharing a
 
 
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK}
-
-
-class FutureRunWarning(UserWarning):
-    """A saved run is dated in the future: a clock was wrong when it was saved (or is now)."""
 
 
 @dataclasses.dataclass
@@ -379,13 +368,8 @@ class BaselineStore:
         data = json_bytes(document, str(folder))
         folder.mkdir(parents=True, exist_ok=True)
         sequence = self._last_sequence() + 1
-        handle, temp = tempfile.mkstemp(prefix=f".{sequence:08d}_{stamp}_x.json.", suffix=".tmp", dir=folder)
+        temp = _temp_file(folder, f".{sequence:08d}_{stamp}_x.json.", data)
         try:
-            os.chmod(temp, 0o666 & ~_umask())
-            with os.fdopen(handle, "wb") as file:
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
             while True:
                 path = folder / f"{sequence:08d}_{stamp}_{self.safe_name(commit)}_{self.safe_name(name)}.json"
                 try:
@@ -446,10 +430,10 @@ class BaselineStore:
 
     @classmethod
     def warn_if_future(cls, path: Path) -> None:
-        """A ``FutureRunWarning`` naming a run dated after now: its clock was wrong."""
+        """A ``DispatchWarning`` naming a run dated after now: its clock was wrong."""
         saved = cls.saved_time(path)
         if saved is not None and saved > datetime.datetime.now(datetime.timezone.utc) + FUTURE_SLACK:
-            warnings.warn(FutureRunWarning(
+            warnings.warn(DispatchWarning(
                 f"{path}: dated {saved:%Y-%m-%d %H:%M} UTC, in the future (a clock was wrong when it was "
                 "saved); runs are ordered by when they were saved into the storage, not by their dates"),
                 stacklevel=1)  # one place: a run named by several look-ups is one warning
@@ -457,7 +441,7 @@ class BaselineStore:
     def files(self, fingerprint: str | None, name: str = "latest") -> list[Path]:
         """Saved runs of this fingerprint (None: every one) with this name ("latest": any), oldest
         first in the order they were saved (``order_key``); files named otherwise and links are
-        passed over, and a run dated in the future is named in a ``FutureRunWarning``."""
+        passed over, and a run dated in the future is named in a ``DispatchWarning``."""
         files = [f for found in ([fingerprint] if fingerprint else self.fingerprints()) for f in self.run_files(found)
                  if self.saved_time(f) is not None and not f.is_symlink()]
         if name != "latest":
@@ -489,11 +473,11 @@ class BaselineStore:
                ) -> tuple[Path, dict[str, Any]] | None:
         """The newest saved run of this fingerprint (None: any) and name of one kind: counted
         (``--dispatch-instructions``) or timed, with its document; a counted run and a timed one
-        are never each other's baseline.  BaselineError when a file of that name cannot be read."""
+        are never each other's baseline.  StorageError when a file of that name cannot be read."""
         for path in reversed(self.files(fingerprint, name)):
             try:
                 document = load_document(path)
-            except BaselineError:
+            except StorageError:
                 if not os.path.lexists(path):
                     continue  # pruned since it was listed
                 raise
@@ -519,10 +503,10 @@ class BaselineStore:
             else:
                 try:
                     document = load_document(path)
-                except TooLarge:
-                    own.append(path)  # not read, yet saved under the store's name in its GPU's folder
-                    continue
-                except BaselineError as error:
+                except StorageError as error:
+                    if getattr(error, "too_large", False):
+                        own.append(path)  # not read, yet saved under the store's name in its GPU's folder
+                        continue
                     outcome.left.append((path, str(error).removeprefix(f"{path}: ")))
                     continue
                 if (fingerprint_of(document) or "no-gpu") != fingerprint:

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 from pytest_dispatch.judgement.gate import Baseline
 from pytest_dispatch.judgement.results import sequential_measurements
 from pytest_dispatch.measurement.instructions import Software
-from pytest_dispatch.storage import BaselineError, BaselineStore, counted_of, results_of
+from pytest_dispatch.storage import BaselineStore, counted_of, results_of
 from pytest_dispatch.storage.saved import load_runs
 
 
@@ -41,7 +41,7 @@ def find_baseline(store: BaselineStore, fingerprint: str, name: str,
     given; else timed) for this GPU, with the stored runs' times; else for another GPU (timing
     incomparable).  A counted run and a timed one are never each other's baseline.
 
-    Raises BaselineError for a file that cannot be read."""
+    Raises StorageError for a file that cannot be read."""
     counted = software is not None
     found = store.newest(fingerprint, name, counted)
     comparable = found is not None
