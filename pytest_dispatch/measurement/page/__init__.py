@@ -214,7 +214,7 @@ def page_gpu_info(browser_version: str, adapter: dict[str, Any], implementation:
         implementation=implementation,
         implementation_version=browser_version,
         backend=BACKEND,
-        adapter_name=name or str(adapter.get("description") or "") or "unknown adapter",
+        adapter_name=name or str(adapter.get("description") or "") or "not named by the browser",
         vendor=vendor,
         vendor_id=0,
         device_id=0,
