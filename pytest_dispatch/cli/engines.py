@@ -182,51 +182,36 @@ def script_row(name: str, workload: Workload, rounds: int, root: Path) -> Engine
 
 
 def browser_row(engine: str, workload: Workload, rounds: int) -> EngineRow:
-    """Headless Chromium (the system's, as ``gpu_page``'s) or Firefox, the workload served as a page."""
+    """Headless Chromium (the system's) or Firefox, started and driven as ``gpu_page`` drives it
+    (every realm counted), the workload served as a page."""
     from pytest_dispatch.plugin import engines as page_engines
-    from pytest_dispatch.plugin.page import BROWSERS, LAUNCH_ARGS, PROBE_TIMEOUT, find_browser
+    from pytest_dispatch.plugin.page import OPEN_TIMEOUT, BrowserSession, probe_adapter
+    from pytest_dispatch.plugin.realms import Driver
 
+    if engine == "firefox" and page_engines.unavailable_reason():
+        raise Unavailable(page_engines.unavailable_reason())
+    session = BrowserSession(page_engines.find_firefox() if engine == "firefox" else None)
     try:
-        from playwright.sync_api import Error, sync_playwright
-    except ImportError:
-        raise Unavailable(f"{engine}: Playwright is not installed; pip install 'pytest-dispatch[browser]'") from None
-    if engine == "firefox":
-        reason = page_engines.unavailable_reason()
-        if reason:
-            raise Unavailable(reason)
-        executable = page_engines.find_firefox()
-    else:
-        executable = find_browser(None)
-        if executable is None:
-            raise Unavailable(f"chromium: none found (tried {', '.join(BROWSERS)}); apt-get install chromium")
-    from pytest_dispatch.plugin.pageserver import PageServer
-
-    server = PageServer()
-    playwright = sync_playwright().start()
-    try:
-        browser = page_engines.launch(playwright, engine, executable, list(LAUNCH_ARGS))
-        context = browser.new_context()
-        context.add_init_script(script=page_measurement.recorder_script())
-        page = context.new_page()
-        page.goto(server.mount(workload.page) + "index.html", wait_until="load")
-        outcome = page.evaluate("ms => globalThis.__dispatch.probe(ms)", int(PROBE_TIMEOUT * 1000))
-        adapter = outcome.get("value") if isinstance(outcome, dict) else None
-        missing = (adapter or {}).get("missing") if adapter else f"no adapter ({outcome})"
+        why = session.unavailable_reason
+        if why:
+            raise Unavailable(f"{engine}: {why.removeprefix('gpu_page: ')}")
+        realms = session.new_page()
+        why = realms.navigate(session.server.mount(workload.page) + "index.html", OPEN_TIMEOUT)
+        if why:
+            raise PageError(why)
+        where = f"the engines page in {engine}"
+        _, missing = probe_adapter(realms, where)
         if missing:
-            raise Unavailable(f"{engine} {browser.version}: {missing}")
-        info = page_measurement.page_gpu_info(browser.version, adapter, engine)
+            raise Unavailable(f"{engine} {session.version}: {missing}")
+        driver, info = Driver(realms, where), session.info
 
         def function(target: str, *args: Any) -> page_measurement.PageFunction:
-            where = f"the engines page in {engine}"  # one realm: the workload makes no frame or worker
-            return page_measurement.PageFunction(page_measurement.OneRealm(page.evaluate, where), target, args=args,
-                                                 info=info, timeout=DECODE_TIMEOUT, where=where)
+            return page_measurement.PageFunction(driver, target, args=args, info=info, timeout=DECODE_TIMEOUT,
+                                                 where=where)
 
         return _function_row(engine, info, function, workload, rounds, polled=engine == "firefox")
-    except Error as error:
-        raise Unavailable(f"{engine}: {str(error).strip().splitlines()[0]}") from None
     finally:
-        playwright.stop()
-        server.close()
+        session.close()
 
 
 def _slope_row(engine: str, info: GpuInfo, function: Callable[..., Any], n: int, rounds: int) -> EngineRow:

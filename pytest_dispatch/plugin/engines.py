@@ -59,8 +59,3 @@ def launch_firefox(playwright: Any, executable: str) -> Any:
     return playwright.firefox.launch(channel="moz-firefox", executable_path=executable, headless=True,
                                      firefox_user_prefs=dict(PREFS))
 
-
-def launch(playwright: Any, engine: str, executable: str, chromium_args: list[str]) -> Any:
-    if engine == "firefox":
-        return launch_firefox(playwright, executable)
-    return playwright.chromium.launch(executable_path=executable, headless=True, args=chromium_args)

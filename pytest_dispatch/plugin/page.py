@@ -71,10 +71,10 @@ class BrowserSession:
     gets the same reason).  A browser that dies is started again once; if it dies again, later
     page tests skip with the cause."""
 
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        self.named = options.of(config).gpu_browser
-        self.required = options.of(config).gpu_required
+    def __init__(self, named: str | None, required: bool = False, refused: str | None = None) -> None:
+        self.named = named  # --gpu-browser's name or path; None: the first Chromium on PATH
+        self.required = required
+        self.refused = refused  # why this session takes no page, whatever the browser
         self.browser = self.server = None
         self.version = ""
         self.kind = "chromium"
@@ -86,11 +86,8 @@ class BrowserSession:
     @functools.cached_property
     def unavailable_reason(self) -> str | None:
         """Why pages cannot run here, or None (the browser then runs, its adapter probed)."""
-        if options.of(self.config).dispatch_instructions:
-            # callgrind counts this process's host instructions, not a browser's; and under it the
-            # page server answers too slowly for the browser to load a page
-            return ("gpu_page: page tests do not run under --dispatch-instructions (it counts wgpu-py's host "
-                    "instructions, not a browser's): run them in a session without it")
+        if self.refused:
+            return self.refused
         executable = find_browser(self.named)
         if executable is None:
             if self.named:
@@ -223,7 +220,13 @@ def skip_or_fail(reason: str, required: bool) -> None:
 
 def browser_session(config: pytest.Config) -> BrowserSession:
     if _SESSION_KEY not in config.stash:
-        config.stash[_SESSION_KEY] = BrowserSession(config)
+        chosen = options.of(config)
+        # callgrind counts this process's host instructions, not a browser's; and under it the
+        # page server answers too slowly for the browser to load a page
+        refused = ("gpu_page: page tests do not run under --dispatch-instructions (it counts wgpu-py's host "
+                   "instructions, not a browser's): run them in a session without it"
+                   if chosen.dispatch_instructions else None)
+        config.stash[_SESSION_KEY] = BrowserSession(chosen.gpu_browser, chosen.gpu_required, refused)
     return config.stash[_SESSION_KEY]
 
 
