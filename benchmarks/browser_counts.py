@@ -1,7 +1,8 @@
 """The page recorder: exact counts across fresh browsers, its cost per wrapped call, the browser's start.
 
 1. Counts: the example page's ``eager`` and ``fused`` functions (examples/browser) counted in
-   ``--browsers`` fresh Chromium processes; every process must give the same counts.
+   ``--browsers`` fresh browser processes (Chromium, or ``--gpu-browser``'s, as ``gpu_page`` starts
+   it); every process must give the same counts.
 2. Cost: ``--calls`` ``dispatchWorkgroups`` calls encoded into one pass, in a page with the
    recorder counting, the same page with counting off (the wrappers stay: what a timed round
    pays) and a page without the recorder, interleaved over ``--rounds`` rounds; the added µs per
@@ -9,7 +10,7 @@
 3. Start: seconds from launching the browser to its adapter probed (what the gpu_page fixture
    pays once per session), and the memory of the browser's processes then (resident and proportional).
 
-    python benchmarks/browser_counts.py [--browsers 10] [--calls 20000] [--rounds 15]
+    python benchmarks/browser_counts.py [--browsers 10] [--calls 20000] [--rounds 15] [--gpu-browser NAME]
 """
 
 from __future__ import annotations
@@ -24,10 +25,8 @@ import time
 from pathlib import Path
 
 from pytest_dispatch.measurement import page as page_measurement
-from pytest_dispatch.plugin.cdp import Chromium
-from pytest_dispatch.plugin.page import LAUNCH_ARGS, find_browser, probe_adapter
-from pytest_dispatch.plugin.pageserver import PageServer
-from pytest_dispatch.plugin.realms import Driver, PageRealms, descendants
+from pytest_dispatch.plugin.page import BrowserSession
+from pytest_dispatch.plugin.realms import Driver, descendants
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "browser" / "pages" / "add_scale"
 
@@ -71,19 +70,16 @@ def browser_resident_mib() -> tuple[float, float]:
     return total / 2**20, proportional / 2**20
 
 
-def start_browser(executable: str, server: PageServer):
-    """A fresh browser with a page of ``server`` probed for its adapter, and the seconds taken."""
-    args = [*LAUNCH_ARGS, *(("--no-sandbox",) if os.geteuid() == 0 else ())]
+def start_browser(named: str | None) -> tuple[BrowserSession, float]:
+    """A fresh browser started as ``gpu_page`` starts it (its adapter probed), and the seconds taken."""
     start = time.perf_counter()
-    browser = Chromium(executable, tuple(args))
-    version = browser.call("Browser.getVersion")["product"].rpartition("/")[2]
-    page = PageRealms(browser, page_measurement.recorder_script())
-    page.navigate(server.blank, 30)
-    adapter, _ = probe_adapter(page, "the blank page")
-    return browser, version, page, adapter, time.perf_counter() - start
+    session = BrowserSession(named)
+    if session.unavailable_reason:
+        raise SystemExit(f"browser_counts: {session.unavailable_reason}")
+    return session, time.perf_counter() - start
 
 
-def evaluate(page: PageRealms, function: str, arg) -> float:
+def evaluate(page, function: str, arg) -> float:
     return page.evaluate(f"({function})({json.dumps(arg)})", 120)["result"]["value"]
 
 
@@ -92,18 +88,15 @@ def main() -> int:
     parser.add_argument("--browsers", type=int, default=10)
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--gpu-browser", default=None, help="the browser, as gpu_page takes it (default: Chromium)")
     options = parser.parse_args()
-    executable = find_browser(None)
-    if executable is None:
-        print("browser_counts: no Chromium found (apt-get install chromium)", file=sys.stderr)
-        return 2
-    server = PageServer()
-    url = server.mount(EXAMPLE) + "index.html"
     seen, starts, memory = [], [], []
     for _ in range(options.browsers):
-        browser, version, page, adapter, seconds = start_browser(executable, server)
+        session, seconds = start_browser(options.gpu_browser)
         starts.append(seconds)
         memory.append(browser_resident_mib())
+        url = session.server.mount(EXAMPLE) + "index.html"
+        page = session.new_page()
         page.navigate(url, 30)
         counts = []
         for name, args in (("eager", [8]), ("fused", [8])):
@@ -112,10 +105,12 @@ def main() -> int:
             counted = function.count()
             counts.append((name, counted.calls, counted.by_kernel))
         seen.append(counts)
-        browser.close()
-    browser, version, page, adapter, _ = start_browser(executable, server)
-    bare = PageRealms(browser, "")  # a page without the recorder: the calls as the browser makes them
-    bare.navigate(server.blank, 30)
+        session.close()
+    session, _ = start_browser(options.gpu_browser)
+    page = session.new_page()
+    page.navigate(session.server.blank, 30)
+    bare = session.open_page("")  # a page without the recorder: the calls as the browser makes them
+    bare.navigate(session.server.blank, 30)
     for on in (True, False):  # warm every path up
         evaluate(page, COST, [1000, on])
     evaluate(bare, COST, [1000, False])
@@ -126,13 +121,14 @@ def main() -> int:
         native = evaluate(bare, COST, [options.calls, False])
         added.append((wrapped - plain) * 1000 / options.calls)
         whole.append((wrapped - native) * 1000 / options.calls)
-    browser.close()
-    server.close()
-    info = page_measurement.page_gpu_info(version, adapter)
+    version, adapter, kind = session.version, session.adapter or {}, session.kind
+    bare.close()
+    session.close()
+    info = page_measurement.page_gpu_info(version, adapter, kind)
     print(f"command: python benchmarks/browser_counts.py --browsers {options.browsers} --calls {options.calls} "
-          f"--rounds {options.rounds}")
+          f"--rounds {options.rounds}" + (f" --gpu-browser {options.gpu_browser}" if options.gpu_browser else ""))
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; CPUs: {os.cpu_count()}")
-    print(f"adapter: {page_measurement.describe_adapter(version, adapter)}; fingerprint {info.fingerprint}")
+    print(f"adapter: {page_measurement.describe_adapter(version, adapter, kind)}; fingerprint {info.fingerprint}")
     same = all(counts == seen[0] for counts in seen)
     for name, calls, by_kernel in seen[0]:
         shown = {kind: n for kind, n in calls.items() if n}
