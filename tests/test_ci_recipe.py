@@ -20,7 +20,7 @@ import pytest
 
 from pytest_dispatch import cli
 
-pytestmark = pytest.mark.slow  # A/B jobs and pytest sessions in subprocesses
+pytestmark = pytest.mark.slow  # A/B jobs (worker processes) and pytest sessions
 
 PERF_TEST = '''
 import numpy as np
