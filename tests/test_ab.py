@@ -115,8 +115,10 @@ def test_head_with_an_injected_cost_regresses_and_the_base_worktree_is_removed(p
 
 def test_more_dispatches_in_the_head_is_an_exact_count_regression(project):
     write_cost(project, dispatches=22)
-    done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
-    assert done.returncode == 1
+    # test_model alone: its count regressed, so the job needs no timing session after the first
+    done, outcome = outcome_of(project, "--base", "main", "--", "test_work.py::test_model", flags=TWO_SESSION_FLAGS)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "session 1 " in done.stdout + done.stderr and "session 2 " not in done.stdout + done.stderr
     assert "work regressed: dispatches regressed: 20 -> 22 per call (+2: add_one +2)" in done.stdout
     assert by_name(outcome)["work"]["counts"]["dispatches"]["status"] == "regressed"
 
@@ -264,7 +266,7 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
     ticks = itertools.count(step=100)  # every CPU equally idle, whatever else loads this machine
     monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
     lines = []
-    command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py", "test_work.py"],
+    command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py"],
                 coordinator.Settings(seed=3, **{**FAST, **TWO_SESSIONS}), out=lines.append)
     placements = [json.loads(path.read_text()) for path in logs.iterdir()]
     assert placements, lines

@@ -2,7 +2,10 @@
 repository: a first pull request with an empty cache, main saving, a later pull request that
 regresses a count and a kernel's time. Each step's exit status and summary line are checked.
 The counted job runs counts-only here (--dispatch-disable-timing) instead of under callgrind:
-the step's exit status is decided the same way, and it costs seconds."""
+the step's exit status is decided the same way, and it costs seconds. The pytest steps and the
+pytest-dispatch commands other than `ab` run in this process (pytester's in-process runs, the
+command's main()): what a step decides does not depend on a fresh interpreter, and each would
+pay one's start-up; the A/B jobs start their own worker processes in any case."""
 
 from __future__ import annotations
 
@@ -15,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # A/B jobs and pytest sessions in subprocesses
+from pytest_dispatch import cli
+
+pytestmark = pytest.mark.slow  # A/B jobs (worker processes) and pytest sessions
 
 PERF_TEST = '''
 import numpy as np
@@ -84,10 +89,10 @@ def step(folder: Path, *command: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def repository(tmp_path, gpu_info) -> Path:
-    """main: the code, no measured tests yet; the work tree is a pull request's head."""
-    folder = tmp_path / "project"
-    folder.mkdir()
+def repository(pytester, gpu_info) -> Path:
+    """main: the code, no measured tests yet; the work tree is a pull request's head (and the
+    current folder)."""
+    folder = pytester.path
     write_cost(folder, dispatches=20, loops=1)
     (folder / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
     git(folder, "init", "-q", "-b", "main")
@@ -96,20 +101,39 @@ def repository(tmp_path, gpu_info) -> Path:
     return folder
 
 
-def counted_job(folder: Path) -> subprocess.CompletedProcess:
-    return step(folder, "pytest", "tests/perf", "--dispatch-disable-timing", "--dispatch-compare=main",
-                "--dispatch-storage=.dispatch-counted", "-p", "no:cacheprovider")
+class Ran:
+    """A step run in this process: its exit status and its output."""
+
+    def __init__(self, returncode: int, output: str):
+        self.returncode, self.output = int(returncode), output
+
+
+def session(pytester: pytest.Pytester, *args: str) -> Ran:
+    result = pytester.runpytest_inprocess(*args)
+    return Ran(result.ret, result.stdout.str() + result.stderr.str())
+
+
+def command(capsys, *args: str) -> Ran:
+    capsys.readouterr()
+    code = cli.main(list(args))
+    out, err = capsys.readouterr()
+    return Ran(code, out + err)
+
+
+def counted_job(pytester: pytest.Pytester) -> Ran:
+    return session(pytester, "tests/perf", "--dispatch-disable-timing", "--dispatch-compare=main",
+                   "--dispatch-storage=.dispatch-counted", "-p", "no:cacheprovider")
 
 
 def ab_job(folder: Path) -> subprocess.CompletedProcess:
     return step(folder, "pytest_dispatch.cli", "ab", "--base", "main", *FLAGS, "--", "tests/perf")
 
 
-def test_the_recipe_is_green_from_the_first_pull_request_and_red_on_a_regression(repository):
+def test_the_recipe_is_green_from_the_first_pull_request_and_red_on_a_regression(repository, pytester, capsys):
     # 1. the pull request that adds the first perf tests, with an empty cache
     (repository / "tests" / "perf").mkdir(parents=True)
     (repository / "tests" / "perf" / "test_perf.py").write_text(PERF_TEST)
-    counted = counted_job(repository)
+    counted = counted_job(pytester)
     assert counted.returncode == 0, counted.output
     assert "dispatch gate: no saved run in .dispatch-counted/ yet: nothing was compared" in counted.output
     for _ in range(2):  # the same answer every time
@@ -122,18 +146,18 @@ def test_the_recipe_is_green_from_the_first_pull_request_and_red_on_a_regression
     # 2. merged: main saves its run, for the counted job and for the history
     git(repository, "add", ".")
     git(repository, "commit", "-qm", "perf tests")
-    saved = step(repository, "pytest", "tests/perf", "--dispatch-disable-timing", "--dispatch-save=main",
-                 "--dispatch-storage=.dispatch-counted", "--dispatch-json=dispatch.json", "-p", "no:cacheprovider")
+    saved = session(pytester, "tests/perf", "--dispatch-disable-timing", "--dispatch-save=main",
+                    "--dispatch-storage=.dispatch-counted", "--dispatch-json=dispatch.json", "-p", "no:cacheprovider")
     assert saved.returncode == 0, saved.output
     assert "dispatch results written to .dispatch-counted" in saved.output
-    summary = step(repository, "pytest_dispatch.cli", "show", "dispatch.json", "--markdown")
+    summary = command(capsys, "show", "dispatch.json", "--markdown")
     assert summary.returncode == 0 and "`decode`" in summary.output, summary.output
-    unchanged = counted_job(repository)
+    unchanged = counted_job(pytester)
     assert unchanged.returncode == 0 and "2 counts unchanged" in unchanged.output, unchanged.output
 
     # 3. a later pull request: two more dispatches in decode, and a kernel 400 times the work
     write_cost(repository, dispatches=22, loops=400)
-    counted = counted_job(repository)
+    counted = counted_job(pytester)
     assert counted.returncode == 1, counted.output
     assert "decode dispatches regressed: 20 -> 22 per call (+2: smooth +2)" in counted.output
     assert "1 counts regressed, 1 counts unchanged" in counted.output
@@ -143,7 +167,7 @@ def test_the_recipe_is_green_from_the_first_pull_request_and_red_on_a_regression
     assert "decode regressed: dispatches regressed: 20 -> 22 per call (+2: smooth +2)" in ab.output
     assert "kernel regressed: time per call regressed:" in ab.output
     assert "A/B FAILED: 2 regressed" in ab.output
-    history = step(repository, "pytest_dispatch.cli", "history", "--storage", ".dispatch-counted", "--markdown")
+    history = command(capsys, "history", "--storage", ".dispatch-counted", "--markdown")
     assert history.returncode == 0, history.output
 
 

@@ -5,8 +5,9 @@ language):
 - ```python and ```sh blocks run; any other language (text, js, yaml, none) does not.
 - A doc's blocks run in a fresh folder holding a copy of examples/ (the commands name
   `examples/...` as from a clone's root): its Python blocks with tests as test modules in one
-  pytest session, the others as scripts (`python FILE`), then its shell blocks, in order, in one
-  bash with `set -e` and this venv's bin on PATH. The shell blocks run with timing off
+  pytest session, the others as scripts (`python FILE`); in another fresh folder, its shell
+  blocks, in order, in one bash with `set -e` and this venv's bin on PATH (so a shell block uses
+  no file that a Python block's run leaves). The shell blocks run with timing off
   (`--dispatch-disable-timing` in PYTEST_ADDOPTS): they re-run examples whose time verdicts their
   own runs check, and here their counts, budgets, saved runs and history are what is checked.
 - `file=PATH` writes the block to PATH in that folder (a test beside the page it opens, or a page
@@ -70,8 +71,14 @@ def blocks(doc: Path) -> list[Block]:
 
 
 ALL_BLOCKS = [block for doc in DOCS for block in blocks(doc)]
-RUN_DOCS = [doc for doc in DOCS if any(b.language in RUNS and not (b.skip or b.source) for b in blocks(doc))]
 
+
+def _runs(doc: Path, language: str) -> bool:
+    return any(b.language == language and not (b.skip or b.source) for b in blocks(doc))
+
+
+PYTHON_DOCS = [doc for doc in DOCS if _runs(doc, "python")]
+SHELL_DOCS = [doc for doc in DOCS if _runs(doc, "sh")]
 
 def test_every_python_or_shell_block_runs_or_says_why_not():
     """A runnable block either runs, or is an excerpt of a file that runs, or names its reason."""
@@ -102,17 +109,24 @@ def _run(command: list[str], folder: Path, env: dict[str, str]) -> subprocess.Co
     return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
 
 
-@pytest.mark.parametrize("doc", RUN_DOCS, ids=lambda doc: doc.name)
-def test_the_docs_blocks_run(doc, tmp_path, gpu_info):
-    """The doc's Python blocks in one pytest session, then its shell blocks in one bash, in a fresh
-    folder with a copy of examples/."""
+@dataclasses.dataclass
+class Folder:
+    """A doc's fresh folder: a copy of examples/ and the doc's blocks written in it."""
+    path: Path
+    env: dict[str, str]
+    tests: list[str] = dataclasses.field(default_factory=list)  # Python blocks that define tests
+    scripts: list[str] = dataclasses.field(default_factory=list)  # the other Python blocks
+    shell: list[str] = dataclasses.field(default_factory=list)  # bash lines: each shell block, its doc line echoed
+
+
+def _folder(doc: Path, tmp_path: Path) -> Folder:
     shutil.copytree(ROOT / "examples", tmp_path / "examples",
                     ignore=shutil.ignore_patterns("node_modules", "__pycache__", ".dispatch"))
     if (ROOT / "node_modules").is_dir():  # the project's npm packages (Node's webgpu), as set-up installed them
         (tmp_path / "node_modules").symlink_to(ROOT / "node_modules")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env.pop("PYTEST_ADDOPTS", None)
-    tests, scripts, script = [], [], ["set -euo pipefail"]
+    folder = Folder(tmp_path, env)
     for number, block in enumerate(blocks(doc)):
         if block.skip or block.source:
             continue
@@ -123,24 +137,41 @@ def test_the_docs_blocks_run(doc, tmp_path, gpu_info):
             path = block.file or f"{'test_' if 'def test_' in block.text else ''}{doc.stem.lower()}_{number}.py"
             if not block.file:
                 (tmp_path / path).write_text(block.text)
-            (tests if re.search(r"^def test_", block.text, re.M) else scripts).append(path)
+            (folder.tests if re.search(r"^def test_", block.text, re.M) else folder.scripts).append(path)
         elif block.language == "sh":
-            script += [f"echo '--- {block.where}' >&2", block.text]
-    for path in scripts:
-        done = _run([sys.executable, path], tmp_path, env)
+            folder.shell += [f"echo '--- {block.where}' >&2", block.text]
+    return folder
+
+
+# A doc's Python blocks and its shell blocks are two tests, each in a fresh folder (every block
+# written in both), so that pytest-xdist runs a doc's two halves side by side: a shell block
+# uses no file a Python block's run leaves behind.
+@pytest.mark.parametrize("doc", PYTHON_DOCS, ids=lambda doc: doc.name)
+def test_the_docs_python_blocks_run(doc, tmp_path, gpu_info):
+    """The doc's Python blocks: those without tests as scripts, then the others in one pytest
+    session."""
+    folder = _folder(doc, tmp_path)
+    for path in folder.scripts:
+        done = _run([sys.executable, path], tmp_path, folder.env)
         assert done.returncode == 0, f"{doc.name}'s {path}:\n{done.stdout[-2000:]}{done.stderr[-3000:]}"
-    if tests:
-        done = _run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", *tests], tmp_path, env)
+    if folder.tests:
+        done = _run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", *folder.tests], tmp_path,
+                    folder.env)
         summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
         assert done.returncode == 0, f"{doc.name}'s Python blocks:\n{done.stdout[-4000:]}{done.stderr[-2000:]}"
         if " skipped" in summary:
             pytest.skip(f"{doc.name}'s Python blocks skipped: {summary}; " + " ".join(
                 line for line in done.stdout.splitlines() if line.startswith("SKIPPED"))[:500])
-    if len(script) > 1:
-        done = _run(["bash", "-c", "\n".join(script)], tmp_path,
-                    {**env, "PYTEST_ADDOPTS": "--dispatch-disable-timing"})
-        assert done.returncode == 0, (f"{doc.name}'s shell blocks (the last '---' names the block that failed):\n"
-                                      f"{done.stderr[-3000:]}\n{done.stdout[-3000:]}")
+
+
+@pytest.mark.parametrize("doc", SHELL_DOCS, ids=lambda doc: doc.name)
+def test_the_docs_shell_blocks_run(doc, tmp_path, gpu_info):
+    """The doc's shell blocks, in order, in one bash with `set -e`."""
+    folder = _folder(doc, tmp_path)
+    done = _run(["bash", "-c", "\n".join(["set -euo pipefail", *folder.shell])], tmp_path,
+                {**folder.env, "PYTEST_ADDOPTS": "--dispatch-disable-timing"})
+    assert done.returncode == 0, (f"{doc.name}'s shell blocks (the last '---' names the block that failed):\n"
+                                  f"{done.stderr[-3000:]}\n{done.stdout[-3000:]}")
 
 
 # --------------------------------------------------------------------------
