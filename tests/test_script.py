@@ -55,10 +55,7 @@ def test_each_engine_is_a_gpu_of_its_own(gpu_script):
 
 
 @pytest.mark.gpu
-def test_a_throw_fails_in_one_line_and_a_blocked_engine_is_ended(gpu_script, monkeypatch):
-    # a blocked engine never reads the end of its input: it is killed after CLOSE_TIMEOUT (10 s),
-    # which here need not be waited out
-    monkeypatch.setattr(script, "CLOSE_TIMEOUT", 0.5)
+def test_a_throw_fails_in_one_line_and_a_blocked_engine_is_ended(gpu_script):
     gpu_script.open(SCRIPTS / "counted.js")
     with pytest.raises(pytest.fail.Exception) as failed:
         gpu_script.function("fails")()

@@ -117,7 +117,7 @@ class ScriptProcess:
             try:
                 answer = self._answers.get(timeout=timeout)
             except queue.Empty:
-                self.close()
+                self.kill()  # blocked: it would not read the end of its input either
                 raise TimeoutError(f"{self.name} did not answer in {timeout:g} s and was ended") from None
             if answer is None:
                 self._answers.put(None)  # ended: every later call hears it too
@@ -165,8 +165,12 @@ class ScriptProcess:
                 self.process.stdin.close()  # the host exits when its stdin closes
                 self.process.wait(timeout=CLOSE_TIMEOUT)
             except (OSError, subprocess.TimeoutExpired):
-                self.process.kill()
-                self.process.wait()
+                self.kill()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
 
 
 @dataclasses.dataclass
