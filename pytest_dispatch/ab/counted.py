@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -40,6 +41,18 @@ def _side_env(side: str, folder: Path) -> dict[str, str]:
     return {**os.environ, coordinator.SIDE_ENV: side, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
 
+def _as_they_end(sides: dict, stop: Callable[[], bool]):
+    """Each side as its process ends, first ended first; none more once ``stop()`` (a side that
+    could not collect: nothing can be compared, so the other is not waited out under callgrind)."""
+    pending = dict(sides)
+    while pending and not stop():
+        ended = [side for side, (process, _, _) in pending.items() if process.poll() is not None]
+        for side in ended:
+            yield side, pending.pop(side)
+        if not ended:
+            time.sleep(0.1)
+
+
 def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[str], tolerance: float,
                     descriptions: tuple[str, str], out: Callable[[str], None] = print) -> int:
     """Count both sides, print one line per measurement and a summary; the exit status."""
@@ -54,8 +67,8 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
         out(f"A/B (counted): base {descriptions[0]}, head {descriptions[1]}: both sides under callgrind")
         documents, head_failed, not_collected, notices = {}, False, [], []
         try:
-            for side, (process, path, log) in sides.items():
-                code = process.wait()
+            for side, (process, path, log) in _as_they_end(sides, lambda: bool(not_collected)):
+                code = process.returncode
                 log.seek(0)
                 lines = [line for line in log.read().splitlines() if line.strip()]
                 log.close()
@@ -70,7 +83,8 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
                     documents[side] = storage.load_document(path)
                 head_failed |= side == "head" and code not in (0, pytest.ExitCode.NO_TESTS_COLLECTED)
         finally:  # stopped, or a side that failed: the other is not left running under callgrind
-            for process, _, _ in sides.values():
+            for process, _, log in sides.values():
+                log.close()
                 if process.poll() is None:
                     process.terminate()  # a side's session ends its valgrind's process group on SIGTERM
                     try:
