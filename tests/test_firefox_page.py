@@ -102,6 +102,22 @@ def test_gpu_and_timing_label(gpu_page, dispatch_meter):
 
 def test_throws_on_load(gpu_page):
     gpu_page.open({throws!r})
+
+def test_x_blocks(gpu_page):
+    gpu_page.open(PAGE)
+    gpu_page.function("() => {{ for (;;) {{}} }}", name="spins", timeout=1)()
+
+def test_y_after_a_block(gpu_page):
+    gpu_page.open(PAGE)
+    assert gpu_page.count("run", 1).dispatches == 1
+
+def test_z_blocks_again(gpu_page):
+    gpu_page.open(PAGE)
+    gpu_page.function("() => {{ for (;;) {{}} }}", name="spins", timeout=1)()
+
+def test_zz_after_two_blocks(gpu_page):
+    gpu_page.open(PAGE)
+    assert gpu_page.count("run", 1).dispatches == 1
 """
 
 
@@ -124,7 +140,7 @@ def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(
                                            "-k", "not faster")
     output = result.stdout.str()
     assert "dispatch page: Firefox " in output
-    result.assert_outcomes(passed=12, failed=5)
+    result.assert_outcomes(passed=14, failed=7)
     for start, worker in [("startWorker", "worker blob:http://127.0.0.1:*"),
                           ("startShared", "shared worker blob:http://127.0.0.1:*"),
                           ("startService", "service worker page/service.js")]:
@@ -133,6 +149,9 @@ def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(
     result.stdout.fnmatch_lines(["*_ test_wgsl _*", "badShader of page/index.html: its WebGPU work failed*",
                                  "page/index.html:*: WGSL compile error in shader 'broken' at line 3*"])
     result.stdout.fnmatch_lines(["*_ test_throws_on_load _*", "*throws_on_load/index.html (uncaught) threw TypeError: *"])
+    # a page that blocks for good is ended, not waited on; Firefox starts again, however often
+    for blocked in ("test_x_blocks", "test_z_blocks_again"):
+        result.stdout.fnmatch_lines([f"*_ {blocked} _*", "spins of page/index.html did not settle in 1 s*"])
 
 
 def test_no_such_browser_is_one_line_naming_the_choices(pytester):

@@ -10,12 +10,19 @@ frames, and by Playwright's worker event) fails the count naming it, never read 
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from typing import Any
 
 from pytest_dispatch.errors import PageError
 from pytest_dispatch.plugin import engines
 from pytest_dispatch.plugin.cdp import failure
-from pytest_dispatch.plugin.realms import Realm, first_line
+from pytest_dispatch.plugin.realms import Realm, descendants, first_line
+
+# Seconds past a question's time-out before Firefox is ended: BiDi's evaluate has no bound, and
+# ending the page's content process does not end the wait; ending the driver does.
+KILL_GRACE = 1.0
 
 # Beside the recorder in each frame: each document's own id (a frame's next document is another
 # realm), and the workers its scripts start, which Firefox's recorder cannot reach.
@@ -54,12 +61,15 @@ class Firefox:
         from playwright.sync_api import Error, sync_playwright
 
         self.gone: str | None = None
+        self.blocked = False  # ended because a page blocked it: started again without counting as a death
+        before = set(descendants(os.getpid()))
         self._playwright = sync_playwright().start()
         try:
             self.browser = engines.launch_firefox(self._playwright, executable)
         except Error as error:
             self._playwright.stop()
             raise failure(first_line(error)) from None
+        self.processes = set(descendants(os.getpid())) - before  # Playwright's driver and Firefox
         self.version = self.browser.version
         self.browser.on("disconnected", lambda _: setattr(self, "gone", self.gone or "the browser ended"))
 
@@ -73,6 +83,16 @@ class Firefox:
 
     def last_words(self) -> str:
         return ""
+
+    def end_blocked(self) -> None:
+        """End the driver and Firefox: a page blocked for good, and every wait on it returns."""
+        self.blocked = True
+        self.gone = self.gone or "a page blocked it for good, so it was ended"
+        for pid in self.processes:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass  # gone already
 
     def close(self) -> None:
         try:
@@ -105,18 +125,27 @@ class FirefoxPage:
         self.page.on("worker", lambda worker: self.workers.append(f"worker {worker.url}"))
         self.page.on("crash", lambda _: setattr(self, "crashed", "its content process crashed"))
 
-    def _asked(self, ask):
-        """``ask()``, Playwright's failures as the DevTools driver's. Unbounded: a page blocked for
-        good blocks it (ending Firefox's content process does not end Playwright's wait)."""
+    def _asked(self, ask, limit: float):
+        """``ask()``, Playwright's failures as the DevTools driver's; no answer in ``limit`` seconds
+        (a page blocked for good) ends Firefox and is a TimeoutError."""
         from playwright.sync_api import Error
 
+        timer = threading.Timer(limit + KILL_GRACE, self.browser.end_blocked)
+        timer.daemon = True
+        timer.start()
         try:
             return ask()
-        except Error as error:
+        except Exception as error:  # the driver ended: a plain Exception, not Playwright's Error
+            if self.browser.blocked:
+                raise TimeoutError(f"the page did not answer in {limit:g} s; Firefox was ended") from None
+            if not isinstance(error, Error):
+                raise
             if self.browser.gone or self.crashed or self.page.is_closed():
                 raise failure(self.browser.gone or self.crashed or "the page was closed") from None
             raise PageError(first_line(error).removeprefix("Page.evaluate: ")
                                 .removeprefix("Frame.evaluate: ")) from None
+        finally:
+            timer.cancel()
 
     def navigate(self, url: str, timeout: float) -> str | None:
         from playwright.sync_api import Error
@@ -130,7 +159,7 @@ class FirefoxPage:
     def evaluate(self, expression: str, timeout: float) -> dict[str, Any]:
         """``expression`` awaited in the page, its outcome as Chromium's ``Runtime.evaluate`` gives it."""
         try:
-            return {"result": {"value": self._asked(lambda: self.page.evaluate(expression))}}
+            return {"result": {"value": self._asked(lambda: self.page.evaluate(expression), timeout)}}
         except PageError as error:
             if getattr(error, "protocol", False):
                 raise
@@ -142,7 +171,8 @@ class FirefoxPage:
         late = f"new Promise((done) => setTimeout(() => done({{__late: true}}), {int(timeout * 1000)}))"
         for frame in self.page.frames:
             try:
-                value = self._asked(lambda: frame.evaluate(f"Promise.race([Promise.resolve({expression}), {late}])"))
+                value = self._asked(lambda: frame.evaluate(f"Promise.race([Promise.resolve({expression}), {late}])"),
+                                    timeout)
             except PageError:
                 if frame.is_detached():
                     continue

@@ -161,11 +161,12 @@ class BrowserSession:
         if self.browser is not None and not self.browser.gone:
             return None
         cause = self.browser.gone if self.browser is not None else "it is not running"
+        ended_on_purpose = getattr(self.browser, "blocked", False)  # a page blocked it: not the browser's fault
         self.close_browser()
-        if self.restarted:
+        if self.restarted and not ended_on_purpose:
             self.died = f"gpu_page: {NAMES[self.kind]} ended twice in this session ({cause}); later page tests skip"
             return self.died
-        self.restarted = True
+        self.restarted = self.restarted or not ended_on_purpose
         why = self._start()
         if why:
             self.died = f"gpu_page: {NAMES[self.kind]} ended ({cause}) and did not start again: {why}"
