@@ -122,3 +122,12 @@ def test_a_page_function_that_dispatches_nothing_is_named_in_the_page_s_words(gp
     with pytest.raises(UsageError, match=r"^idle: the measured function made no compute dispatch "
                                                     r"\(in the page and its realms\); "):
         dispatch_meter.measure(gpu_page.function("async () => null", name="idle"))
+
+
+def test_a_timed_round_that_dispatches_in_a_worker_says_its_sync_does_not_await_it(gpu_page, dispatch_meter):
+    gpu_page.open(REALMS)
+    in_worker = dispatch_meter.measure(gpu_page.function("inBlobWorker", 1), rounds=2, per_round=1, name="worker")
+    in_page = dispatch_meter.measure(gpu_page.function("run", 1), rounds=2, per_round=1, name="page")
+    assert "the timed calls dispatched in worker blob:" in in_worker.sync_method
+    assert "whose queue the round's sync does not await" in in_worker.sync_method
+    assert "dispatched in" not in in_page.sync_method

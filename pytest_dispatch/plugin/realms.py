@@ -342,6 +342,10 @@ class Driver:
     def realm_name(self, realm: Any) -> str:
         return escaped(realm.name())
 
+    def awaited(self, realm: Any) -> bool:
+        # the recorder's sync() walks the page's frames in its process, not workers or other processes' frames
+        return realm.kind in ("page", "frame") and realm.session == getattr(self.page, "session", realm.session)
+
 
 def as_error(outcome: dict[str, Any], what: str, timeout: float, named: bool = False) -> PageError:
     """A failed question's outcome as a PageError; ``named``: a time-out names the realm that did not answer."""

@@ -73,6 +73,9 @@ class PageDriver(Protocol):
     def realm_name(self, realm: Any) -> str:
         """How messages name a realm (its kind and URL)."""
 
+    def awaited(self, realm: Any) -> bool:
+        """Whether a timed round's own sync, in the page's realm, awaits this realm's devices."""
+
 
 Evaluate = Callable[[str, Any], Any]  # evaluate(expression, arg): a function expression called with arg, awaited
 
@@ -107,6 +110,9 @@ class OneRealm:
 
     def realm_name(self, realm: Any) -> str:
         return escaped(self.where)
+
+    def awaited(self, realm: Any) -> bool:
+        return True
 
 
 @functools.cache
@@ -255,6 +261,7 @@ class PageFunction:
         self.args = list(args)
         self.timeout = timeout
         self.where = where
+        self.unawaited: set[str] = set()  # realms that dispatched in timed rounds, beyond the round's sync
         self.__qualname__ = self.__name__ = name or (target if _NAME.match(target) else "page function")
 
     def __repr__(self) -> str:
@@ -321,6 +328,10 @@ class PageFunction:
     @property
     def sync_method(self) -> str:
         notes = [POLLED_SYNC[self.info.implementation]] if self.info and self.info.implementation in POLLED_SYNC else []
+        if self.unawaited:
+            notes.append(f"the timed calls dispatched in {', '.join(sorted(self.unawaited))}, whose queue the "
+                         "round's sync does not await: that GPU work is in the time only where the call awaited "
+                         "its results")
         if self.info is not None and self.info.is_cpu:
             notes.append("a fallback adapter, on the CPU: timings are indicative")
         return f"{SYNC_METHOD} ({'; '.join(notes)})" if notes else SYNC_METHOD
@@ -343,14 +354,27 @@ class PageFunction:
         from pytest_dispatch.measurement.sources import RoundTime
 
         try:
+            before = self._driver.totals(self.timeout)
             value = self._run("round", calls)
             self._driver.sync(self.timeout)
-            self._checked(self._driver.totals(self.timeout))
+            after = self._driver.totals(self.timeout)
+            self._checked(after)
+            self._note_unawaited(before, after)
             return RoundTime(wall_ns=int(value["wall_ns"]), sync_ns=int(value["sync_ns"]),
                              host_ns=int(value["host_ns"]))
         except (PageError, MeasurementFailed) as error:
             failure = error
         return self.failed(failure)
+
+    def _note_unawaited(self, before: list[tuple[Any, dict[str, Any]]], after: list[tuple[Any, dict[str, Any]]]) -> None:
+        """Name each realm that dispatched during the round but whose devices the round's sync
+        does not await (a worker): its GPU work is in the round's time only where the call
+        awaited its results, which the label then says."""
+        dispatch = recorder.KINDS.index("dispatch")
+        earlier = {id(realm): totals["counts"][dispatch] for realm, totals in before}
+        for realm, totals in after:
+            if not self._driver.awaited(realm) and totals["counts"][dispatch] > earlier.get(id(realm), 0):
+                self.unawaited.add(self._driver.realm_name(realm))
 
     def sync(self) -> None:
         """Wait until every device of every realm of the page has done its submitted work."""
