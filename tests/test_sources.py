@@ -239,3 +239,27 @@ def test_rounds_are_taken_locally_served_or_in_turns_by_the_instrument():
     assert turns == [samplers]
     instruments.CountsOnly().take_rounds(samplers, instruments.Rounds(5, 1))
     assert [s.taken for s in samplers] == [7, 3]
+
+
+class _Polled(_Fake):
+    """A source whose sync completes on a 100 ms poll (as Firefox's), ``ns_per_call`` a call."""
+
+    capabilities = sources.Capabilities(sync_poll_ms=100.0)
+
+    def __init__(self, name, ns_per_call):
+        self.name, self.ns_per_call = name, ns_per_call
+
+    def timed_round(self, calls):
+        return sources.RoundTime(wall_ns=50_000_000 + calls * self.ns_per_call, sync_ns=50_000_000, host_ns=0)
+
+
+@pytest.mark.parametrize(("per_round", "shown"), [(1, False), (2_000, True)])
+def test_a_speedup_whose_rounds_are_within_the_sync_s_polls_is_not_shown_and_says_what_to_raise(per_round, shown):
+    from pytest_dispatch.judgement.speedup import measure_speedup
+
+    speedup = measure_speedup(DispatchMeter(), _Polled("fast", 1_000_000), _Polled("slow", 3_000_000), at_least=2.0,
+                              per_round=per_round)
+    assert speedup.passed is shown, speedup.summary
+    if not shown:
+        assert "inconclusive: a round's work (1 ms) spans fewer than 10 of the sync's 100 ms polls" in speedup.summary
+        assert "raise per_round to 1000 or more" in speedup.summary

@@ -8,16 +8,21 @@ the one the A/B gate uses too.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Callable
 
 from pytest_dispatch.errors import MeasurementFailed, UsageError
 from pytest_dispatch.judgement import paired
 from pytest_dispatch.judgement.stats import format_seconds
 from pytest_dispatch.judgement.status import Status
+from pytest_dispatch.measurement.sources import capabilities_of
 from pytest_dispatch.measurement.meter import DEFAULT_PER_ROUND, DEFAULT_WARMUP, DispatchMeter, measurement_name
 
 # The first look after 20 pairs, then every 20, up to 200 pairs or 60 s.
 SPEEDUP_DESIGN = paired.Design(first=20, batch=20, max_pairs=200, max_time=60.0, alpha=0.05)
+# Where a sync completes on a poll, a round's time is rounded to the poll: the work of a round must
+# span this many polls, so that the rounding moves the ratio by a tenth at most.
+POLLS_PER_ROUND = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,4 +119,18 @@ def measure_speedup(
                            per_round=per_round, device=device)
     if not verdicts:  # timing off: counted only
         return None
-    return Speedup(fast_name, slow_name, verdicts[0], at_least)
+    poll_ms = max(capabilities_of(fn).sync_poll_ms for fn in (fast, slow))
+    return Speedup(fast_name, slow_name, _within_polls(verdicts[0], poll_ms, per_round), at_least)
+
+
+def _within_polls(verdict: paired.PairedVerdict, poll_ms: float, per_round: int) -> paired.PairedVerdict:
+    """Not shown, and why, where a round's work is within a few of the sync's polls: the ratio
+    would be the polls', whatever it says."""
+    shorter_us = min(verdict.a_median_us_per_call, verdict.b_median_us_per_call)
+    needed_us = POLLS_PER_ROUND * poll_ms * 1000
+    if not poll_ms or not 0 < shorter_us < math.inf or shorter_us * per_round >= needed_us:
+        return verdict  # no poll, or rounds within the sync's noise already said so
+    return dataclasses.replace(verdict, status=Status.FAILED, reason=(
+        f"inconclusive: a round's work ({shorter_us * per_round / 1000:.3g} ms) spans fewer than "
+        f"{POLLS_PER_ROUND} of the sync's {poll_ms:g} ms polls, so its time is the polls'; raise per_round "
+        f"to {math.ceil(needed_us / shorter_us)} or more"))

@@ -56,6 +56,7 @@ class Capabilities:
     device: Any = None  # the wgpu-py device its calls go to: the device lock is taken on it, counted mode retires it
     host_calls: Callable[[int], None] | None = None  # ``calls`` calls in this thread, nothing else: counted mode
     gpu_clock: bool = False  # ``counted(gpu_time=True)`` gives the GPU time of its passes
+    sync_poll_ms: float = 0.0  # its sync completes on a poll of this period: a round's time is rounded to it
 
     @property
     def holds_device_lock(self) -> bool:

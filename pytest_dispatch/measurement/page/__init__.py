@@ -32,6 +32,7 @@ BACKEND = "WebGPU in a page"  # a page's fingerprint never equals a native adapt
 # Browsers whose every sync waits for a completion poll: one op's time is then the poll's
 POLLED_SYNC = {"firefox": "Firefox polls for completion: every sync waits up to about 100 ms, so a round shorter "
                           "than many polls times the poll, and single-op times only the poll"}
+POLL_MS = {"firefox": 100.0}  # the poll's period, ms
 SYNC_METHOD = "await queue.onSubmittedWorkDone() on every device of the page's realms"
 DEFAULT_TIMEOUT = 30.0  # seconds a page function may take to settle
 WHERE = "in the page and its realms"  # where a page function's WebGPU calls are counted
@@ -324,6 +325,13 @@ class PageFunction:
     @property
     def name(self) -> str:
         return self.__qualname__
+
+    @property
+    def capabilities(self):
+        """A polled sync's period (``assert_speedup`` asks rounds to span many polls)."""
+        from pytest_dispatch.measurement.sources import Capabilities
+
+        return Capabilities(sync_poll_ms=POLL_MS.get(self.info.implementation, 0.0) if self.info else 0.0)
 
     @property
     def sync_method(self) -> str:
