@@ -1,5 +1,5 @@
-"""examples/browser/threejs: three.js pinned and locked; its set-up skips in one line without npm;
-no example's node_modules goes into the sdist.
+"""examples/browser/threejs: three.js pinned and locked; no example's node_modules goes into the
+sdist (its set-up without npm: test_page_example_npm.py).
 
 The example itself (three.js compute in headless Chromium) runs with the examples:
 `pytest examples/browser/threejs`."""
@@ -7,10 +7,7 @@ The example itself (three.js compute in headless Chromium) runs with the example
 import json
 import os
 import re
-import shutil
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "browser" / "threejs"
@@ -36,34 +33,3 @@ def test_no_example_s_node_modules_goes_into_the_sdist():
             npm_examples.add(Path(folder).relative_to(ROOT).as_posix())
     assert EXAMPLE.relative_to(ROOT).as_posix() in npm_examples
     assert {f"{folder}/node_modules" for folder in npm_examples} <= pruned
-
-
-FAILING_NPM = """#!/bin/sh
-echo "npm error code ENOTFOUND" >&2
-echo "npm error network request to https://registry.npmjs.org/three failed" >&2
-exit 1
-"""
-
-
-@pytest.mark.parametrize("npm, reason", [
-    (None, "npm is not installed: this example installs three with it"),
-    (FAILING_NPM, "npm ci failed in * (is the npm registry reachable?): npm error network request to *"),
-], ids=["no npm", "offline"])
-def test_a_stale_install_without_npm_or_offline_skips_in_one_line(pytester, monkeypatch, npm, reason):
-    """node_modules holding another three.js is reinstalled; where npm is missing or fails, every
-    test skips saying so, before a browser starts."""
-    for name in ("test_threejs_compute.py", "compute.html", "package.json", "package-lock.json"):
-        shutil.copy(EXAMPLE / name, pytester.path / name)
-    shutil.copy(EXAMPLE.parent / "conftest.py", pytester.path / "conftest.py")  # installs node_modules
-    (pytester.path / "node_modules" / "three").mkdir(parents=True)
-    (pytester.path / "node_modules" / "three" / "package.json").write_text(json.dumps({"version": "0.160.0"}))
-    bin_dir = pytester.mkdir("bin")
-    if npm is not None:
-        (bin_dir / "npm").write_text(npm)
-        (bin_dir / "npm").chmod(0o755)
-    monkeypatch.setenv("PATH", str(bin_dir))  # the subprocess starts sys.executable itself
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs")
-    outcomes = result.parseoutcomes()
-    assert outcomes.get("skipped", 0) > 0 and set(outcomes) <= {"skipped", "warnings"}, result.stdout.str()
-    result.stdout.fnmatch_lines([f"SKIPPED * {reason}"])
-    assert not list(pytester.path.glob(".npm-*")), "the staging folder is left behind"
