@@ -175,6 +175,15 @@ export class PageModel {
     return this.forward([this.lastToken]);
   }
 
+  /** A decode step that never runs out of cache: at a full cache it goes on from position 0 with
+   * the last token (the same commands, a shorter context), so it can be measured without end. */
+  async endlessStep() {
+    if (this.position < this.maxSeqLen) return this.decodeStep();
+    const last = this.lastToken;
+    this.reset();
+    return this.forward([last]);
+  }
+
   /** Reset, prefill `prompt`, then decode: the `n` greedy tokens (as ReferenceModel.generate). */
   async generate(prompt, n) {
     if (!(n >= 1)) throw new Error(`runner.js: generate needs n >= 1; got ${n}`);
