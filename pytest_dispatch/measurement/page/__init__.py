@@ -29,10 +29,8 @@ TELL = "__dispatchTell"  # the binding through which a realm tells its totals be
 NAMES = {"chromium": "Chromium", "firefox": "Firefox"}  # the page's implementation, as the header names it
 TIMERS = {"chromium": ("5 µs", "100 µs"), "firefox": ("20 µs", "1 ms")}  # performance.now()'s step: isolated, not
 BACKEND = "WebGPU in a page"  # a page's fingerprint never equals a native adapter's
-# Browsers whose every sync waits for a completion poll: one op's time is then the poll's
-POLLED_SYNC = {"firefox": "Firefox polls for completion: every sync waits up to about 100 ms, so a round shorter "
-                          "than many polls times the poll, and single-op times only the poll"}
-POLL_MS = {"firefox": 100.0}  # the poll's period, ms
+# Browsers whose every sync waits for a completion poll, and its period (ms): one op's time is then the poll's
+POLL_MS = {"firefox": 100.0}
 SYNC_METHOD = "await queue.onSubmittedWorkDone() on every device of the page's realms"
 DEFAULT_TIMEOUT = 30.0  # seconds a page function may take to settle
 WHERE = "in the page and its realms"  # where a page function's WebGPU calls are counted
@@ -335,7 +333,10 @@ class PageFunction:
 
     @property
     def sync_method(self) -> str:
-        notes = [POLLED_SYNC[self.info.implementation]] if self.info and self.info.implementation in POLLED_SYNC else []
+        poll_ms = self.capabilities.sync_poll_ms
+        notes = [f"{NAMES[self.info.implementation]} polls for completion: every sync waits up to about {poll_ms:g} "
+                 "ms, so a round shorter than many polls times the poll, and single-op times only the poll"
+                 ] if poll_ms else []
         if self.unawaited:
             notes.append(f"the timed calls dispatched in {', '.join(sorted(self.unawaited))}, whose queue the "
                          "round's sync does not await: that GPU work is in the time only where the call awaited "
