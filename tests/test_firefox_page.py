@@ -105,7 +105,7 @@ def test_throws_on_load(gpu_page):
 
 def test_x_blocks(gpu_page):
     gpu_page.open(PAGE)
-    gpu_page.function("() => {{ for (;;) {{}} }}", name="spins", timeout=1)()
+    gpu_page.function("() => {{ for (;;) {{}} }}", name="spins", timeout=0.5)()
 
 def test_y_after_a_block(gpu_page):
     gpu_page.open(PAGE)
@@ -113,7 +113,7 @@ def test_y_after_a_block(gpu_page):
 
 def test_z_blocks_again(gpu_page):
     gpu_page.open(PAGE)
-    gpu_page.function("() => {{ for (;;) {{}} }}", name="spins", timeout=1)()
+    gpu_page.function("() => {{ for (;;) {{}} }}", name="spins", timeout=0.5)()
 
 def test_zz_after_two_blocks(gpu_page):
     gpu_page.open(PAGE)
@@ -151,7 +151,7 @@ def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(
     result.stdout.fnmatch_lines(["*_ test_throws_on_load _*", "*throws_on_load/index.html (uncaught) threw TypeError: *"])
     # a page that blocks for good is ended, not waited on; Firefox starts again, however often
     for blocked in ("test_x_blocks", "test_z_blocks_again"):
-        result.stdout.fnmatch_lines([f"*_ {blocked} _*", "spins of page/index.html did not settle in 1 s*"])
+        result.stdout.fnmatch_lines([f"*_ {blocked} _*", "spins of page/index.html did not settle in 0.5 s*"])
 
 
 def test_no_such_browser_is_one_line_naming_the_choices(pytester):
