@@ -130,7 +130,7 @@ def test_throws(gpu_page):
 
 def test_never_settles(gpu_page):
     gpu_page.open(PAGES / "throws")
-    gpu_page.function("hang", timeout=1)()
+    gpu_page.function("hang", timeout=0.5)()
 
 def test_no_such_function(gpu_page):
     gpu_page.open(PAGES / "throws")
@@ -138,7 +138,7 @@ def test_no_such_function(gpu_page):
 
 def test_blocks_its_event_loop(gpu_page):
     gpu_page.open(PAGES / "throws")
-    gpu_page.function("() => {{ for (;;) {{}} }}", timeout=1, name="spin")()
+    gpu_page.function("() => {{ for (;;) {{}} }}", timeout=0.5, name="spin")()
 
 def test_navigates_away(gpu_page):
     gpu_page.open(PAGES / "throws")
@@ -174,8 +174,8 @@ def test_hostile_pages_fail_with_the_js_error_or_skip_with_the_reason(pytester):
         "*at checkShape (*throws/app.js:2:*",
     ])
     assert "127.0.0.1" not in output  # the server's URLs are written as the folders
-    result.stdout.fnmatch_lines(["*hang of *throws/index.html did not settle in 1 s*"])
-    result.stdout.fnmatch_lines(["*spin of *throws/index.html did not settle in 1 s*"])  # its renderer ended
+    result.stdout.fnmatch_lines(["*hang of *throws/index.html did not settle in 0.5 s*"])
+    result.stdout.fnmatch_lines(["*spin of *throws/index.html did not settle in 0.5 s*"])  # its renderer ended
     result.stdout.fnmatch_lines(["*missing is not a function of the page (it is undefined after 0.5 s)*"])
     result.stdout.fnmatch_lines(["*throws_on_load/index.html (uncaught) threw TypeError: *undefined*"])
     result.stdout.fnmatch_lines(["page function of *throws/index.html threw Error: the page failed: *navigated*"])

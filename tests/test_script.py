@@ -64,8 +64,8 @@ def test_a_throw_fails_in_one_line_and_a_blocked_engine_is_ended(gpu_script):
     assert first == f"fails of tests/scripts/counted.js in {script.NAMES[gpu_script.engine.name]} threw RangeError: " \
                     "no such layer"
     assert "about to fail" in gpu_script.output()  # what the module printed is kept, not read as an answer
-    with pytest.raises(pytest.fail.Exception, match="did not settle in 1 s"):
-        gpu_script.function("blocks", timeout=1)()
+    with pytest.raises(pytest.fail.Exception, match="did not settle in 0.5 s"):
+        gpu_script.function("blocks", timeout=0.5)()
     assert gpu_script.process.process.poll() is not None  # ended: its event loop was blocked for good
 
 
