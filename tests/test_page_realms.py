@@ -53,15 +53,18 @@ def test_the_page_s_own_wrapper_survives_measurements(gpu_page, dispatch_meter):
     assert gpu_page.evaluate("window.ownCount") == before + 3
 
 
-def test_a_wgsl_error_fails_with_the_page_s_file_line_and_a_caret(pytester):
-    pytester.makepyfile(test_bad=f"""
-        def test_bad(gpu_page):
-            gpu_page.open({str(REALMS)!r})
-            gpu_page.count("badShader")
-        """)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--timeout=120")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
+def failure_of(gpu_page, function: str, *args) -> pytest.LineMatcher:
+    """The lines a test fails with when it counts ``function`` of the realms page (the test's
+    failure, as pytest shows it: its message, no traceback)."""
+    gpu_page.open(REALMS)
+    with pytest.raises(pytest.fail.Exception) as failed:
+        gpu_page.count(function, *args)
+    assert not failed.value.pytrace
+    return pytest.LineMatcher(str(failed.value).splitlines())
+
+
+def test_a_wgsl_error_fails_with_the_page_s_file_line_and_a_caret(gpu_page):
+    failure_of(gpu_page, "badShader").fnmatch_lines([
         "*badShader of *realms/index.html: its WebGPU work failed, nothing is measured:",
         "*realms/index.html:*: WGSL compile error in shader 'broken' at line 3, column *",
         "*  3 |   let x = ;",
@@ -69,16 +72,10 @@ def test_a_wgsl_error_fails_with_the_page_s_file_line_and_a_caret(pytester):
     ])
 
 
-def test_a_validation_error_fails_the_count_with_the_gpu_s_message(pytester):
-    pytester.makepyfile(test_invalid=f"""
-        def test_invalid(gpu_page):
-            gpu_page.open({str(REALMS)!r})
-            gpu_page.count("invalidBuffer")
-        """)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--timeout=120")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["invalidBuffer of *realms/index.html: its WebGPU work failed, nothing is measured:",
-                                 "GPUValidationError in the page *realms/index.html (device '?'): *usage*"])
+def test_a_validation_error_fails_the_count_with_the_gpu_s_message(gpu_page):
+    failure_of(gpu_page, "invalidBuffer").fnmatch_lines([
+        "invalidBuffer of *realms/index.html: its WebGPU work failed, nothing is measured:",
+        "GPUValidationError in the page *realms/index.html (device '?'): *usage*"])
 
 
 def test_workers_scripts_are_served_as_they_are_on_disk(gpu_page):
@@ -102,17 +99,11 @@ def test_workers_of_every_kind_are_counted_exactly(gpu_page, function, adds):
         assert gpu_page.count(function, adds).by_kernel == {"add": adds}
 
 
-def test_a_frame_the_recorder_cannot_reach_is_an_error_naming_it(pytester):
+def test_a_frame_the_recorder_cannot_reach_is_an_error_naming_it(gpu_page):
     # a sandboxed about:srcdoc frame (an opaque origin, its own process) runs before it can be reached
-    pytester.makepyfile(test_unreached=f"""
-        def test_unreached(gpu_page):
-            gpu_page.open({str(REALMS)!r})
-            gpu_page.count("inSandboxedFrame", 2)
-        """)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--timeout=120")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["the frame about:srcdoc was not reached by the recorder before its first script "
-                                 "(a frame of another origin, say), so its WebGPU calls cannot be counted; *"])
+    failure_of(gpu_page, "inSandboxedFrame", 2).fnmatch_lines([
+        "the frame about:srcdoc was not reached by the recorder before its first script "
+        "(a frame of another origin, say), so its WebGPU calls cannot be counted; *"])
 
 
 def test_a_page_function_that_dispatches_nothing_is_named_in_the_page_s_words(gpu_page, dispatch_meter):
