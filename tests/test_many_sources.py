@@ -12,7 +12,9 @@ from test_page import PAGES, needs_browser
 
 PAGE_TEST = f"""
 from pathlib import Path
+import pytest
 
+@pytest.mark.dispatch_budget(dispatches=4)
 def test_page(gpu_page, dispatch_meter):
     gpu_page.open(Path({str(PAGES)!r}) / "counted")
     dispatch_meter.measure(gpu_page.function("run", 2), rounds=2)
@@ -115,13 +117,16 @@ def test_a_session_of_page_and_wgpu_tests_saves_a_run_per_gpu_and_compares_each_
 def test_a_page_only_session_loads_no_wgpu_and_saves_under_the_page_gpu(pytester):
     pytester.makeconftest(SEEN)
     pytester.makepyfile(test_page=PAGE_TEST)
-    result = run(pytester, "--dispatch-save=main", "--dispatch-report")
+    result = run(pytester, "--dispatch-save=main", "--dispatch-report", "--dispatch-json=out.json")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert seen(pytester) == {"wgpu": False, "browser": True}
-    assert [name for name in saved(pytester)] == [next(iter(saved(pytester)))]
-    assert "webgpu-in-a-page" in next(iter(saved(pytester)))
-    result = run(pytester, "--dispatch-compare=main")
+    assert "dispatch: " not in result.stdout.str()  # no wgpu adapter was looked for
+    gpu = json.loads((pytester.path / "out.json").read_text())["machine_info"]["gpu"]
+    assert gpu["implementation"] == "chromium" and "webgpu-in-a-page" in gpu["fingerprint"]
+    assert list(saved(pytester)) == [gpu["fingerprint"]]  # one run, under the page's GPU
+    result = run(pytester, "--dispatch-compare=main", "--dispatch-report")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert "no baseline" not in result.stdout.str()  # compared with the page's own saved run
     assert seen(pytester)["wgpu"] is False  # the page's baseline was found without wgpu-py's adapter
 
 

@@ -99,27 +99,6 @@ def test_page(gpu_page, dispatch_meter):
 """
 
 
-@needs_browser
-@pytest.mark.gpu
-@pytest.mark.slow
-def test_a_page_run_is_saved_under_the_page_gpu(pytester):
-    import json
-
-    pytester.makepyfile(test_stored=STORED)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dispatch-json=out.json",
-                                           "--dispatch-save", "--dispatch-storage=runs", "--timeout=120")
-    result.assert_outcomes(passed=1)
-    assert "dispatch: " not in result.stdout.str()  # no wgpu adapter was looked for
-    document = json.loads((pytester.path / "out.json").read_text())
-    gpu = document["machine_info"]["gpu"]
-    assert gpu["implementation"] == "chromium" and "webgpu-in-a-page" in gpu["fingerprint"]
-    assert [folder.name for folder in (pytester.path / "runs").iterdir()] == [gpu["fingerprint"]]
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--dispatch-compare", "--dispatch-report",
-                                           "--dispatch-storage=runs", "--timeout=120")
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert "no baseline" not in result.stdout.str()  # compared with the page's own saved run
-
-
 HOSTILE = f"""
 from pathlib import Path
 PAGES = Path({str(PAGES)!r})
