@@ -50,11 +50,21 @@ def pytest_configure(config):
             json.dump({"on_valgrind": bool(helper.running_on_valgrind())}, file)
 
 
+ON_VALGRIND = "import ctypes, sys; print(ctypes.CDLL(sys.argv[1]).pytest_dispatch_running_on_valgrind())"
+
+
 def pytest_sessionfinish(session):
     if hasattr(session.config, "workerinput"):
+        import subprocess, sys
         from cffi import cparser
+
+        def on_valgrind(*arguments):
+            command = [sys.executable, "-S", "-c", ON_VALGRIND, str(instructions.build_helper()), *arguments]
+            return subprocess.run(command, capture_output=True, text=True).stdout.strip() == "1"
+
         with open("worker.json", "w") as file:
-            json.dump({"cffi_shortcut": getattr(cparser.Parser, instructions.CFFI_SHORTCUT, False)}, file)
+            json.dump({"cffi_shortcut": getattr(cparser.Parser, instructions.CFFI_SHORTCUT, False),
+                       "a child python": on_valgrind(), "a child python -m cpuinfo": on_valgrind("cpuinfo")}, file)
 """
 
 
@@ -69,7 +79,9 @@ def test_a_counted_session_saves_and_fails_a_host_side_regression(pytester, monk
                                           "--dispatch-json=base.json", "-n", "1", "-p", "no:cacheprovider",
                                           timeout=600)
     assert json.loads((pytester.path / "controller.json").read_text()) == {"on_valgrind": False}
-    assert json.loads((pytester.path / "worker.json").read_text()) == {"cffi_shortcut": True}
+    # children run under callgrind too (a child pytest measures), but not the machine-info helpers
+    assert json.loads((pytester.path / "worker.json").read_text()) == {
+        "cffi_shortcut": True, "a child python": True, "a child python -m cpuinfo": False}
     saved.assert_outcomes(passed=1)
     saved.stdout.fnmatch_lines(["*counted (callgrind *): host instructions of the calling thread, not wall*",
                                 "*instr/call*spread*", "*windows cut to 1 call by the call budget (rounds x per_round of measure()):*"])
