@@ -57,9 +57,15 @@ REMOVED_VARIABLES = ("PYTHONPERFSUPPORT", "PYTHON_PERF_JIT_SUPPORT", "PYTHONTRAC
 # callgrind counts every thread's calls, and wgpu-py's poll thread runs Python while the calling
 # thread waits, so a merged dump's call counts (which the allocators' price needs) are not the
 # window's own.
-# Children too (--trace-children): pytest-xdist's workers are the processes that measure.
+# Children too (--trace-children): a child pytest (--dispatch-isolate's) is the process that
+# measures.  Not the helpers a session runs to describe the machine, which count nothing and start
+# slowly under callgrind (seconds a session): git, and pytest-benchmark's machine info (platform's
+# `file` and `uname`, py-cpuinfo's `python -m cpuinfo`, `lscpu`, `sysctl`, `dmesg`).
+UNTRACED_CHILDREN = ("*/git", "*/file", "*/uname", "*/lscpu", "*/sysctl", "*/dmesg")
+UNTRACED_CHILD_ARGUMENTS = ("cpuinfo",)  # an argument of the command line: `python -m cpuinfo`
 CALLGRIND_FLAGS = ("--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no", "--separate-threads=yes",
-                   "--trace-children=yes", "-q")
+                   "--trace-children=yes", f"--trace-children-skip={','.join(UNTRACED_CHILDREN)}",
+                   f"--trace-children-skip-by-arg={','.join(UNTRACED_CHILD_ARGUMENTS)}", "-q")
 
 # --dispatch-instructions-cycles: callgrind simulates the caches too (about 2x slower) and the
 # windows' events give estimated cycles (estimated_cycles); reported, not gated: which accesses
