@@ -7,7 +7,6 @@ import contextlib
 import itertools
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -554,17 +553,29 @@ def test_both_front_ends_build_the_jobs_settings_from_the_option_table_alike(pyt
     assert (from_pytest.seed, from_pytest.test_timeout, from_pytest.no_prestart, from_pytest.pairs) == (3, 60.0, True, 8)
 
 
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed (apt-get install valgrind)")
-def test_a_counted_job_whose_head_cannot_collect_compares_nothing_and_says_why(pytester, gpu_info):
+FAKE_VALGRIND = """#!/bin/sh
+touch "$(dirname "$0")/valgrind-started"
+exit 1
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counting runs on Linux only")
+def test_a_counted_job_whose_head_cannot_collect_compares_nothing_and_says_why(pytester, gpu_info, monkeypatch):
     base, head = pytester.mkdir("base"), pytester.mkdir("head")
     for side in (base, head):
         (side / "test_counted_work.py").write_text(
             "from pytest_dispatch.workloads import AddOne\n\ndef test_work(dispatch_meter, gpu_device):\n"
             "    dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, per_round=2, name='work')\n")
     (head / "test_broken.py").write_text("import no_such_module_here\n")
+    # a valgrind that says when it was started: the job finds the head cannot collect before that
+    tools = pytester.mkdir("tools")
+    (tools / "valgrind").write_text(FAKE_VALGRIND)
+    (tools / "valgrind").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
     result = pytester.runpytest_subprocess(f"--dispatch-ab={base}", "-o", f"dispatch_ab_head={head}",
                                            "--dispatch-instructions", timeout=600)
     assert result.ret == 4, result.stdout.str()
     result.stdout.fnmatch_lines(["A/B (counted): head: could not collect test_broken.py: ModuleNotFoundError: "
                                  "No module named 'no_such_module_here'",
                                  "A/B (counted): nothing compared: a side collected no tests"])
+    assert not (tools / "valgrind-started").exists()  # no side was started under callgrind
