@@ -87,17 +87,24 @@ def by_name(outcome: dict) -> dict[str, dict]:
     return {m["name"]: m for m in outcome["measurements"]}
 
 
-def test_a_a_job_on_one_folder_finds_no_regression(project):
-    done, outcome = outcome_of(project, "--base", ".")
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_a_head_that_only_adds_tests_finds_no_regression_and_what_it_added_is_new(project):
+    # the head's unchanged code is an A/A job for work and steady: no false alarm
+    head = TEST_FILE.replace('name="steady")', 'name="steady")\n'
+                             '    dispatch_meter.measure(kernel.single_pass, 4, per_round=2, name="extra")')
+    head += ("\ndef test_new_in_head(dispatch_meter, kernel):\n"
+             "    dispatch_meter.measure(kernel.single_pass, 5, per_round=2, name='new')\n")
+    (project / "test_work.py").write_text(head)
+    done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
+    assert done.returncode == 0, done.stdout + done.stderr  # what is new fails nothing
     measured = by_name(outcome)
-    assert set(measured) == {"work", "steady"}
-    for measurement in measured.values():
-        assert measurement["status"] in ("unchanged", "inconclusive")
-        timing = measurement["timing"]
-        # all 4 sessions, or fewer when the sessions so far could not decide by the cap (futility)
-        assert len(measurement["sessions"]) == 4 or "stopped after 3 sessions" in timing["reason"], timing
+    assert set(measured) == {"work", "steady", "extra", "new"}
+    for measurement in (measured["work"], measured["steady"]):
+        assert measurement["status"] in ("unchanged", "inconclusive"), measurement["timing"]
+        assert len(measurement["sessions"]) == 2, measurement["timing"]
     assert measured["work"]["dispatches_per_call"] == {"base": 20, "head": 20}
+    assert measured["new"]["status"] == "new" and measured["extra"]["status"] == "new"
+    assert measured["new"]["dispatches_per_call"] == {"base": None, "head": 5}
+    assert "test_work.py::test_new_in_head (head only)" in done.stdout
     assert outcome["schema"] == "pytest-dispatch-ab/2" and "A/B passed" in done.stdout
 
 
@@ -155,30 +162,6 @@ def test_pytest_xdist_options_are_refused(project):
     assert done.returncode == 2 and "drop the pytest-xdist option" in done.stdout
 
 
-def test_tests_and_measurements_only_one_side_has_are_new_and_the_rest_is_compared(project):
-    head = TEST_FILE.replace('name="steady")', 'name="steady")\n'
-                             '    dispatch_meter.measure(kernel.single_pass, 4, per_round=2, name="extra")')
-    head += ("\ndef test_new_in_head(dispatch_meter, kernel):\n"
-             "    dispatch_meter.measure(kernel.single_pass, 5, per_round=2, name='new')\n")
-    (project / "test_work.py").write_text(head)
-    done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
-    assert done.returncode == 0, done.stdout + done.stderr
-    measured = by_name(outcome)
-    assert measured["new"]["status"] == "new" and measured["extra"]["status"] == "new"
-    assert measured["new"]["dispatches_per_call"] == {"base": None, "head": 5}
-    assert measured["steady"]["timing"] is not None and measured["work"]["timing"] is not None
-    assert "test_work.py::test_new_in_head (head only)" in done.stdout
-
-
-def test_a_side_that_cannot_collect_a_file_fails_the_job_in_one_line_and_the_rest_is_compared(project):
-    (project / "test_broken.py").write_text("import no_such_module_here\n")
-    done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert ("head: could not collect test_broken.py: ModuleNotFoundError: No module named 'no_such_module_here'"
-            in done.stdout.splitlines())
-    assert by_name(outcome)["work"]["timing"] is not None and "A/B FAILED" in done.stdout
-
-
 def test_a_head_whose_test_module_cannot_be_imported_compares_nothing_and_fails(project):
     (project / "test_work.py").write_text("import no_such_module_here\n" + TEST_FILE)
     done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
@@ -189,18 +172,22 @@ def test_a_head_whose_test_module_cannot_be_imported_compares_nothing_and_fails(
     assert outcome["exit_code"] == 4
 
 
-def test_a_worker_that_crashes_fails_that_test_and_the_job_goes_on(project):
+def test_a_file_a_side_cannot_collect_and_a_worker_that_crashes_fail_the_job_and_the_rest_is_compared(project):
     (project / "test_crash.py").write_text("import os, cost\n\ndef test_crash(gpu_device):\n"
                                            "    if getattr(cost, 'CRASH', False):\n        os.abort()\n")
     git(project, "add", ".")
     git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "crash test")
     with open(project / "cost.py", "a") as handle:
         handle.write("CRASH = True\n")  # a native abort in the head only, as a wgpu-native panic would be
-    done, outcome = outcome_of(project, "--base", "main", "--", "-p", "no:randomly", "test_crash.py",
-                               "test_work.py", flags=TWO_SESSION_FLAGS)
-    assert done.returncode == 1  # the head's test failed
+    (project / "test_broken.py").write_text("import no_such_module_here\n")  # the head's only
+    # test_broken.py, test_crash.py, test_work.py: work is measured after the head worker restarted
+    done, outcome = outcome_of(project, "--base", "main", "--", "-p", "no:randomly", flags=TWO_SESSION_FLAGS)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert ("head: could not collect test_broken.py: ModuleNotFoundError: No module named 'no_such_module_here'"
+            in done.stdout.splitlines())  # one line
     assert "head: test_crash.py::test_crash: the head worker was killed by SIGABRT" in done.stdout
-    assert by_name(outcome)["work"]["timing"] is not None  # compared after the head worker restarted
+    assert outcome["head_failed"] == ["test_crash.py::test_crash"]  # the crash failed that test
+    assert by_name(outcome)["work"]["timing"] is not None and "A/B FAILED" in done.stdout  # the rest compared
 
 
 def test_a_side_that_cannot_start_is_one_line_that_cuts_long_output_and_names_the_log(project):
@@ -245,29 +232,48 @@ PLACEMENT_TEST = """
 import json, os, sys
 from pytest_dispatch.workloads import AddOne
 
+LOGS = os.environ["PLACEMENT_LOG"]
+open(os.path.join(LOGS, f"started-{os.getpid()}"), "w").close()  # at collection: every worker that started
+
 def test_where(dispatch_meter, gpu_device):
     dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, per_round=2, name="where")
     side = os.environ["PYTEST_DISPATCH_AB_SIDE"]
-    with open(os.path.join(os.environ["PLACEMENT_LOG"], f"{side}-{os.getpid()}.json"), "w") as log:
+    with open(os.path.join(LOGS, f"placed-{side}-{os.getpid()}.json"), "w") as log:
         json.dump({"side": side, "cpus": sorted(os.sched_getaffinity(0)),
                    "hash_seed": os.environ.get("PYTHONHASHSEED")}, log)
 """
 
 
+def placements_in(logs: Path) -> list[dict]:
+    """Where each worker that ran test_where ran."""
+    return [json.loads(path.read_text()) for path in logs.glob("placed-*")]
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="the OS cannot pin a process to a CPU")
-def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, tmp_path, monkeypatch):
+@pytest.mark.parametrize("guessed_right", [True, False])
+def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, tmp_path, monkeypatch, gpu_info,
+                                                                     guessed_right):
+    """One job shows where its sessions ran, and that the first pair starts again only where its
+    placement was guessed wrong (before any worker has named the adapter)."""
     (project / "test_where.py").write_text(PLACEMENT_TEST)
     logs = tmp_path / "placements"
     logs.mkdir()
     monkeypatch.setenv("PLACEMENT_LOG", str(logs))
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
     allowed = sorted(os.sched_getaffinity(0))
+    # the guess: a GPU's device files where the adapter is a GPU (right), or the other way round
+    monkeypatch.setattr(ab_placement, "_gpu_device_files", lambda: (not gpu_info.is_cpu) == guessed_right)
     ticks = itertools.count(step=100)  # every CPU equally idle, whatever else loads this machine
     monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
     lines = []
-    command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py"],
-                coordinator.Settings(seed=3, **{**FAST, **TWO_SESSIONS}), out=lines.append)
-    placements = [json.loads(path.read_text()) for path in logs.iterdir()]
+    # an A/A job judged at a +-100% tolerance: its exit status says whether the job ran
+    code = command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py"],
+                       coordinator.Settings(seed=3, threshold=1.0, no_prestart=True, **{**FAST, **TWO_SESSIONS}),
+                       out=lines.append)
+    assert code == 0, lines
+    if len(allowed) >= 2:  # on one CPU every adapter's session is placed on it: no guess is wrong
+        assert len(list(logs.glob("started-*"))) == (4 if guessed_right else 6), lines  # two sessions' pairs
+    placements = placements_in(logs)
     assert placements, lines
     sessions: dict[str, list[dict]] = {}
     for placement in placements:  # a session's two workers share a hash seed; sessions do not
@@ -283,40 +289,6 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
         assert sessions[0][0]["cpus"] != sessions[1][0]["cpus"]  # quiet CPUs are taken in turn
     where = ",".join(map(str, sessions[0][0]["cpus"]))
     assert any(line.endswith(f" on CPU{'s' if ',' in where else ''} {where})") for line in lines), lines
-
-
-STARTS_TEST = """
-import os
-from pytest_dispatch.workloads import AddOne
-
-open(os.path.join(os.environ["PLACEMENT_LOG"], f"started-{os.getpid()}"), "w").close()  # at collection
-
-def test_starts(dispatch_meter, gpu_device):
-    dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, per_round=2, name="starts")
-"""
-
-
-@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="the OS cannot pin a process to a CPU")
-@pytest.mark.parametrize("guessed_right", [True, False])
-def test_the_first_pair_starts_again_only_where_its_placement_was_guessed_wrong(project, tmp_path, monkeypatch,
-                                                                               gpu_info, guessed_right):
-    allowed = sorted(os.sched_getaffinity(0))
-    if len(allowed) < 2:
-        pytest.skip("one CPU: every adapter's session is placed on it")
-    (project / "test_starts.py").write_text(STARTS_TEST)
-    logs = tmp_path / "starts"
-    logs.mkdir()
-    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
-    # the guess: a GPU's device files where the adapter is a GPU (right), or the other way round
-    monkeypatch.setattr(ab_placement, "_gpu_device_files", lambda: (not gpu_info.is_cpu) == guessed_right)
-    ticks = itertools.count(step=100)  # every CPU equally idle
-    monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
-    lines = []
-    code = command.run(str(project), str(project), ["-p", "no:randomly", "test_starts.py"],
-                       coordinator.Settings(seed=7, threshold=1.0, no_prestart=True, **{**FAST, **TWO_SESSIONS}),
-                       out=lines.append)
-    assert code == 0, lines
-    assert len(list(logs.glob("started-*"))) == (4 if guessed_right else 6), lines  # two sessions' pairs
 
 
 EARLY_TEST = """
@@ -401,7 +373,7 @@ def test_cpus_chosen_by_number_are_the_sessions_cpus(project, tmp_path, monkeypa
     chosen = (min(os.sched_getaffinity(0)),)
     command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py"],
                 coordinator.Settings(seed=3, cpu=chosen, **{**FAST, **TWO_SESSIONS}), out=lambda line: None)
-    placements = [json.loads(path.read_text()) for path in logs.iterdir()]
+    placements = placements_in(logs)
     assert placements and all(placement["cpus"] == list(chosen) for placement in placements)
 
 
