@@ -131,17 +131,20 @@ def test_more_dispatches_in_the_head_is_an_exact_count_regression(project):
 
 def test_the_pytest_twin_runs_the_same_job_with_the_commands_settings_from_ini(project):
     # the job's timing verdict is test_head_with_an_injected_cost_...'s; here the twin's ini
-    # settings reach the same job, which finds the head's exact count regression in two sessions
+    # settings reach the same job, which finds the head's exact count regression (test_model
+    # alone: its count regressed, so the job needs no timing session after the first)
     write_cost(project, dispatches=22)
     (project / "pytest.ini").write_text("[pytest]\ndispatch_ab_max_time = 3\ndispatch_ab_pairs = 6\n"
                                         "dispatch_ab_min_time = 0\ndispatch_ab_max_sessions = 2\n"
                                         "dispatch_ab_seed = 4\n")
     done = subprocess.run([sys.executable, "-m", "pytest", "--dispatch-ab=main", "-o", "dispatch_ab_sessions=2",
-                           "--dispatch-json=ab.json", "-q"], cwd=project, capture_output=True, text=True, timeout=300)
+                           "--dispatch-json=ab.json", "-q", "test_work.py::test_model"], cwd=project,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "work regressed: dispatches regressed: 20 -> 22 per call (+2: add_one +2)" in done.stdout
-    assert "steady: x" in done.stdout and " over 2 sessions): " in done.stdout  # dispatch_ab_sessions=2 reached it
-    assert json.loads((project / "ab.json").read_text())["settings"]["seed"] == 4  # as the command's --seed
+    settings = json.loads((project / "ab.json").read_text())["settings"]  # the job's own, as the command's flags
+    assert (settings["sessions"], settings["max_sessions"], settings["pairs"], settings["seed"]) == (2, 2, 6, 4)
+    assert (settings["min_seconds"], settings["max_seconds"]) == (0, 3)
 
 
 def test_the_jobs_fine_tuning_is_not_a_pytest_flag(pytester):
@@ -220,9 +223,11 @@ def test_a_worker_that_hangs_is_killed_and_named(project, capsys):
                                                    "    time.sleep(600)\n\ndef test_model(")
     (project / "test_work.py").write_text(hanging)
     (project / "conftest.py").write_text(SLOW_RESTART)
+    write_cost(project, dispatches=22)  # work's count regressed: the job ends after one session
     settings = coordinator.Settings(test_timeout=4, **{**FAST, **TWO_SESSIONS})
     lines = []
-    code = command.run("main", str(project), ["-p", "no:randomly"], settings, out=lines.append)
+    code = command.run("main", str(project), ["-p", "no:randomly", "-k", "hang or model"], settings,
+                       out=lines.append)
     assert code == 1, lines  # the restart took longer than --test-timeout: a start, not a hang
     assert any("sent nothing for 4 s (hung); it was killed" in line for line in lines), lines
     assert not (project / "restart-slowly").exists()  # the restarted worker was the slow one
