@@ -53,3 +53,17 @@ def test_a_typedef_and_a_pointer_to_one_are_not_parsed(monkeypatch):
     monkeypatch.setattr(cparser, "_get_parser", lambda: pytest.fail("parsed by pycparser"))
     thing = ffi.new("Thing *", {"a": 3})
     assert thing.a == 3 and ffi.typeof("Thing*") is ffi.typeof(thing) and ffi.sizeof("Thing") == ffi.sizeof(thing[0])
+
+
+def test_as_a_plugin_it_resolves_typedefs_in_that_session(pytester):
+    pytester.makepyfile("from cffi import cparser\n\ndef test_resolved():\n"
+                        "    assert getattr(cparser.Parser.parse_type_and_quals, 'resolves_typedefs', False)\n")
+    result = pytester.runpytest_inprocess("-p", "pytest_dispatch.measurement.typedefs")
+    result.assert_outcomes(passed=1)
+
+
+def test_a_counted_ab_jobs_sides_load_the_plugin(tmp_path):
+    from pytest_dispatch.ab import counted
+
+    command = counted._side_command(tmp_path / "side.json", ["tests/perf"])  # relaunched under callgrind as is
+    assert command[command.index("pytest_dispatch.measurement.typedefs") - 1] == "-p"

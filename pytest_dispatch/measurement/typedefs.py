@@ -3,7 +3,8 @@
 pycparser behind a declaration of every typedef the library has, hundreds for wgpu-native, once
 per type and process: most of a worker's start-up after its imports. A typedef's name, or a
 pointer to one, is what that parse looks up in the parser's declarations, so it is looked up
-there directly; any other string is parsed as before."""
+there directly; any other string is parsed as before. Loaded as a pytest plugin
+(``-p pytest_dispatch.measurement.typedefs``), it does so in that session."""
 
 from __future__ import annotations
 
@@ -36,3 +37,7 @@ def resolve_typedefs_directly() -> None:
 
     parse_type_and_quals.resolves_typedefs = True
     parser.parse_type_and_quals = parse_type_and_quals
+
+
+def pytest_configure(config) -> None:
+    resolve_typedefs_directly()
