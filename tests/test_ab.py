@@ -119,17 +119,7 @@ def test_head_with_an_injected_cost_regresses_and_the_base_worktree_is_removed(p
     assert git(project, "worktree", "list").count("\n") == 1  # the base's checkout is gone
 
 
-def test_more_dispatches_in_the_head_is_an_exact_count_regression(project):
-    write_cost(project, dispatches=22)
-    # test_model alone: its count regressed, so the job needs no timing session after the first
-    done, outcome = outcome_of(project, "--base", "main", "--", "test_work.py::test_model", flags=TWO_SESSION_FLAGS)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "session 1 " in done.stdout + done.stderr and "session 2 " not in done.stdout + done.stderr
-    assert "work regressed: dispatches regressed: 20 -> 22 per call (+2: add_one +2)" in done.stdout
-    assert by_name(outcome)["work"]["counts"]["dispatches"]["status"] == "regressed"
-
-
-def test_the_pytest_twin_runs_the_same_job_with_the_commands_settings_from_ini(project):
+def test_the_pytest_twin_finds_an_exact_count_regression_with_the_commands_settings_from_ini(project):
     # the job's timing verdict is test_head_with_an_injected_cost_...'s; here the twin's ini
     # settings reach the same job, which finds the head's exact count regression (test_model
     # alone: its count regressed, so the job needs no timing session after the first)
@@ -141,8 +131,11 @@ def test_the_pytest_twin_runs_the_same_job_with_the_commands_settings_from_ini(p
                            "--dispatch-json=ab.json", "-q", "test_work.py::test_model"], cwd=project,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
+    assert "session 1 " in done.stdout + done.stderr and "session 2 " not in done.stdout + done.stderr
     assert "work regressed: dispatches regressed: 20 -> 22 per call (+2: add_one +2)" in done.stdout
-    settings = json.loads((project / "ab.json").read_text())["settings"]  # the job's own, as the command's flags
+    outcome = json.loads((project / "ab.json").read_text())
+    assert by_name(outcome)["work"]["counts"]["dispatches"]["status"] == "regressed"
+    settings = outcome["settings"]  # the job's own, as the command's flags
     assert (settings["sessions"], settings["max_sessions"], settings["pairs"], settings["seed"]) == (2, 2, 6, 4)
     assert (settings["min_seconds"], settings["max_seconds"]) == (0, 3)
 
