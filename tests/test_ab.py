@@ -7,7 +7,6 @@ import contextlib
 import itertools
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -88,17 +87,24 @@ def by_name(outcome: dict) -> dict[str, dict]:
     return {m["name"]: m for m in outcome["measurements"]}
 
 
-def test_a_a_job_on_one_folder_finds_no_regression(project):
-    done, outcome = outcome_of(project, "--base", ".")
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_a_head_that_only_adds_tests_finds_no_regression_and_what_it_added_is_new(project):
+    # the head's unchanged code is an A/A job for work and steady: no false alarm
+    head = TEST_FILE.replace('name="steady")', 'name="steady")\n'
+                             '    dispatch_meter.measure(kernel.single_pass, 4, per_round=2, name="extra")')
+    head += ("\ndef test_new_in_head(dispatch_meter, kernel):\n"
+             "    dispatch_meter.measure(kernel.single_pass, 5, per_round=2, name='new')\n")
+    (project / "test_work.py").write_text(head)
+    done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
+    assert done.returncode == 0, done.stdout + done.stderr  # what is new fails nothing
     measured = by_name(outcome)
-    assert set(measured) == {"work", "steady"}
-    for measurement in measured.values():
-        assert measurement["status"] in ("unchanged", "inconclusive")
-        timing = measurement["timing"]
-        # all 4 sessions, or fewer when the sessions so far could not decide by the cap (futility)
-        assert len(measurement["sessions"]) == 4 or "stopped after 3 sessions" in timing["reason"], timing
+    assert set(measured) == {"work", "steady", "extra", "new"}
+    for measurement in (measured["work"], measured["steady"]):
+        assert measurement["status"] in ("unchanged", "inconclusive"), measurement["timing"]
+        assert len(measurement["sessions"]) == 2, measurement["timing"]
     assert measured["work"]["dispatches_per_call"] == {"base": 20, "head": 20}
+    assert measured["new"]["status"] == "new" and measured["extra"]["status"] == "new"
+    assert measured["new"]["dispatches_per_call"] == {"base": None, "head": 5}
+    assert "test_work.py::test_new_in_head (head only)" in done.stdout
     assert outcome["schema"] == "pytest-dispatch-ab/2" and "A/B passed" in done.stdout
 
 
@@ -113,29 +119,25 @@ def test_head_with_an_injected_cost_regresses_and_the_base_worktree_is_removed(p
     assert git(project, "worktree", "list").count("\n") == 1  # the base's checkout is gone
 
 
-def test_more_dispatches_in_the_head_is_an_exact_count_regression(project):
-    write_cost(project, dispatches=22)
-    # test_model alone: its count regressed, so the job needs no timing session after the first
-    done, outcome = outcome_of(project, "--base", "main", "--", "test_work.py::test_model", flags=TWO_SESSION_FLAGS)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "session 1 " in done.stdout + done.stderr and "session 2 " not in done.stdout + done.stderr
-    assert "work regressed: dispatches regressed: 20 -> 22 per call (+2: add_one +2)" in done.stdout
-    assert by_name(outcome)["work"]["counts"]["dispatches"]["status"] == "regressed"
-
-
-def test_the_pytest_twin_runs_the_same_job_with_the_commands_settings_from_ini(project):
+def test_the_pytest_twin_finds_an_exact_count_regression_with_the_commands_settings_from_ini(project):
     # the job's timing verdict is test_head_with_an_injected_cost_...'s; here the twin's ini
-    # settings reach the same job, which finds the head's exact count regression in two sessions
+    # settings reach the same job, which finds the head's exact count regression (test_model
+    # alone: its count regressed, so the job needs no timing session after the first)
     write_cost(project, dispatches=22)
     (project / "pytest.ini").write_text("[pytest]\ndispatch_ab_max_time = 3\ndispatch_ab_pairs = 6\n"
                                         "dispatch_ab_min_time = 0\ndispatch_ab_max_sessions = 2\n"
                                         "dispatch_ab_seed = 4\n")
     done = subprocess.run([sys.executable, "-m", "pytest", "--dispatch-ab=main", "-o", "dispatch_ab_sessions=2",
-                           "--dispatch-json=ab.json", "-q"], cwd=project, capture_output=True, text=True, timeout=300)
+                           "--dispatch-json=ab.json", "-q", "test_work.py::test_model"], cwd=project,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
+    assert "session 1 " in done.stdout + done.stderr and "session 2 " not in done.stdout + done.stderr
     assert "work regressed: dispatches regressed: 20 -> 22 per call (+2: add_one +2)" in done.stdout
-    assert "steady: x" in done.stdout and " over 2 sessions): " in done.stdout  # dispatch_ab_sessions=2 reached it
-    assert json.loads((project / "ab.json").read_text())["settings"]["seed"] == 4  # as the command's --seed
+    outcome = json.loads((project / "ab.json").read_text())
+    assert by_name(outcome)["work"]["counts"]["dispatches"]["status"] == "regressed"
+    settings = outcome["settings"]  # the job's own, as the command's flags
+    assert (settings["sessions"], settings["max_sessions"], settings["pairs"], settings["seed"]) == (2, 2, 6, 4)
+    assert (settings["min_seconds"], settings["max_seconds"]) == (0, 3)
 
 
 def test_the_jobs_fine_tuning_is_not_a_pytest_flag(pytester):
@@ -156,30 +158,6 @@ def test_pytest_xdist_options_are_refused(project):
     assert done.returncode == 2 and "drop the pytest-xdist option" in done.stdout
 
 
-def test_tests_and_measurements_only_one_side_has_are_new_and_the_rest_is_compared(project):
-    head = TEST_FILE.replace('name="steady")', 'name="steady")\n'
-                             '    dispatch_meter.measure(kernel.single_pass, 4, per_round=2, name="extra")')
-    head += ("\ndef test_new_in_head(dispatch_meter, kernel):\n"
-             "    dispatch_meter.measure(kernel.single_pass, 5, per_round=2, name='new')\n")
-    (project / "test_work.py").write_text(head)
-    done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
-    assert done.returncode == 0, done.stdout + done.stderr
-    measured = by_name(outcome)
-    assert measured["new"]["status"] == "new" and measured["extra"]["status"] == "new"
-    assert measured["new"]["dispatches_per_call"] == {"base": None, "head": 5}
-    assert measured["steady"]["timing"] is not None and measured["work"]["timing"] is not None
-    assert "test_work.py::test_new_in_head (head only)" in done.stdout
-
-
-def test_a_side_that_cannot_collect_a_file_fails_the_job_in_one_line_and_the_rest_is_compared(project):
-    (project / "test_broken.py").write_text("import no_such_module_here\n")
-    done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert ("head: could not collect test_broken.py: ModuleNotFoundError: No module named 'no_such_module_here'"
-            in done.stdout.splitlines())
-    assert by_name(outcome)["work"]["timing"] is not None and "A/B FAILED" in done.stdout
-
-
 def test_a_head_whose_test_module_cannot_be_imported_compares_nothing_and_fails(project):
     (project / "test_work.py").write_text("import no_such_module_here\n" + TEST_FILE)
     done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
@@ -190,18 +168,22 @@ def test_a_head_whose_test_module_cannot_be_imported_compares_nothing_and_fails(
     assert outcome["exit_code"] == 4
 
 
-def test_a_worker_that_crashes_fails_that_test_and_the_job_goes_on(project):
+def test_a_file_a_side_cannot_collect_and_a_worker_that_crashes_fail_the_job_and_the_rest_is_compared(project):
     (project / "test_crash.py").write_text("import os, cost\n\ndef test_crash(gpu_device):\n"
                                            "    if getattr(cost, 'CRASH', False):\n        os.abort()\n")
     git(project, "add", ".")
     git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "crash test")
     with open(project / "cost.py", "a") as handle:
         handle.write("CRASH = True\n")  # a native abort in the head only, as a wgpu-native panic would be
-    done, outcome = outcome_of(project, "--base", "main", "--", "-p", "no:randomly", "test_crash.py",
-                               "test_work.py", flags=TWO_SESSION_FLAGS)
-    assert done.returncode == 1  # the head's test failed
+    (project / "test_broken.py").write_text("import no_such_module_here\n")  # the head's only
+    # test_broken.py, test_crash.py, test_work.py: work is measured after the head worker restarted
+    done, outcome = outcome_of(project, "--base", "main", "--", "-p", "no:randomly", flags=TWO_SESSION_FLAGS)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert ("head: could not collect test_broken.py: ModuleNotFoundError: No module named 'no_such_module_here'"
+            in done.stdout.splitlines())  # one line
     assert "head: test_crash.py::test_crash: the head worker was killed by SIGABRT" in done.stdout
-    assert by_name(outcome)["work"]["timing"] is not None  # compared after the head worker restarted
+    assert outcome["head_failed"] == ["test_crash.py::test_crash"]  # the crash failed that test
+    assert by_name(outcome)["work"]["timing"] is not None and "A/B FAILED" in done.stdout  # the rest compared
 
 
 def test_a_side_that_cannot_start_is_one_line_that_cuts_long_output_and_names_the_log(project):
@@ -234,9 +216,11 @@ def test_a_worker_that_hangs_is_killed_and_named(project, capsys):
                                                    "    time.sleep(600)\n\ndef test_model(")
     (project / "test_work.py").write_text(hanging)
     (project / "conftest.py").write_text(SLOW_RESTART)
+    write_cost(project, dispatches=22)  # work's count regressed: the job ends after one session
     settings = coordinator.Settings(test_timeout=4, **{**FAST, **TWO_SESSIONS})
     lines = []
-    code = command.run("main", str(project), ["-p", "no:randomly"], settings, out=lines.append)
+    code = command.run("main", str(project), ["-p", "no:randomly", "-k", "hang or model"], settings,
+                       out=lines.append)
     assert code == 1, lines  # the restart took longer than --test-timeout: a start, not a hang
     assert any("sent nothing for 4 s (hung); it was killed" in line for line in lines), lines
     assert not (project / "restart-slowly").exists()  # the restarted worker was the slow one
@@ -246,29 +230,48 @@ PLACEMENT_TEST = """
 import json, os, sys
 from pytest_dispatch.workloads import AddOne
 
+LOGS = os.environ["PLACEMENT_LOG"]
+open(os.path.join(LOGS, f"started-{os.getpid()}"), "w").close()  # at collection: every worker that started
+
 def test_where(dispatch_meter, gpu_device):
     dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, per_round=2, name="where")
     side = os.environ["PYTEST_DISPATCH_AB_SIDE"]
-    with open(os.path.join(os.environ["PLACEMENT_LOG"], f"{side}-{os.getpid()}.json"), "w") as log:
+    with open(os.path.join(LOGS, f"placed-{side}-{os.getpid()}.json"), "w") as log:
         json.dump({"side": side, "cpus": sorted(os.sched_getaffinity(0)),
                    "hash_seed": os.environ.get("PYTHONHASHSEED")}, log)
 """
 
 
+def placements_in(logs: Path) -> list[dict]:
+    """Where each worker that ran test_where ran."""
+    return [json.loads(path.read_text()) for path in logs.glob("placed-*")]
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="the OS cannot pin a process to a CPU")
-def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, tmp_path, monkeypatch):
+@pytest.mark.parametrize("guessed_right", [True, False])
+def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, tmp_path, monkeypatch, gpu_info,
+                                                                     guessed_right):
+    """One job shows where its sessions ran, and that the first pair starts again only where its
+    placement was guessed wrong (before any worker has named the adapter)."""
     (project / "test_where.py").write_text(PLACEMENT_TEST)
     logs = tmp_path / "placements"
     logs.mkdir()
     monkeypatch.setenv("PLACEMENT_LOG", str(logs))
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
     allowed = sorted(os.sched_getaffinity(0))
+    # the guess: a GPU's device files where the adapter is a GPU (right), or the other way round
+    monkeypatch.setattr(ab_placement, "_gpu_device_files", lambda: (not gpu_info.is_cpu) == guessed_right)
     ticks = itertools.count(step=100)  # every CPU equally idle, whatever else loads this machine
     monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
     lines = []
-    command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py"],
-                coordinator.Settings(seed=3, **{**FAST, **TWO_SESSIONS}), out=lines.append)
-    placements = [json.loads(path.read_text()) for path in logs.iterdir()]
+    # an A/A job judged at a +-100% tolerance: its exit status says whether the job ran
+    code = command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py"],
+                       coordinator.Settings(seed=3, threshold=1.0, no_prestart=True, **{**FAST, **TWO_SESSIONS}),
+                       out=lines.append)
+    assert code == 0, lines
+    if len(allowed) >= 2:  # on one CPU every adapter's session is placed on it: no guess is wrong
+        assert len(list(logs.glob("started-*"))) == (4 if guessed_right else 6), lines  # two sessions' pairs
+    placements = placements_in(logs)
     assert placements, lines
     sessions: dict[str, list[dict]] = {}
     for placement in placements:  # a session's two workers share a hash seed; sessions do not
@@ -284,40 +287,6 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
         assert sessions[0][0]["cpus"] != sessions[1][0]["cpus"]  # quiet CPUs are taken in turn
     where = ",".join(map(str, sessions[0][0]["cpus"]))
     assert any(line.endswith(f" on CPU{'s' if ',' in where else ''} {where})") for line in lines), lines
-
-
-STARTS_TEST = """
-import os
-from pytest_dispatch.workloads import AddOne
-
-open(os.path.join(os.environ["PLACEMENT_LOG"], f"started-{os.getpid()}"), "w").close()  # at collection
-
-def test_starts(dispatch_meter, gpu_device):
-    dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, per_round=2, name="starts")
-"""
-
-
-@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="the OS cannot pin a process to a CPU")
-@pytest.mark.parametrize("guessed_right", [True, False])
-def test_the_first_pair_starts_again_only_where_its_placement_was_guessed_wrong(project, tmp_path, monkeypatch,
-                                                                               gpu_info, guessed_right):
-    allowed = sorted(os.sched_getaffinity(0))
-    if len(allowed) < 2:
-        pytest.skip("one CPU: every adapter's session is placed on it")
-    (project / "test_starts.py").write_text(STARTS_TEST)
-    logs = tmp_path / "starts"
-    logs.mkdir()
-    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
-    # the guess: a GPU's device files where the adapter is a GPU (right), or the other way round
-    monkeypatch.setattr(ab_placement, "_gpu_device_files", lambda: (not gpu_info.is_cpu) == guessed_right)
-    ticks = itertools.count(step=100)  # every CPU equally idle
-    monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
-    lines = []
-    code = command.run(str(project), str(project), ["-p", "no:randomly", "test_starts.py"],
-                       coordinator.Settings(seed=7, threshold=1.0, no_prestart=True, **{**FAST, **TWO_SESSIONS}),
-                       out=lines.append)
-    assert code == 0, lines
-    assert len(list(logs.glob("started-*"))) == (4 if guessed_right else 6), lines  # two sessions' pairs
 
 
 EARLY_TEST = """
@@ -402,7 +371,7 @@ def test_cpus_chosen_by_number_are_the_sessions_cpus(project, tmp_path, monkeypa
     chosen = (min(os.sched_getaffinity(0)),)
     command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py"],
                 coordinator.Settings(seed=3, cpu=chosen, **{**FAST, **TWO_SESSIONS}), out=lambda line: None)
-    placements = [json.loads(path.read_text()) for path in logs.iterdir()]
+    placements = placements_in(logs)
     assert placements and all(placement["cpus"] == list(chosen) for placement in placements)
 
 
@@ -554,17 +523,29 @@ def test_both_front_ends_build_the_jobs_settings_from_the_option_table_alike(pyt
     assert (from_pytest.seed, from_pytest.test_timeout, from_pytest.no_prestart, from_pytest.pairs) == (3, 60.0, True, 8)
 
 
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed (apt-get install valgrind)")
-def test_a_counted_job_whose_head_cannot_collect_compares_nothing_and_says_why(pytester, gpu_info):
+FAKE_VALGRIND = """#!/bin/sh
+touch "$(dirname "$0")/valgrind-started"
+exit 1
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counting runs on Linux only")
+def test_a_counted_job_whose_head_cannot_collect_compares_nothing_and_says_why(pytester, gpu_info, monkeypatch):
     base, head = pytester.mkdir("base"), pytester.mkdir("head")
     for side in (base, head):
         (side / "test_counted_work.py").write_text(
             "from pytest_dispatch.workloads import AddOne\n\ndef test_work(dispatch_meter, gpu_device):\n"
             "    dispatch_meter.measure(AddOne(gpu_device).single_pass, 2, per_round=2, name='work')\n")
     (head / "test_broken.py").write_text("import no_such_module_here\n")
+    # a valgrind that says when it was started: the job finds the head cannot collect before that
+    tools = pytester.mkdir("tools")
+    (tools / "valgrind").write_text(FAKE_VALGRIND)
+    (tools / "valgrind").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
     result = pytester.runpytest_subprocess(f"--dispatch-ab={base}", "-o", f"dispatch_ab_head={head}",
                                            "--dispatch-instructions", timeout=600)
     assert result.ret == 4, result.stdout.str()
     result.stdout.fnmatch_lines(["A/B (counted): head: could not collect test_broken.py: ModuleNotFoundError: "
                                  "No module named 'no_such_module_here'",
                                  "A/B (counted): nothing compared: a side collected no tests"])
+    assert not (tools / "valgrind-started").exists()  # no side was started under callgrind

@@ -12,6 +12,22 @@ import pytest
 from pytest_dispatch.workloads import AddOne
 
 
+HUNG = os.path.join(os.path.dirname(__file__), "hung.txt")
+
+
+def running(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+if os.path.exists(HUNG):  # a worker started after the hang: how many hung workers are still there
+    with open(os.path.join(os.path.dirname(__file__), "started-after.txt"), "a") as log:
+        log.write(f"{sum(running(int(pid)) for pid in open(HUNG).read().split())}\\n")
+
+
 @pytest.fixture(scope="module")
 def kernel(gpu_device):
     return AddOne(gpu_device)
@@ -23,7 +39,7 @@ def test_steady(dispatch_meter, kernel):
 
 def test_hangs_after(dispatch_meter, kernel):
     dispatch_meter.measure(kernel.single_pass, 10, per_round=2, name="hangs")
-    with open(os.path.join(os.path.dirname(__file__), "hung.txt"), "a") as runs:
+    with open(HUNG, "a") as runs:
         runs.write(f"{os.getpid()}\\n")
     time.sleep(600)
 """
@@ -43,3 +59,5 @@ def test_a_test_that_hangs_after_its_measurement_runs_in_one_session_only(tmp_pa
     named = [line for line in lines if "test_hangs_after: failed (the" in line and "not run in later sessions" in line]
     assert len(named) == 1, lines
     assert any(line.startswith("session 2") for line in lines), lines  # the other test's session went on
+    # both hung sides were killed at once, before either restarted: one time-out, not two
+    assert (project / "started-after.txt").read_text().split() == ["0"] * 4, lines  # 2 restarts, session 2's pair

@@ -110,6 +110,7 @@ class _SideLost(Exception):
     def __init__(self, side: int, why: str) -> None:
         super().__init__(why)
         self.side, self.why = side, why
+        self.also: tuple[_SideLost, ...] = ()  # the other side, found hung at the same moment
 
 
 class _Side:
@@ -250,18 +251,23 @@ class Job:
     def _next(self, timeout: float, suspects: Sequence[int] = (BASE, HEAD)) -> tuple[int, dict | None]:
         """The next message (side, message); None as message: that side is gone.
 
-        When nothing comes within ``timeout``, the first of ``suspects`` (the sides
-        that owe a message) is taken to hang: it is killed and _SideLost raised."""
+        When nothing comes within ``timeout``, ``suspects`` (the sides that owe a message)
+        are taken to hang: they are killed and _SideLost raised (the others in its ``also``)."""
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
             try:
                 index, generation, message = self.events.get(timeout=max(remaining, 0.001))
             except queue.Empty:
-                victim = self.sides[suspects[0]]
-                victim.kill()
-                raise _SideLost(victim.index, f"the {victim.name} worker sent nothing for {timeout:g} s "
-                                              f"(hung); it was killed{victim.log_tail()}") from None
+                # every suspect has been silent this long: all are hung, and all are killed now (one
+                # at a time, a test that hangs on both sides would cost two time-outs)
+                lost = []
+                for victim in (self.sides[index] for index in suspects):
+                    victim.kill()
+                    lost.append(_SideLost(victim.index, f"the {victim.name} worker sent nothing for {timeout:g} s "
+                                                        f"(hung); it was killed{victim.log_tail()}"))
+                lost[0].also = tuple(lost[1:])
+                raise lost[0] from None
             if generation != self.sides[index].generation:
                 if self._spares and generation == self._spares[index].generation:
                     self._spare_inbox.append((index, message))
@@ -452,7 +458,8 @@ class Job:
                     done[index] = message
                     self._solo_orphans(pending, done)
             except _SideLost as lost:
-                done[lost.side] = self._lost(nodeid, lost, pending)
+                for side_lost in (lost, *lost.also):
+                    done[side_lost.side] = self._lost(nodeid, side_lost, pending)
                 self._solo_orphans(pending, done)
         for index, message in done.items():
             if index in running:

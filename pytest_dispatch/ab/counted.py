@@ -4,7 +4,8 @@ Host instructions are counted, not timed, so the two versions need no sessions o
 rounds: each side runs once, counted under callgrind in a session of its own tree (both at
 once: a count does not move with the load), and the head's instructions per call are judged
 against the base's exactly as a counted run is judged against its baseline
-(``gate.compare_instructions``); counts are compared exactly as always.
+(``gate.compare_instructions``); counts are compared exactly as always.  Before that, both
+sides collect natively: a side that cannot collect stops the job before callgrind starts.
 """
 
 from __future__ import annotations
@@ -21,18 +22,20 @@ from typing import Callable, Sequence
 import pytest
 
 from pytest_dispatch.ab import coordinator, sidepaths
-from pytest_dispatch.errors import JobError
+from pytest_dispatch.errors import JobError, Unavailable
 from pytest_dispatch.ab.trees import source_roots
 from pytest_dispatch.ab.worker import HARNESS
 from pytest_dispatch.judgement import gate
 from pytest_dispatch import storage
 from pytest_dispatch.judgement.status import ExitCode, Status
-from pytest_dispatch.measurement.instructions import Software
+from pytest_dispatch.measurement.instructions import Software, valgrind_executable
 
 
 def _side_command(json_path: Path, pytest_args: Sequence[str]) -> list[str]:
+    # the typedefs plugin in the session under callgrind too (its arguments are these), where a
+    # start-up is 10-50x slower
     return [sys.executable, "-m", "pytest", *pytest_args, "--dispatch-instructions", f"--dispatch-json={json_path}",
-            "-p", "no:cacheprovider", "-p", "pytest_dispatch.ab.sidepaths"]
+            "-p", "no:cacheprovider", "-p", "pytest_dispatch.ab.sidepaths", "-p", "pytest_dispatch.measurement.typedefs"]
 
 
 def _side_env(side: str, folder: Path) -> dict[str, str]:
@@ -56,6 +59,13 @@ def _as_they_end(sides: dict, stop: Callable[[], bool]):
 def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[str], tolerance: float,
                     descriptions: tuple[str, str], out: Callable[[str], None] = print) -> int:
     """Count both sides, print one line per measurement and a summary; the exit status."""
+    if _under_callgrind():
+        stopped, notices = _collection_stops({"base": base_folder, "head": head_folder}, pytest_args)
+        if stopped:
+            for line in notices + stopped:
+                out(f"A/B (counted): {line}")
+            out("A/B (counted): nothing compared: a side collected no tests")
+            return ExitCode.NOTHING_COMPARED
     with tempfile.TemporaryDirectory(prefix="pytest-dispatch-ab-counted-") as scratch:
         sides = {}
         for side, folder in (("base", base_folder), ("head", head_folder)):
@@ -120,6 +130,45 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
     if head_failed:
         out("A/B (counted): a head test failed (see its session's output with -p no:dispatch_ab)")
     return ExitCode.FAILED if regressed or head_failed or not_collected else ExitCode.OK
+
+
+def _under_callgrind() -> bool:
+    """Whether the sides will run under callgrind (without valgrind they run timed, at native
+    speed: a look at their collection first would only add its cost)."""
+    try:
+        valgrind_executable()
+    except Unavailable:
+        return False
+    return True
+
+
+def _collection_stops(folders: dict[str, Path], pytest_args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Both sides' collection, natively and at once, before either starts under callgrind (10-50x
+    slower): the lines of the files a side could not collect, where that stops its session, and
+    the notices of the test paths a side lacks. ([], []) where no side would stop."""
+    # counted mode off (its session would start again under callgrind), from the command line or the ini
+    natively = [arg for arg in pytest_args if arg != "--dispatch-instructions"] + ["-o", "dispatch_instructions=false"]
+    processes = {side: subprocess.Popen([sys.executable, "-m", "pytest", *natively, "--collect-only", "-q",
+                                         "-p", "no:cacheprovider", "-p", "pytest_dispatch.ab.sidepaths"],
+                                        cwd=folder, env=_side_env(side, folder), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True)
+                 for side, folder in folders.items()}
+    try:
+        outputs = {side: process.communicate()[0] for side, process in processes.items()}
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    stopped, notices = [], []
+    for side, output in outputs.items():
+        lines = [line for line in output.splitlines() if line.strip()]
+        other = "head" if side == "base" else "base"
+        notices += [f"{side}: {line.removeprefix(sidepaths.MISSING)} is not in this tree: its tests run on the {other} "
+                    "alone" for line in lines if line.startswith(sidepaths.MISSING)]
+        if processes[side].returncode == pytest.ExitCode.INTERRUPTED:  # its counted session would stop there too
+            stopped += [f"{side}: could not collect {error}" for error in _collection_errors(lines)]
+    return (stopped, notices) if stopped else ([], [])
 
 
 def _new_only(head: dict, head_failed: bool, out: Callable[[str], None]) -> int:
