@@ -11,8 +11,8 @@ import pytest
 from pytest_dispatch import storage
 from pytest_dispatch.measurement import instructions
 
-needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None,
-                                    reason="valgrind is not installed (apt-get install valgrind)")
+pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None,
+                                reason="valgrind is not installed (apt-get install valgrind)")
 
 TEST_FILE = """
 import os
@@ -63,12 +63,11 @@ def pytest_sessionfinish(session):
             return subprocess.run(command, capture_output=True, text=True).stdout.strip() == "1"
 
         with open("worker.json", "w") as file:
-            json.dump({"cffi_shortcut": getattr(cparser.Parser, instructions.CFFI_SHORTCUT, False),
+            json.dump({"typedefs_resolved": getattr(cparser.Parser.parse_type_and_quals, "resolves_typedefs", False),
                        "a child python": on_valgrind(), "a child python -m cpuinfo": on_valgrind("cpuinfo")}, file)
 """
 
 
-@needs_valgrind
 def test_a_counted_session_saves_and_fails_a_host_side_regression(pytester, monkeypatch):
     pytester.makepyfile(test_counted_addone=TEST_FILE)
     monkeypatch.delenv(instructions.COUNTED_ENV, raising=False)
@@ -81,7 +80,7 @@ def test_a_counted_session_saves_and_fails_a_host_side_regression(pytester, monk
     assert json.loads((pytester.path / "controller.json").read_text()) == {"on_valgrind": False}
     # children run under callgrind too (a child pytest measures), but not the machine-info helpers
     assert json.loads((pytester.path / "worker.json").read_text()) == {
-        "cffi_shortcut": True, "a child python": True, "a child python -m cpuinfo": False}
+        "typedefs_resolved": True, "a child python": True, "a child python -m cpuinfo": False}
     saved.assert_outcomes(passed=1)
     saved.stdout.fnmatch_lines(["*counted (callgrind *): host instructions of the calling thread, not wall*",
                                 "*instr/call*spread*", "*windows cut to 1 call by the call budget (rounds x per_round of measure()):*"])
@@ -106,7 +105,6 @@ def test_a_counted_session_saves_and_fails_a_host_side_regression(pytester, monk
                                    "*dispatch gate vs * (counted): *1 instructions regressed*"])
 
 
-@needs_valgrind
 def test_a_counted_ab_job_compares_the_two_trees_exactly(pytester, monkeypatch):
     monkeypatch.delenv(instructions.COUNTED_ENV, raising=False)
     monkeypatch.delenv("EXTRA_WORK", raising=False)
@@ -121,25 +119,3 @@ def test_a_counted_ab_job_compares_the_two_trees_exactly(pytester, monkeypatch):
                                  "regressed: * -> * host instructions per call (x1.*",
                                  "A/B (counted): 1 regressed (host instructions per call, tolerance 0.5%)"])
 
-
-def test_the_counted_start_up_reads_wgpus_pointer_and_array_types_without_cffis_parser(monkeypatch):
-    """The shortcut gives cffi's own answer for every typedef of wgpu's header, without parsing."""
-    from cffi import cparser
-    from wgpu.backends.wgpu_native._ffi import ffi
-
-    parser, parse = ffi._parser, cparser.Parser.parse_type_and_quals
-    monkeypatch.setattr(cparser.Parser, "parse_type_and_quals", parse)  # put back after the test
-    monkeypatch.setattr(cparser.Parser, instructions.CFFI_SHORTCUT, False, raising=False)
-    typedefs = {type(declared).__name__: name.removeprefix("typedef ")
-                for name, (declared, _) in parser._declarations.items() if name.startswith("typedef ")}
-    assert {"StructType", "EnumType", "PrimitiveType", "PointerType", "FunctionPtrType"} <= set(typedefs)
-    strings = [form.format(name) for name in typedefs.values() for form in ("{} *", "{}[]", "{} [ ]")]
-    expected = {cdecl: parse(parser, cdecl) for cdecl in [*strings, "uint32_t *", "void(*)(int)"]}
-    assert instructions.fast_cffi_types()
-    parsed = []
-    monkeypatch.setattr(cparser.Parser, "_parse", lambda self, text, _parse=cparser.Parser._parse:
-                        parsed.append(text) or _parse(self, text))
-    for cdecl, answer in expected.items():
-        assert parser.parse_type_and_quals(cdecl) == answer, cdecl
-    # only the strings that name no typedef of the header went to the parser
-    assert [text.splitlines()[-2] for text in parsed] == ["uint32_t *", "void(*)(int)"]

@@ -1,5 +1,5 @@
-"""A typedef's name, or a pointer to one, resolves to what cffi's parse of it gives, without that
-parse (pycparser's, behind a declaration of every typedef the library has)."""
+"""A typedef's name, a pointer to one and an array of one resolve to what cffi's parse of them
+gives, without that parse (pycparser's, behind a declaration of every typedef of the header)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ typedef const Thing ConstThing;
 typedef int (*Callback)(int);
 typedef int Count;
 """
-# typedefs and pointers to them (looked up), and what is parsed as before
-NAMES = ["Thing", "Thing *", "Thing*", " ConstThing * ", "Callback", "Callback *", "Count", "Count *",
-         "int *", "Thing[3]", "Count (*)(Thing *)"]
+# typedefs, pointers and arrays of them (looked up), and what is parsed as before
+NAMES = ["Thing", "Thing *", "Thing*", " ConstThing * ", "ConstThing[]", "Callback", "Callback *", "Count",
+         "Count *", "Count [ ]"]
+PARSED = ["int *", "Thing[3]", "Count (*)(Thing *)", "void(*)(int)"]
 
 
 @pytest.fixture(autouse=True)
@@ -24,46 +25,36 @@ def parser_restored(monkeypatch):
     monkeypatch.setattr(cparser.Parser, "parse_type_and_quals", cparser.Parser.parse_type_and_quals)
 
 
-def resolved(parser, names: list[str]) -> list:
-    return [parser.parse_type_and_quals(name) for name in names]
+def parses_of(monkeypatch) -> list[str]:
+    """The type strings that reach pycparser from now on."""
+    parsed, parse = [], cparser.Parser._parse
+    monkeypatch.setattr(cparser.Parser, "_parse", lambda self, text: parsed.append(text.splitlines()[-2]) or
+                        parse(self, text))
+    return parsed
 
 
-def test_a_typedef_and_a_pointer_to_one_resolve_as_parsed():
+def test_a_typedef_a_pointer_and_an_array_of_one_resolve_as_parsed_and_only_the_rest_is_parsed(monkeypatch):
     ffi = FFI()
     ffi.cdef(CDEF)
-    parsed = resolved(ffi._parser, NAMES)
-    resolve_typedefs_directly()
-    assert resolved(ffi._parser, NAMES) == parsed
-
-
-def test_wgpus_structs_resolve_as_parsed():
-    from wgpu.backends.wgpu_native._ffi import ffi
-
-    names = sorted(key.removeprefix("typedef ") for key in ffi._parser._declarations if key.startswith("typedef "))
-    names = [f"{name} *" for name in names[::len(names) // 6]]
-    parsed = resolved(ffi._parser, names)
-    resolve_typedefs_directly()
-    assert resolved(ffi._parser, names) == parsed
-
-
-def test_a_typedef_and_a_pointer_to_one_are_not_parsed(monkeypatch):
-    ffi = FFI()
-    ffi.cdef(CDEF)
-    resolve_typedefs_directly()
-    monkeypatch.setattr(cparser, "_get_parser", lambda: pytest.fail("parsed by pycparser"))
+    expected = {cdecl: ffi._parser.parse_type_and_quals(cdecl) for cdecl in NAMES + PARSED}
+    assert resolve_typedefs_directly()
+    parsed = parses_of(monkeypatch)
+    assert {cdecl: ffi._parser.parse_type_and_quals(cdecl) for cdecl in expected} == expected
+    assert parsed == PARSED
     thing = ffi.new("Thing *", {"a": 3})
     assert thing.a == 3 and ffi.typeof("Thing*") is ffi.typeof(thing) and ffi.sizeof("Thing") == ffi.sizeof(thing[0])
 
 
-def test_as_a_plugin_it_resolves_typedefs_in_that_session(pytester):
-    pytester.makepyfile("from cffi import cparser\n\ndef test_resolved():\n"
-                        "    assert getattr(cparser.Parser.parse_type_and_quals, 'resolves_typedefs', False)\n")
-    result = pytester.runpytest_inprocess("-p", "pytest_dispatch.measurement.typedefs")
-    result.assert_outcomes(passed=1)
+def test_a_typedef_of_each_kind_in_wgpus_header_resolves_as_parsed(monkeypatch):
+    from wgpu.backends.wgpu_native._ffi import ffi
 
-
-def test_a_counted_ab_jobs_sides_load_the_plugin(tmp_path):
-    from pytest_dispatch.ab import counted
-
-    command = counted._side_command(tmp_path / "side.json", ["tests/perf"])  # relaunched under callgrind as is
-    assert command[command.index("pytest_dispatch.measurement.typedefs") - 1] == "-p"
+    parser = ffi._parser
+    typedefs = {type(declared).__name__: name.removeprefix("typedef ")
+                for name, (declared, _) in parser._declarations.items() if name.startswith("typedef ")}
+    assert {"StructType", "EnumType", "PrimitiveType", "PointerType", "FunctionPtrType"} <= set(typedefs)
+    strings = [form.format(name) for name in typedefs.values() for form in ("{}", "{} *", "{}[]")]
+    expected = {cdecl: parser.parse_type_and_quals(cdecl) for cdecl in strings}
+    assert resolve_typedefs_directly()
+    parsed = parses_of(monkeypatch)
+    assert {cdecl: parser.parse_type_and_quals(cdecl) for cdecl in strings} == expected
+    assert parsed == []

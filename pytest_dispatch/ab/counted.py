@@ -32,10 +32,8 @@ from pytest_dispatch.measurement.instructions import Software, valgrind_executab
 
 
 def _side_command(json_path: Path, pytest_args: Sequence[str]) -> list[str]:
-    # the typedefs plugin in the session under callgrind too (its arguments are these), where a
-    # start-up is 10-50x slower
     return [sys.executable, "-m", "pytest", *pytest_args, "--dispatch-instructions", f"--dispatch-json={json_path}",
-            "-p", "no:cacheprovider", "-p", "pytest_dispatch.ab.sidepaths", "-p", "pytest_dispatch.measurement.typedefs"]
+            "-p", "no:cacheprovider", "-p", "pytest_dispatch.ab.sidepaths"]
 
 
 def _side_env(side: str, folder: Path) -> dict[str, str]:

@@ -13,9 +13,8 @@ cost per call (``InstructionCount``); the wait for the GPU stays outside the win
 
 Its parts, by concern: ``launch`` (the relaunch under valgrind, its environment), ``dumps``
 (reading callgrind's dumps, and the prices of what is not counted as it ran), ``windows``
-(the windows' sizes, the warm calls before them, ``Counter`` that opens them) ``count``
-(``InstructionCount``, and ``Software``: what two counts must share) and ``startup`` (cffi's
-type strings read without its parser, sparing a counted session seconds of start-up).  Their public names are
+(the windows' sizes, the warm calls before them, ``Counter`` that opens them) and ``count``
+(``InstructionCount``, and ``Software``: what two counts must share).  Their public names are
 this package's.
 """
 
@@ -37,7 +36,6 @@ from pytest_dispatch.measurement.instructions.windows import (  # noqa: F401
     Counter, Helper, call_budget_for, retire_all, session_counter, set_aside_pooled_encoders,
     warm_calls, window_calls, window_sizes
 )
-from pytest_dispatch.measurement.instructions.startup import INSTALLED as CFFI_SHORTCUT, fast_cffi_types  # noqa: F401
 from pytest_dispatch.measurement.instructions.count import (  # noqa: F401
     COUNTING_RULES, InstructionCount, Software
 )
