@@ -32,11 +32,12 @@ GPU_FIXTURES = {"gpu_adapter", "gpu_device", "gpu_info", "dispatch_meter"}
 
 # The modules whose tests take tens of seconds to minutes without a GPU (valgrind sessions,
 # A/B jobs, subprocess sessions, simulations), longest first.  They run first, so that under
-# `-n 2` the two workers end together instead of one of them starting a long test at the end.
-LONG_FIRST = ("test_counted.py", "test_ab.py", "test_ci_recipe.py", "test_page.py", "test_robustness.py", "test_docs.py",
+# `-n 2` the two workers end together instead of one of them starting a long test at the end;
+# Firefox's, which mostly waits (its starts, its polls), first of all, beside the busiest ones.
+LONG_FIRST = ("test_firefox_page.py", "test_counted.py", "test_ab.py", "test_ci_recipe.py", "test_docs.py",
+              "test_ab_hang.py", "test_many_sources.py", "test_page.py", "test_robustness.py", "test_engines.py",
               "test_contention.py", "test_browser.py", "test_sessions.py", "test_report.py", "test_gate.py",
-              "test_stats.py", "test_startup.py", "test_paired.py",
-              "test_two_gpus.py")
+              "test_stats.py", "test_startup.py", "test_paired.py", "test_two_gpus.py")
 
 
 def pytest_configure(config):
