@@ -31,9 +31,14 @@ from pytest_dispatch.judgement.status import ExitCode, Status
 from pytest_dispatch.measurement.instructions import Software, valgrind_executable
 
 
+def _pytest_command(pytest_args: Sequence[str]) -> list[str]:
+    """A side's pytest session, which names the test paths its tree lacks (``sidepaths``)."""
+    return [sys.executable, "-m", "pytest", *pytest_args, "-p", "no:cacheprovider",
+            "-p", "pytest_dispatch.ab.sidepaths"]
+
+
 def _side_command(json_path: Path, pytest_args: Sequence[str]) -> list[str]:
-    return [sys.executable, "-m", "pytest", *pytest_args, "--dispatch-instructions", f"--dispatch-json={json_path}",
-            "-p", "no:cacheprovider", "-p", "pytest_dispatch.ab.sidepaths"]
+    return _pytest_command([*pytest_args, "--dispatch-instructions", f"--dispatch-json={json_path}"])
 
 
 def _side_env(side: str, folder: Path) -> dict[str, str]:
@@ -80,10 +85,9 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
                 log.seek(0)
                 lines = [line for line in log.read().splitlines() if line.strip()]
                 log.close()
-                not_collected += [f"{side}: could not collect {error}" for error in _collection_errors(lines)]
-                other = "head" if side == "base" else "base"
-                missing = [line.removeprefix(sidepaths.MISSING) for line in lines if line.startswith(sidepaths.MISSING)]
-                notices += [f"{side}: {path} is not in this tree: its tests run on the {other} alone" for path in missing]
+                side_notices, side_not_collected = _said(side, lines)
+                notices += side_notices
+                not_collected += side_not_collected
                 if not path.exists() and not not_collected and code != pytest.ExitCode.NO_TESTS_COLLECTED:
                     raise JobError(f"the {side} side wrote no results (exit {code}); its output ends: "
                                    f"{' | '.join(line[:200] for line in lines[-3:])}")
@@ -146,9 +150,8 @@ def _collection_stops(folders: dict[str, Path], pytest_args: Sequence[str]) -> t
     the notices of the test paths a side lacks. ([], []) where no side would stop."""
     # counted mode off (its session would start again under callgrind), from the command line or the ini
     natively = [arg for arg in pytest_args if arg != "--dispatch-instructions"] + ["-o", "dispatch_instructions=false"]
-    processes = {side: subprocess.Popen([sys.executable, "-m", "pytest", *natively, "--collect-only", "-q",
-                                         "-p", "no:cacheprovider", "-p", "pytest_dispatch.ab.sidepaths"],
-                                        cwd=folder, env=_side_env(side, folder), stdout=subprocess.PIPE,
+    processes = {side: subprocess.Popen(_pytest_command([*natively, "--collect-only", "-q"]), cwd=folder,
+                                        env=_side_env(side, folder), stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
                  for side, folder in folders.items()}
     try:
@@ -160,13 +163,20 @@ def _collection_stops(folders: dict[str, Path], pytest_args: Sequence[str]) -> t
                 process.wait()
     stopped, notices = [], []
     for side, output in outputs.items():
-        lines = [line for line in output.splitlines() if line.strip()]
-        other = "head" if side == "base" else "base"
-        notices += [f"{side}: {line.removeprefix(sidepaths.MISSING)} is not in this tree: its tests run on the {other} "
-                    "alone" for line in lines if line.startswith(sidepaths.MISSING)]
+        side_notices, not_collected = _said(side, [line for line in output.splitlines() if line.strip()])
+        notices += side_notices
         if processes[side].returncode == pytest.ExitCode.INTERRUPTED:  # its counted session would stop there too
-            stopped += [f"{side}: could not collect {error}" for error in _collection_errors(lines)]
+            stopped += not_collected
     return (stopped, notices) if stopped else ([], [])
+
+
+def _said(side: str, lines: list[str]) -> tuple[list[str], list[str]]:
+    """What a side's session output says, as the job's lines: the test paths its tree lacks, and
+    the files it could not collect."""
+    other = "head" if side == "base" else "base"
+    notices = [f"{side}: {line.removeprefix(sidepaths.MISSING)} is not in this tree: its tests run on the {other} alone"
+               for line in lines if line.startswith(sidepaths.MISSING)]
+    return notices, [f"{side}: could not collect {error}" for error in _collection_errors(lines)]
 
 
 def _new_only(head: dict, head_failed: bool, out: Callable[[str], None]) -> int:
