@@ -11,9 +11,9 @@ import pytest
 
 from pytest_dispatch.reference import ReferenceModel, expected_dispatches, get_config
 from pytest_dispatch.reference.web import write_site
+from reference._helpers import TINY_DISPATCHES
 
 TINY = get_config("tiny")
-LEVELS = {"eager": 87, "fused": 58, "fused+": 11}  # eager 36 x 2 + 15, fused 24 x 2 + 10, fused+ 4 x 2 + 3
 PROMPT, N_TOKENS = [1, 2, 3, 4, 5], 8
 MODULE = Path(__file__).resolve().parent.parent / "pytest_dispatch" / "engine_workload" / "reference_model.js"
 
@@ -33,10 +33,10 @@ def python_tokens(gpu_device):
 
 
 @pytest.mark.slow  # the model's pipelines compiled by lavapipe or SwiftShader, in each engine
-@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("level", TINY_DISPATCHES)
 def test_a_script_gives_the_python_models_tokens_and_dispatches(gpu_script, python_tokens, site, level):
     gpu_script.open(site)
     assert gpu_script.function("generate", level, PROMPT, N_TOKENS, timeout=120)() == python_tokens(level)
     counts = gpu_script.count("decodeStep", level)
     assert counts.by_kernel == expected_dispatches(TINY, level)
-    assert (counts.dispatches, counts.submits, counts.passes) == (LEVELS[level], 1, 1)
+    assert (counts.dispatches, counts.submits, counts.passes) == (TINY_DISPATCHES[level], 1, 1)

@@ -13,6 +13,11 @@ ODD = dataclasses.replace(get_config("tiny"), name="odd", d_model=264, n_heads=3
                           d_ff=52, vocab_size=301)
 
 
+# A decode step of the tiny config (Qwen2.5-0.5B's structure in 2 layers) at each level: eager
+# 36 x 2 + 15, fused 24 x 2 + 10, fused+ 4 x 2 + 3 dispatches (the page and the script engines)
+TINY_DISPATCHES = {"eager": 87, "fused": 58, "fused+": 11}
+
+
 def relative_error(actual, expected) -> float:
     """max |actual - expected| / max |expected|."""
     expected = np.asarray(expected, dtype=np.float64)

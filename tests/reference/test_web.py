@@ -14,6 +14,7 @@ import pytest
 from pytest_dispatch.reference import ENCODINGS, ReferenceModel, expected_dispatches, get_config
 from pytest_dispatch.reference import model as model_module
 from pytest_dispatch.reference.web import DEFAULT_LIMITS, export_plan, limits_from_page, write_site
+from ._helpers import TINY_DISPATCHES
 
 QWEN = get_config("qwen2.5-0.5b", widths="tiny")  # 24 layers at tiny widths
 LEVELS = {"eager": 879, "fused": 586, "fused+": 99}
@@ -126,8 +127,6 @@ def test_plan_refuses_unknown_limits():
 
 
 TINY = get_config("tiny")
-# a decode step at tiny: eager 36 x 2 + 15, fused 24 x 2 + 10, fused+ 4 x 2 + 3
-IN_PAGE = {"eager": 87, "fused": 58, "fused+": 11}
 
 
 @pytest.fixture(scope="module")
@@ -136,14 +135,14 @@ def site(tmp_path_factory):
 
 
 @pytest.mark.slow  # a browser, and the model's pipelines compiled by SwiftShader
-@pytest.mark.parametrize("level", IN_PAGE)
+@pytest.mark.parametrize("level", TINY_DISPATCHES)
 def test_page_gives_the_python_models_tokens_and_dispatches(gpu_page, gpu_device, site, level):
     expected = ReferenceModel(gpu_device, TINY, level=level, seed=0, max_seq_len=64).generate(PROMPT, N_TOKENS)
     gpu_page.open(site)
     assert gpu_page.function("generate", level, PROMPT, N_TOKENS)() == expected
     counts = gpu_page.count("decodeStep", level)
     assert counts.by_kernel == expected_dispatches(TINY, level)
-    assert (counts.dispatches, counts.submits, counts.passes) == (IN_PAGE[level], 1, 1)
+    assert (counts.dispatches, counts.submits, counts.passes) == (TINY_DISPATCHES[level], 1, 1)
 
 
 @pytest.mark.slow
