@@ -68,8 +68,10 @@ def test_decode(dispatch_meter, kernel):
 def test_kernel(dispatch_meter, kernel):
     dispatch_meter.measure(kernel, 2, per_round=2, name="kernel")
 '''
-# four sessions: the fewest whose interval resolves a time regression (test_ab's timing jobs)
-FLAGS = ("--pairs", "6", "--sessions", "4", "--max-sessions", "4", "--min-time", "0", "--max-time", "3",
+# three sessions (each a fresh base and head worker, most of the job's cost): the fewest whose
+# interval resolves the kernel's regression below (x12 a call; p about 1e-4, its interval's low
+# end near x8, at load 10 on 2 cores)
+FLAGS = ("--pairs", "6", "--sessions", "3", "--max-sessions", "3", "--min-time", "0", "--max-time", "3",
          "--test-timeout", "90")
 
 
@@ -155,8 +157,8 @@ def test_the_recipe_is_green_from_the_first_pull_request_and_red_on_a_regression
     unchanged = counted_job(pytester)
     assert unchanged.returncode == 0 and "2 counts unchanged" in unchanged.output, unchanged.output
 
-    # 3. a later pull request: two more dispatches in decode, and a kernel 400 times the work
-    write_cost(repository, dispatches=22, loops=400)
+    # 3. a later pull request: two more dispatches in decode, and a kernel 2,000 times the work
+    write_cost(repository, dispatches=22, loops=2000)
     counted = counted_job(pytester)
     assert counted.returncode == 1, counted.output
     assert "decode dispatches regressed: 20 -> 22 per call (+2: smooth +2)" in counted.output
