@@ -206,6 +206,8 @@ def test_a_counted_ab_job_whose_base_lacks_the_tests_runs_them_on_the_head_as_ne
                                "--dispatch-instructions", "-o", "pythonpath=.", "tests/perf"], cwd=head, env=environment,
                               capture_output=True, text=True, timeout=400)
         assert done.returncode == 0, done.stdout + done.stderr
+        assert re.search(r"^A/B \(counted\): base folder .*: both sides timed, not counted \(valgrind is not on PATH",
+                         done.stdout, re.MULTILINE), done.stdout
         assert "A/B (counted): base: tests/perf is not in this tree: its tests run on the head alone" in done.stdout
         assert "tests/perf/test_perf.py::test_decode: decode new: 20 dispatches per call, only in the head" in done.stdout
-        assert "A/B (counted): nothing to compare yet: the base has none of these tests; 2 measurement(s)" in done.stdout
+        assert "A/B (counted): nothing to compare yet: the base has none of these tests; 2 measurement(s) ran on the head alone" in done.stdout

@@ -62,7 +62,8 @@ def _as_they_end(sides: dict, stop: Callable[[], bool]):
 def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[str], tolerance: float,
                     descriptions: tuple[str, str], out: Callable[[str], None] = print) -> int:
     """Count both sides, print one line per measurement and a summary; the exit status."""
-    if _under_callgrind():
+    without_valgrind = _without_valgrind()
+    if without_valgrind is None:
         stopped, notices = _collection_stops({"base": base_folder, "head": head_folder}, pytest_args)
         if stopped:
             for line in notices + stopped:
@@ -77,7 +78,9 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
             process = subprocess.Popen(_side_command(path, pytest_args), cwd=folder, env=_side_env(side, folder),
                                        stdout=log, stderr=subprocess.STDOUT)
             sides[side] = (process, path, log)
-        out(f"A/B (counted): base {descriptions[0]}, head {descriptions[1]}: both sides under callgrind")
+        how = ("both sides under callgrind" if without_valgrind is None
+               else f"both sides timed, not counted ({without_valgrind})")
+        out(f"A/B (counted): base {descriptions[0]}, head {descriptions[1]}: {how}")
         documents, head_failed, not_collected, notices = {}, False, [], []
         try:
             for side, (process, path, log) in _as_they_end(sides, lambda: bool(not_collected)):
@@ -107,7 +110,7 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
     for line in notices + not_collected:
         out(f"A/B (counted): {line}")
     if "head" in documents and "base" not in documents and not not_collected:
-        return _new_only(documents["head"], head_failed, out)
+        return _new_only(documents["head"], head_failed, without_valgrind is None, out)
     if len(documents) < 2:
         out("A/B (counted): nothing compared: a side collected no tests")
         return ExitCode.NOTHING_COMPARED
@@ -134,14 +137,14 @@ def run_counted_job(base_folder: Path, head_folder: Path, pytest_args: Sequence[
     return ExitCode.FAILED if regressed or head_failed or not_collected else ExitCode.OK
 
 
-def _under_callgrind() -> bool:
-    """Whether the sides will run under callgrind (without valgrind they run timed, at native
-    speed: a look at their collection first would only add its cost)."""
+def _without_valgrind() -> str | None:
+    """Why the sides will not run under callgrind, or None where they will (without valgrind
+    they run timed, at native speed: a look at their collection first would only add its cost)."""
     try:
         valgrind_executable()
-    except Unavailable:
-        return False
-    return True
+    except Unavailable as error:
+        return str(error)
+    return None
 
 
 def _collection_stops(folders: dict[str, Path], pytest_args: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -179,7 +182,7 @@ def _said(side: str, lines: list[str]) -> tuple[list[str], list[str]]:
     return notices, [f"{side}: could not collect {error}" for error in _collection_errors(lines)]
 
 
-def _new_only(head: dict, head_failed: bool, out: Callable[[str], None]) -> int:
+def _new_only(head: dict, head_failed: bool, counted: bool, out: Callable[[str], None]) -> int:
     """The base has none of the tests (the pull request that adds the first ones): the head's
     measurements are new, and the job passes unless a head test failed."""
     new = 0
@@ -188,8 +191,8 @@ def _new_only(head: dict, head_failed: bool, out: Callable[[str], None]) -> int:
             new += 1
             out(f"{result.nodeid}: {measurement.name} new: {measurement.dispatches} dispatches per call, "
                 "only in the head")
-    out(f"A/B (counted): nothing to compare yet: the base has none of these tests; {new} measurement(s) counted "
-        "on the head alone (new)")
+    out(f"A/B (counted): nothing to compare yet: the base has none of these tests; {new} measurement(s) "
+        f"{'counted' if counted else 'ran'} on the head alone (new)")
     if head_failed:
         out("A/B (counted): a head test failed (see its session's output with -p no:dispatch_ab)")
     return ExitCode.FAILED if head_failed else ExitCode.OK
