@@ -193,7 +193,7 @@ def test_the_example_workflows_run_as_pasted():
 
 def test_a_counted_ab_job_whose_base_lacks_the_tests_runs_them_on_the_head_as_new(tmp_path, gpu_info):
     """The pull request that adds tests/perf, judged in counted mode. valgrind is kept off PATH
-    here: both sides then run timed (one warning), which is all that this decision needs."""
+    here: both sides then run timed (the job says so, and why), which is all that this decision needs."""
     base, head = tmp_path / "base", tmp_path / "head"
     base.mkdir()
     write_cost(base, dispatches=20, loops=1)
