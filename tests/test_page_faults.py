@@ -89,10 +89,10 @@ def test_a_file_linked_out_of_the_served_folder_is_named(gpu_page, tmp_path, mon
     monkeypatch.chdir(tmp_path)  # the page's folders are named as the test's, relative to where it runs
     gpu_page.open(Path("site"))
     with pytest.raises(pytest.fail.Exception) as failed:
-        gpu_page.function("run", timeout=2)()
+        gpu_page.function("run", timeout=1)()
     assert not failed.value.pytrace  # what pytest shows is the message, no traceback
     pytest.LineMatcher(str(failed.value).splitlines()).fnmatch_lines([
-        "run of site/index.html threw TypeError: run is not a function of the page (it is undefined after 1 s)",
+        "run of site/index.html threw TypeError: run is not a function of the page (it is undefined after 0.5 s)",
         "the page asked for files it did not get: site/node_modules/lib/lib.js (a link out of the served folder: "
         "not served)",
     ])
