@@ -85,6 +85,11 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         pass  # a test's output is not the place for an access log
 
 
+# How often the serving thread looks whether close() was called: close() waits for that look (the
+# standard half second was most of the end of a short page session); a look is one idle select().
+_CLOSE_POLL = 0.05
+
+
 class PageServer(http.server.ThreadingHTTPServer):
     """127.0.0.1 on a free port; each folder mounted under a path of its own."""
 
@@ -94,7 +99,8 @@ class PageServer(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.mounts: dict[str, Path] = {}
         self.secret = secrets.token_urlsafe(24)
-        self._thread = threading.Thread(target=self.serve_forever, name="pytest-dispatch pages", daemon=True)
+        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": _CLOSE_POLL},
+                                        name="pytest-dispatch pages", daemon=True)
         self._thread.start()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
