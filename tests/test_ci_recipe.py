@@ -68,10 +68,9 @@ def test_decode(dispatch_meter, kernel):
 def test_kernel(dispatch_meter, kernel):
     dispatch_meter.measure(kernel, 2, per_round=2, name="kernel")
 '''
-# three sessions (each a fresh base and head worker, most of the job's cost): the fewest whose
-# interval resolves the kernel's regression below (x12 a call; p about 1e-4, its interval's low
-# end near x8, at load 10 on 2 cores)
-FLAGS = ("--pairs", "6", "--sessions", "3", "--max-sessions", "3", "--min-time", "0", "--max-time", "3",
+# four sessions (each a fresh base and head worker): the fewest whose interval resolves the
+# kernel's regression below on a loaded 2-core machine (three left it inconclusive at load 9)
+FLAGS = ("--pairs", "6", "--sessions", "4", "--max-sessions", "4", "--min-time", "0", "--max-time", "3",
          "--test-timeout", "90")
 
 
