@@ -1,8 +1,8 @@
 """pytest-xdist workers on a host of two GPUs, simulated on the one adapter there is: spread over
-two identical GPUs (in turn, so two workers on the first of three; the summary says which worker
-ran on which, one saved run), and not spread over two different ones (all on the chosen GPU, here
-the second, one saved run of that GPU; the other GPU's run is its own session's, saved under its
-own fingerprint)."""
+two identical GPUs (in turn: of three workers, two on the first GPU and one on the second; the
+summary says which worker ran on which, one saved run), and not spread over two different ones
+(all on the chosen GPU, here the second, one saved run of that GPU; the other GPU's run is its own
+session's, saved under its own fingerprint)."""
 
 from __future__ import annotations
 
