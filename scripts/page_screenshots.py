@@ -122,13 +122,20 @@ _LAYOUT_JS = """
 def layout(path: Path, selector: str, texts: str, screenshot: Path | None = None) -> list[dict]:
     """Open ``path`` (a page, or an SVG file shown inline in a page) in headless Chromium; the
     layout of each element matching ``selector`` (its frame and the boxes of its ``texts``);
-    optionally a full-page screenshot.
+    optionally a full-page screenshot."""
+    (found,) = layouts([(path, selector, texts, screenshot)])
+    return found
+
+
+def layouts(requests: list[tuple[Path, str, str, Path | None]]) -> list[list[dict]]:
+    """``layout`` of each ``(path, selector, texts, screenshot)``, all in one browser: a page each.
 
     The browser is driven from a child process, its answer JSON on a pipe: Playwright's sync API
     leaves greenlets, an event loop and their threads behind, which a pytest-xdist worker would
     otherwise carry (and finalize at some later point) through the rest of the suite."""
-    request = json.dumps({"path": str(path), "selector": selector, "texts": texts,
-                          "screenshot": None if screenshot is None else str(screenshot)})
+    request = json.dumps([{"path": str(path), "selector": selector, "texts": texts,
+                           "screenshot": None if screenshot is None else str(screenshot)}
+                          for path, selector, texts, screenshot in requests])
     done = subprocess.run([sys.executable, __file__, "--layout"], input=request, capture_output=True,
                           text=True, timeout=_LAYOUT_TIMEOUT_S)
     if done.returncode != 0:
@@ -136,28 +143,36 @@ def layout(path: Path, selector: str, texts: str, screenshot: Path | None = None
     return json.loads(done.stdout)
 
 
-def _layout_here(path: Path, selector: str, texts: str, screenshot: Path | None) -> list[dict]:
+def _layouts_here(requests: list[dict]) -> list[list[dict]]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=browser_path(), args=["--no-sandbox"])
         try:
-            page = browser.new_page(viewport={"width": 1100, "height": 900})
-            if path.suffix == ".svg":  # a bare SVG document cannot be screenshot: inline it
-                svg = path.read_text(encoding="utf-8")
-                page.set_content("<!DOCTYPE html><html><body style='margin:0'>" + svg[svg.index("<svg"):]
-                                 + "</body></html>")
-            else:
-                page.goto(path.as_uri())
-            page.wait_for_load_state("load")
-            found = page.evaluate(_LAYOUT_JS.replace("TEXTS", repr(texts)), selector)
-            if screenshot is not None and path.suffix == ".svg":
-                page.locator("svg").first.screenshot(path=str(screenshot))
-            elif screenshot is not None:
-                page.screenshot(path=str(screenshot), full_page=True)
+            return [_layout_in(browser, Path(request["path"]), request["selector"], request["texts"],
+                               request["screenshot"] and Path(request["screenshot"])) for request in requests]
         finally:
             browser.close()
-    return found
+
+
+def _layout_in(browser, path: Path, selector: str, texts: str, screenshot: Path | None) -> list[dict]:
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    try:
+        if path.suffix == ".svg":  # a bare SVG document cannot be screenshot: inline it
+            svg = path.read_text(encoding="utf-8")
+            page.set_content("<!DOCTYPE html><html><body style='margin:0'>" + svg[svg.index("<svg"):]
+                             + "</body></html>")
+        else:
+            page.goto(path.as_uri())
+        page.wait_for_load_state("load")
+        found = page.evaluate(_LAYOUT_JS.replace("TEXTS", repr(texts)), selector)
+        if screenshot is not None and path.suffix == ".svg":
+            page.locator("svg").first.screenshot(path=str(screenshot))
+        elif screenshot is not None:
+            page.screenshot(path=str(screenshot), full_page=True)
+        return found
+    finally:
+        page.close()
 
 
 def overlaps(a: dict, b: dict, slack: float = 0.5) -> bool:
@@ -174,10 +189,8 @@ def main() -> int:
     if sys.argv[1:] and sys.argv[1:] != ["--layout"]:
         print(f"page_screenshots: unknown arguments {' '.join(sys.argv[1:])}; see --help", file=sys.stderr)
         return 2
-    if sys.argv[1:] == ["--layout"]:  # the child process of layout(): a request on stdin, JSON out
-        request = json.load(sys.stdin)
-        screenshot = request["screenshot"] and Path(request["screenshot"])
-        json.dump(_layout_here(Path(request["path"]), request["selector"], request["texts"], screenshot), sys.stdout)
+    if sys.argv[1:] == ["--layout"]:  # the child process of layouts(): the requests on stdin, JSON out
+        json.dump(_layouts_here(json.load(sys.stdin)), sys.stdout)
         return 0
 
     reason = missing_reason()
@@ -187,9 +200,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         page = write_history_page(make_history(scratch / "storage"), scratch / "history.html")
-        layout(page, "svg.chart", "text", ROOT / "docs" / "history_page.png")
-        chart = write_plot(scratch / "plots")
-        layout(chart, "svg", "g[id^=text_]", ROOT / "docs" / "plot_chart.png")
+        layouts([(page, "svg.chart", "text", ROOT / "docs" / "history_page.png"),
+                 (write_plot(scratch / "plots"), "svg", "g[id^=text_]", ROOT / "docs" / "plot_chart.png")])
     print("wrote docs/history_page.png and docs/plot_chart.png")
     return 0
 

@@ -33,11 +33,26 @@ def rotated_labels_apart(labels):
     return all((b - a) * 2 ** -0.5 >= labels[0]["height"] * 0.95 for a, b in zip(anchors, anchors[1:]))
 
 
-@pytest.mark.parametrize("runs", [12, 60])
-def test_the_history_page_renders_with_whole_labels_axis_titles_and_a_legend(tmp_path, runs):
-    page = pages.write_history_page(pages.make_history(tmp_path / "storage", runs=runs), tmp_path / "history.html")
-    charts = pages.layout(page, "svg.chart", "text", tmp_path / "history.png")
-    assert len(charts) == 2 and (tmp_path / "history.png").stat().st_size > 10_000
+HISTORY_RUNS = (12, 60)
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    """Each page of this module laid out in one browser (one start of Playwright and Chromium, not
+    one a page): the history page of each number of runs, and the plot where matplotlib is."""
+    folder = tmp_path_factory.mktemp("pages")
+    requests = {runs: (pages.write_history_page(pages.make_history(folder / f"storage-{runs}", runs=runs),
+                                                folder / f"history-{runs}.html"),
+                       "svg.chart", "text", folder / f"history-{runs}.png") for runs in HISTORY_RUNS}
+    if importlib.util.find_spec("matplotlib") is not None:
+        requests["plot"] = (pages.write_plot(folder / "plots"), "svg", "g[id^=text_]", folder / "plot.png")
+    return {key: (found, requests[key][3]) for key, found in zip(requests, pages.layouts(list(requests.values())))}
+
+
+@pytest.mark.parametrize("runs", HISTORY_RUNS)
+def test_the_history_page_renders_with_whole_labels_axis_titles_and_a_legend(rendered, runs):
+    charts, screenshot = rendered[runs]
+    assert len(charts) == 2 and screenshot.stat().st_size > 10_000
     for chart in charts:
         assert chart["circles"] == runs and chart["right"] - chart["left"] > 500
         texts = chart["texts"]
@@ -59,9 +74,8 @@ def test_the_history_page_renders_with_whole_labels_axis_titles_and_a_legend(tmp
     assert not any(t["cls"] == "change-label" for chart in charts for t in chart["texts"])
 
 
-def test_a_dispatch_plot_chart_renders_with_its_labels_apart(tmp_path):
+def test_a_dispatch_plot_chart_renders_with_its_labels_apart(rendered):
     pytest.importorskip("matplotlib")
-    chart_file = pages.write_plot(tmp_path / "plots")
-    (chart,) = pages.layout(chart_file, "svg", "g[id^=text_]", tmp_path / "plot.png")
+    (chart,), _ = rendered["plot"]
     assert chart["paths"] > 10 and len(chart["texts"]) > 10
     assert_inside_and_apart(chart, chart["texts"])

@@ -71,7 +71,7 @@ def test_xdist_counts_equal_serial_and_the_baseline_is_written_once(pytester, gp
         tests = json.loads(path.read_text())["pytest_dispatch"]["tests"]
         return {t["nodeid"]: t["measurements"][0]["calls_per_call"] for t in tests}
 
-    pytester.runpytest_subprocess("--dispatch-json=serial.json").assert_outcomes(passed=6)
+    pytester.runpytest("--dispatch-json=serial.json").assert_outcomes(passed=6)  # in this process: no start-up
     parallel = pytester.runpytest_subprocess("-n", "2", "--dispatch-json=parallel.json",
                                              "--dispatch-save=main", "--dispatch-storage=store")
     parallel.assert_outcomes(passed=6)

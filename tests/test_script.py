@@ -55,7 +55,8 @@ def test_each_engine_is_a_gpu_of_its_own(gpu_script):
 
 
 @pytest.mark.gpu
-def test_a_throw_fails_in_one_line_and_a_blocked_engine_is_ended(gpu_script):
+def test_a_throw_fails_in_one_line_and_a_blocked_engine_is_ended(gpu_script, monkeypatch):
+    monkeypatch.setattr(script, "BLOCKED_GRACE", 0.2)  # `blocks` never answers: waited for past 0.5 s, not 2
     gpu_script.open(SCRIPTS / "counted.js")
     with pytest.raises(pytest.fail.Exception) as failed:
         gpu_script.function("fails")()

@@ -22,7 +22,10 @@ PARSED = ["int *", "Thing[3]", "Count (*)(Thing *)", "void(*)(int)"]
 
 @pytest.fixture(autouse=True)
 def parser_restored(monkeypatch):
-    monkeypatch.setattr(cparser.Parser, "parse_type_and_quals", cparser.Parser.parse_type_and_quals)
+    """cffi's own parse while a test runs (a session that loaded wgpu-native looks typedefs up
+    already), what was there after it."""
+    current = cparser.Parser.parse_type_and_quals
+    monkeypatch.setattr(cparser.Parser, "parse_type_and_quals", getattr(current, "parsed", current))
 
 
 def parses_of(monkeypatch) -> list[str]:
@@ -58,3 +61,37 @@ def test_a_typedef_of_each_kind_in_wgpus_header_resolves_as_parsed(monkeypatch):
     parsed = parses_of(monkeypatch)
     assert {cdecl: parser.parse_type_and_quals(cdecl) for cdecl in strings} == expected
     assert parsed == []
+
+
+# A fresh interpreter: wgpu-native loaded as a session loads it, then the type strings that reach
+# pycparser while a device opens, builds a pipeline, dispatches and reads its buffer back.
+SESSION_PARSES = """
+import json
+from cffi import cparser
+from pytest_dispatch.measurement import gpu
+from pytest_dispatch.workloads import AddOne
+
+entry = gpu.gpu_entry("wgpu-native")
+parsed, parse = [], cparser.Parser._parse
+cparser.Parser._parse = lambda self, text: parsed.append(text.splitlines()[-2]) or parse(self, text)
+kernel = AddOne(entry.request_adapter_sync().request_device_sync())
+kernel.single_pass(3)
+print(json.dumps({"read": kernel.read().tolist()[:2], "parsed": parsed}))
+"""
+
+
+@pytest.mark.gpu
+def test_every_session_that_loads_wgpu_native_looks_its_struct_types_up(gpu_info):
+    """Not only the A/B workers and counted sessions: a plain session's start pays for it too."""
+    import json
+    import re
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", SESSION_PARSES], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer["read"] == [3.0, 3.0]  # the kernel ran
+    assert answer["parsed"], "nothing reached pycparser: the check below would pass without looking"
+    looked_up = [cdecl for cdecl in answer["parsed"] if re.fullmatch(r"\s*WGPU\w+\s*(\*|\[\s*\])?\s*", cdecl)]
+    assert looked_up == [], f"parsed, not looked up: {looked_up}"

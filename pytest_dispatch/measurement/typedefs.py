@@ -1,5 +1,6 @@
-"""A quicker start for the processes the plugin starts by the dozen (an A/B job's workers, a
-counted session under callgrind): cffi finds the C type named by a string
+"""A quicker start for every session that loads wgpu-native (``gpu.import_implementation``), above
+all the processes the plugin starts by the dozen (an A/B job's workers, a counted session under
+callgrind): cffi finds the C type named by a string
 (``ffi.new("WGPUBufferDescriptor *")``, wgpu-py's way to make each struct) by parsing it with
 pycparser behind a line ``typedef int NAME;`` for every typedef of the header, over 400 for
 wgpu-native: about 10 ms of Python a type natively, 10-20 times that under callgrind, once per
@@ -43,5 +44,6 @@ def resolve_typedefs_directly() -> bool:
         return declared_type, quals
 
     parse_type_and_quals.resolves_typedefs = True
+    parse_type_and_quals.parsed = parse  # cffi's own, for what is compared with it
     parser.parse_type_and_quals = parse_type_and_quals
     return True
