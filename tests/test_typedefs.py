@@ -1,7 +1,13 @@
 """A typedef's name, a pointer to one and an array of one resolve to what cffi's parse of them
-gives, without that parse (pycparser's, behind a declaration of every typedef of the header)."""
+gives, without that parse (pycparser's, behind a declaration of every typedef of the header); only
+the ``ffi`` it was asked for changes, and every session that loads wgpu-native has it."""
 
 from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
 
 import pytest
 from cffi import FFI, cparser
@@ -20,14 +26,6 @@ NAMES = ["Thing", "Thing *", "Thing*", " ConstThing * ", "ConstThing[]", "Callba
 PARSED = ["int *", "Thing[3]", "Count (*)(Thing *)", "void(*)(int)"]
 
 
-@pytest.fixture(autouse=True)
-def parser_restored(monkeypatch):
-    """cffi's own parse while a test runs (a session that loaded wgpu-native looks typedefs up
-    already), what was there after it."""
-    current = cparser.Parser.parse_type_and_quals
-    monkeypatch.setattr(cparser.Parser, "parse_type_and_quals", getattr(current, "parsed", current))
-
-
 def parses_of(monkeypatch) -> list[str]:
     """The type strings that reach pycparser from now on."""
     parsed, parse = [], cparser.Parser._parse
@@ -36,28 +34,45 @@ def parses_of(monkeypatch) -> list[str]:
     return parsed
 
 
-def test_a_typedef_a_pointer_and_an_array_of_one_resolve_as_parsed_and_only_the_rest_is_parsed(monkeypatch):
+def new_ffi() -> FFI:
     ffi = FFI()
     ffi.cdef(CDEF)
+    return ffi
+
+
+def test_a_typedef_a_pointer_and_an_array_of_one_resolve_as_parsed_and_only_the_rest_is_parsed(monkeypatch):
+    ffi, other = new_ffi(), new_ffi()
     expected = {cdecl: ffi._parser.parse_type_and_quals(cdecl) for cdecl in NAMES + PARSED}
-    assert resolve_typedefs_directly()
+    assert resolve_typedefs_directly(ffi) and resolve_typedefs_directly(ffi)  # once is enough; again changes nothing
     parsed = parses_of(monkeypatch)
     assert {cdecl: ffi._parser.parse_type_and_quals(cdecl) for cdecl in expected} == expected
     assert parsed == PARSED
     thing = ffi.new("Thing *", {"a": 3})
     assert thing.a == 3 and ffi.typeof("Thing*") is ffi.typeof(thing) and ffi.sizeof("Thing") == ffi.sizeof(thing[0])
+    del parsed[:]
+    other._parser.parse_type_and_quals("Thing *")  # another ffi of the process parses as before
+    assert parsed == ["Thing *"]
+
+
+def test_a_parser_this_was_not_written_for_is_left_as_it_is():
+    class Elsewhere:  # an ffi whose cffi keeps its parser otherwise
+        _parser = object()
+
+    assert resolve_typedefs_directly(Elsewhere()) is False and resolve_typedefs_directly(None) is False
 
 
 def test_a_typedef_of_each_kind_in_wgpus_header_resolves_as_parsed(monkeypatch):
-    from wgpu.backends.wgpu_native._ffi import ffi
+    from wgpu.backends.wgpu_native import _ffi
 
+    ffi = FFI()
+    ffi.cdef(_ffi.get_wgpu_header())  # wgpu-native's declarations, in an ffi of this test's own
     parser = ffi._parser
     typedefs = {type(declared).__name__: name.removeprefix("typedef ")
                 for name, (declared, _) in parser._declarations.items() if name.startswith("typedef ")}
     assert {"StructType", "EnumType", "PrimitiveType", "PointerType", "FunctionPtrType"} <= set(typedefs)
     strings = [form.format(name) for name in typedefs.values() for form in ("{}", "{} *", "{}[]")]
     expected = {cdecl: parser.parse_type_and_quals(cdecl) for cdecl in strings}
-    assert resolve_typedefs_directly()
+    assert resolve_typedefs_directly(ffi)
     parsed = parses_of(monkeypatch)
     assert {cdecl: parser.parse_type_and_quals(cdecl) for cdecl in strings} == expected
     assert parsed == []
@@ -83,11 +98,6 @@ print(json.dumps({"read": kernel.read().tolist()[:2], "parsed": parsed}))
 @pytest.mark.gpu
 def test_every_session_that_loads_wgpu_native_looks_its_struct_types_up(gpu_info):
     """Not only the A/B workers and counted sessions: a plain session's start pays for it too."""
-    import json
-    import re
-    import subprocess
-    import sys
-
     done = subprocess.run([sys.executable, "-c", SESSION_PARSES], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     answer = json.loads(done.stdout.strip().splitlines()[-1])

@@ -202,10 +202,6 @@ def main(argv: list[str]) -> int:
         os.sched_setaffinity(0, settings.cpu(CPU_ENV, os.environ.pop(CPU_ENV)))
     pytest_args = argv[argv.index("--") + 1:]
     import pytest_dispatch.plugin  # noqa: F401  the instrument: the coordinator's, before the tree's roots
-    from pytest_dispatch.measurement.typedefs import resolve_typedefs_directly
-
-    resolve_typedefs_directly()  # every session starts a fresh pair of workers: their start-up is the job's cost
-
     tree_roots = [root for root in roots.split(os.pathsep) if root]
     sys.path[:0] = tree_roots
     os.environ["PYTHONPATH"] = os.pathsep.join(tree_roots + [p for p in [os.environ.get("PYTHONPATH")] if p])

@@ -15,7 +15,7 @@ import tempfile
 from typing import Any
 
 from pytest_dispatch.errors import Unavailable
-from pytest_dispatch.measurement.typedefs import resolve_typedefs_directly
+from pytest_dispatch.measurement.typedefs import resolve_typedefs_directly, wgpu_native_ffi
 
 IMPLEMENTATIONS = {"wgpu": "wgpu-native", "dawn": "dawn"}
 BACKENDS = ("auto", "vulkan", "metal", "d3d12", "opengl")
@@ -135,7 +135,7 @@ def import_implementation(implementation: str):
     module = importlib.import_module(_PACKAGES[implementation])
     if implementation == "wgpu-native":
         importlib.import_module("wgpu.backends.auto")
-        resolve_typedefs_directly()  # its struct types looked up, not parsed: a quicker start for every session
+        resolve_typedefs_directly(wgpu_native_ffi())  # its struct types looked up, not parsed: a quicker start
     return module
 
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from pytest_dispatch.measurement.instructions.dumps import Dump, cffi_entry_names, parse_dump
-from pytest_dispatch.measurement.typedefs import resolve_typedefs_directly
 from pytest_dispatch.measurement.instructions.launch import (COUNTED_ENV, KEEP_DUMPS_ENV, VALGRIND_VERSION_ENV,
                                                              build_helper)
 from pytest_dispatch.errors import MeasurementFailed
@@ -55,7 +54,6 @@ def session_counter() -> "Counter | None":
             helper = Helper(build_helper(shutil.which("valgrind") or "valgrind"))
             if helper.running_on_valgrind():
                 _counter = Counter(helper, Path(folder))
-                resolve_typedefs_directly()  # seconds of start-up under callgrind, before any window
     return _counter or None
 
 
