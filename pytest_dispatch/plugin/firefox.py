@@ -50,6 +50,9 @@ NOTE_WORKERS = """(() => {
   }
 })();
 """
+# Where a frame keeps the answer it was asked to start, until that answer is collected.
+ASKED = "__dispatchAsked"
+GONE = object()  # a frame that went away while asked
 OWN = ("globalThis.__dispatch ? Object.assign(globalThis.__dispatch.own(), {document: globalThis.__dispatch.document, "
        "workers: globalThis.__dispatch.workers || []}) : {missing: String(globalThis.location && location.href)}")
 
@@ -166,23 +169,36 @@ class FirefoxPage:
             return {"exceptionDetails": {"exception": {"description": str(error)}}}
 
     def _frames(self, expression: str, timeout: float):
-        """(frame, ``expression``'s value in it) for every frame, one at a time; a frame that went
-        away meanwhile is left out; one that does not answer in ``timeout`` is a TimeoutError."""
+        """(frame, ``expression``'s value in it) for every frame: started in every frame first, then
+        each frame's answer collected, so the frames' waits (a sync's poll each) overlap; a frame
+        that went away meanwhile is left out; one that does not answer in ``timeout`` is a TimeoutError."""
         late = f"new Promise((done) => setTimeout(() => done({{__late: true}}), {int(timeout * 1000)}))"
+        asked = f"Promise.race([(async () => ({expression}))(), {late}])"
+        start = f"(() => {{ const asked = {asked}; asked.catch(() => {{}}); globalThis.{ASKED} = asked; return true; }})()"
+        # a frame whose document changed since it was started is asked anew
+        collect = f"(() => {{ const asked = globalThis.{ASKED}; delete globalThis.{ASKED}; return asked || {asked}; }})()"
+        started = []
         for frame in self.page.frames:
-            try:
-                value = self._asked(lambda: frame.evaluate(f"Promise.race([Promise.resolve({expression}), {late}])"),
-                                    timeout)
-            except PageError:
-                if frame.is_detached():
-                    continue
-                raise
+            if self._in_frame(frame, start, timeout) is not GONE:
+                started.append(frame)
+        for frame in started:
+            value = self._in_frame(frame, collect, timeout)
             if isinstance(value, dict) and value.get("__late"):
                 raise TimeoutError(f"the frame {frame.url} did not answer in {timeout:g} s")
-            yield frame, value
+            if value is not GONE:
+                yield frame, value
+
+    def _in_frame(self, frame, expression: str, timeout: float) -> Any:
+        """``expression``'s value in ``frame``; GONE where the frame went away meanwhile."""
+        try:
+            return self._asked(lambda: frame.evaluate(expression), timeout)
+        except PageError:
+            if frame.is_detached():
+                return GONE
+            raise
 
     def each(self, expression: str, timeout: float) -> list[tuple[Any, Any]]:
-        """``expression`` in every frame that has a WebGPU device (one at a time: each sync waits a poll)."""
+        """``expression`` in every frame that has a WebGPU device (in all at once: each sync waits a poll)."""
         return list(self._frames(f"(!globalThis.__dispatch || !__dispatch.devices.length) || ({expression})", timeout))
 
     def totals(self, timeout: float) -> list[tuple[Realm, dict[str, Any]]]:
