@@ -26,7 +26,7 @@ from pytest_dispatch.errors import PageError, Unavailable
 from pytest_dispatch.measurement import gpu, recorder, script
 from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.measurement.gpu import GpuInfo
-from pytest_dispatch.measurement.meter import DispatchMeter
+from pytest_dispatch.measurement.meter import DispatchMeter, per_call_us
 
 ENGINES = ("wgpu-native", "dawn", "chromium", "firefox", "deno", "node")
 WORKLOAD = PACKAGE_DIR / "engine_workload"
@@ -216,12 +216,20 @@ def browser_row(engine: str, workload: Workload, rounds: int) -> EngineRow:
 
 def _slope_row(engine: str, info: GpuInfo, function: Callable[..., Any], n: int, rounds: int) -> EngineRow:
     """An engine whose every sync waits a poll: µs per dispatch from the slope between N and
-    N + SLOPE_DISPATCHES (the poll is in both, and cancels); no single-op figure (it would be the poll)."""
+    N + SLOPE_DISPATCHES (the poll is in both, and cancels); no single-op figure (it would be the poll).
+    N is measured by the meter (its counts are the row's); the second N is counted once, to hold it
+    to SLOPE_DISPATCHES more dispatches a call, then only timed, the same ``rounds`` rounds."""
     meter = DispatchMeter()
     low = meter.measure(function("sequential", n), warmup=WARMUP, rounds=rounds, per_round=1, name=f"N={n}")
     high_n = n + SLOPE_DISPATCHES
-    high = meter.measure(function("sequential", high_n), warmup=WARMUP, rounds=rounds, per_round=1, name=f"N={high_n}")
-    slope = (float(np.median(high.wall_us_per_call)) - float(np.median(low.wall_us_per_call))) / SLOPE_DISPATCHES
+    high = function("sequential", high_n)
+    dispatches = high.counted(1).calls["dispatch"]  # the first call: it warms up too
+    if dispatches != low.calls["dispatch"] + SLOPE_DISPATCHES:
+        raise Unavailable(f"{engine}: a call of N={high_n} made {dispatches} dispatches, not "
+                          f"{low.calls['dispatch'] + SLOPE_DISPATCHES}: no slope can be taken")
+    timed = [high.timed_round(1) for _ in range(rounds)]
+    high_us = per_call_us([round.wall_ns for round in timed], [round.sync_ns for round in timed], 1)
+    slope = (float(np.median(high_us)) - float(np.median(low.wall_us_per_call))) / SLOPE_DISPATCHES
     return EngineRow(engine, info, low.sync_method, dict(low.calls), slope, None, float(np.median(low.sync_us)),
                      method=f"slope between N={n} and N={high_n}")
 
