@@ -237,3 +237,7 @@ def test_a_sync_in_firefox_is_started_in_every_frame_before_any_is_waited_for():
     assert [value for _, value in page.each("__dispatch.sync()", 5.0)] == [True, True, True]
     # so the frames' polls overlap: one poll's wait a sync, not one a frame
     assert asked == ["page", "frame", "nested", "page", "frame", "nested"]
+    asked.clear()
+    page.page.frames = page.page.frames[:1]
+    assert [value for _, value in page.each("__dispatch.sync()", 5.0)] == [True]
+    assert asked == ["page"]  # one frame: nothing to overlap, one question

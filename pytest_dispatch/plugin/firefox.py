@@ -177,12 +177,13 @@ class FirefoxPage:
         start = f"(() => {{ const asked = {asked}; asked.catch(() => {{}}); globalThis.{ASKED} = asked; return true; }})()"
         # a frame whose document changed since it was started is asked anew
         collect = f"(() => {{ const asked = globalThis.{ASKED}; delete globalThis.{ASKED}; return asked || {asked}; }})()"
-        started = []
-        for frame in self.page.frames:
-            if self._in_frame(frame, start, timeout) is not GONE:
-                started.append(frame)
-        for frame in started:
-            value = self._in_frame(frame, collect, timeout)
+        frames = self.page.frames
+        if len(frames) == 1:  # nothing to overlap: one question
+            answers: Any = [(frames[0], self._in_frame(frames[0], asked, timeout))]
+        else:
+            started = [frame for frame in frames if self._in_frame(frame, start, timeout) is not GONE]
+            answers = ((frame, self._in_frame(frame, collect, timeout)) for frame in started)
+        for frame, value in answers:
             if isinstance(value, dict) and value.get("__late"):
                 raise TimeoutError(f"the frame {frame.url} did not answer in {timeout:g} s")
             if value is not GONE:
