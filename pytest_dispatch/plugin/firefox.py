@@ -20,8 +20,9 @@ from pytest_dispatch.plugin import engines
 from pytest_dispatch.plugin.cdp import failure
 from pytest_dispatch.plugin.realms import Realm, descendants, first_line
 
-# Seconds past a question's time-out before Firefox is ended: BiDi's evaluate has no bound, and
-# ending the page's content process does not end the wait; ending the driver does.
+# Seconds past a question's time-out before Firefox is ended: BiDi's evaluate has no bound, and a
+# page's content process cannot be ended alone (Playwright starts Firefox with
+# MOZ_CRASHREPORTER_SHUTDOWN: a content process that ends takes Firefox with it).
 KILL_GRACE = 1.0
 
 # Beside the recorder in each frame: each document's own id (a frame's next document is another
