@@ -124,7 +124,10 @@ realms.BLOCKED_GRACE = firefox.KILL_GRACE = 0.5
 
 @pytest.mark.gpu
 @pytest.mark.skipif(FIREFOX_MISSING is not None, reason=str(FIREFOX_MISSING))
-def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(pytester):
+def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(pytester, monkeypatch):
+    temporary = pytester.path / "tmp"  # where Playwright puts each Firefox's profile
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
     page = pytester.path / "page"
     page.mkdir()
     for name in ("classic.js", "frame.html"):
@@ -153,6 +156,8 @@ def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(
     result.stdout.fnmatch_lines(["*_ test_throws_on_load _*", "*throws_on_load/index.html (uncaught) threw TypeError: *"])
     # a page that blocks for good is ended, not waited on; Firefox starts again (however often: below)
     result.stdout.fnmatch_lines(["*_ test_x_blocks _*", "spins of page/index.html did not settle in 0.5 s*"])
+    # neither the Firefox ended for it nor the session's last one leaves its profile behind
+    assert list(temporary.glob("playwright*")) == []
 
 
 def test_no_such_browser_is_one_line_naming_the_choices(pytester):
@@ -194,7 +199,7 @@ def test_firefox_ended_for_a_blocked_page_starts_again_however_often():
 
     def start() -> None:
         firefox = Firefox.__new__(Firefox)
-        firefox.gone, firefox.blocked, firefox.processes = None, False, set()
+        firefox.gone, firefox.blocked, firefox.processes, firefox.profile = None, False, set(), None
         firefox.browser = firefox._playwright = SimpleNamespace(close=lambda: None, stop=lambda: None)
         session.browser = firefox
         starts.append(firefox)

@@ -11,8 +11,10 @@ frames, and by Playwright's worker event) fails the count naming it, never read 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
+from pathlib import Path
 from typing import Any
 
 from pytest_dispatch.errors import PageError
@@ -66,14 +68,15 @@ class Firefox:
 
         self.gone: str | None = None
         self.blocked = False  # ended because a page blocked it: started again without counting as a death
-        before = set(descendants(os.getpid()))
         self._playwright = sync_playwright().start()
+        driver = set(descendants(os.getpid()))  # and whatever ran before it
         try:
             self.browser = engines.launch_firefox(self._playwright, executable)
         except Error as error:
             self._playwright.stop()
             raise failure(first_line(error)) from None
-        self.processes = set(descendants(os.getpid())) - before  # Playwright's driver and Firefox
+        self.processes = set(descendants(os.getpid())) - driver  # Firefox's own
+        self.profile = _profile(self.processes)
         self.version = self.browser.version
         self.browser.on("disconnected", lambda _: setattr(self, "gone", self.gone or "the browser ended"))
 
@@ -89,22 +92,45 @@ class Firefox:
         return ""
 
     def end_blocked(self) -> None:
-        """End the driver and Firefox: a page blocked for good, and every wait on it returns."""
+        """End Firefox: a page blocked for good, and every wait on it returns."""
         self.blocked = True
         self.gone = self.gone or "a page blocked it for good, so it was ended"
-        for pid in self.processes:
+        self._end()
+
+    def _end(self) -> None:
+        """End Firefox's processes (those still ours)."""
+        for pid in self.processes & set(descendants(os.getpid())):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass  # gone already
 
     def close(self) -> None:
+        """Firefox ended without its orderly shutdown (its profile is thrown away), the driver
+        stopped, and the profile removed: the driver does not always remove the profile of a
+        Firefox that was ended (about 40 MB in the temporary folder each time)."""
+        self.gone = self.gone or "the browser was closed"
+        self._end()
         try:
             self.browser.close()
         except Exception:  # noqa: BLE001 - a browser that ended cannot be closed; the driver still stops
             pass
         self._playwright.stop()
-        self.gone = self.gone or "the browser was closed"
+        if self.profile:
+            shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def _profile(processes: set[int]) -> str | None:
+    """The profile folder Playwright made for Firefox (``--profile`` on its command line), or None."""
+    for pid in processes:
+        try:
+            words = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "--profile" in words[:-1] and "-contentproc" not in words:
+            folder = words[words.index("--profile") + 1]
+            return folder if Path(folder).name.startswith("playwright") else None
+    return None
 
 
 class FirefoxPage:
@@ -139,7 +165,7 @@ class FirefoxPage:
         timer.start()
         try:
             return ask()
-        except Exception as error:  # the driver ended: a plain Exception, not Playwright's Error
+        except Exception as error:  # Firefox ended by the timer: whatever the wait ended with is a time-out
             if self.browser.blocked:
                 raise TimeoutError(f"the page did not answer in {limit:g} s; Firefox was ended") from None
             if not isinstance(error, Error):
