@@ -185,7 +185,7 @@ def browser_row(engine: str, workload: Workload, rounds: int) -> EngineRow:
     """Headless Chromium (the system's) or Firefox, started and driven as ``gpu_page`` drives it
     (every realm counted), the workload served as a page."""
     from pytest_dispatch.plugin import engines as page_engines
-    from pytest_dispatch.plugin.page import OPEN_TIMEOUT, BrowserSession, probe_adapter
+    from pytest_dispatch.plugin.page import OPEN_TIMEOUT, BrowserSession
     from pytest_dispatch.plugin.realms import Driver
 
     if engine == "firefox" and page_engines.unavailable_reason():
@@ -199,10 +199,7 @@ def browser_row(engine: str, workload: Workload, rounds: int) -> EngineRow:
         why = realms.navigate(session.server.mount(workload.page) + "index.html", OPEN_TIMEOUT)
         if why:
             raise PageError(why)
-        where = f"the engines page in {engine}"
-        _, missing = probe_adapter(realms, where)
-        if missing:
-            raise Unavailable(f"{engine} {session.version}: {missing}")
+        where = f"the engines page in {engine}"  # its adapter: probed as the session started
         driver, info = Driver(realms, where), session.info
 
         def function(target: str, *args: Any) -> page_measurement.PageFunction:
