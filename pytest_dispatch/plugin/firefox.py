@@ -195,18 +195,19 @@ class FirefoxPage:
                 raise
             return {"exceptionDetails": {"exception": {"description": str(error)}}}
 
-    def _frames(self, expression: str, timeout: float):
-        """(frame, ``expression``'s value in it) for every frame: started in every frame first, then
-        each frame's answer collected, so the frames' waits (a sync's poll each) overlap; a frame
-        that went away meanwhile is left out; one that does not answer in ``timeout`` is a TimeoutError."""
+    def _frames(self, expression: str, timeout: float, waits: bool = False):
+        """(frame, ``expression``'s value in it) for every frame; where the answer ``waits`` (a sync's
+        poll), started in every frame first, then each frame's answer collected, so the waits
+        overlap; a frame that went away meanwhile is left out; one that does not answer in
+        ``timeout`` is a TimeoutError."""
         late = f"new Promise((done) => setTimeout(() => done({{__late: true}}), {int(timeout * 1000)}))"
         asked = f"Promise.race([(async () => ({expression}))(), {late}])"
         start = f"(() => {{ const asked = {asked}; asked.catch(() => {{}}); globalThis.{ASKED} = asked; return true; }})()"
         # a frame whose document changed since it was started is asked anew
         collect = f"(() => {{ const asked = globalThis.{ASKED}; delete globalThis.{ASKED}; return asked || {asked}; }})()"
         frames = self.page.frames
-        if len(frames) == 1:  # nothing to overlap: one question
-            answers: Any = [(frames[0], self._in_frame(frames[0], asked, timeout))]
+        if not waits or len(frames) == 1:  # nothing to overlap: one question a frame
+            answers: Any = ((frame, self._in_frame(frame, asked, timeout)) for frame in frames)
         else:
             started = [frame for frame in frames if self._in_frame(frame, start, timeout) is not GONE]
             answers = ((frame, self._in_frame(frame, collect, timeout)) for frame in started)
@@ -227,7 +228,8 @@ class FirefoxPage:
 
     def each(self, expression: str, timeout: float) -> list[tuple[Any, Any]]:
         """``expression`` in every frame that has a WebGPU device (in all at once: each sync waits a poll)."""
-        return list(self._frames(f"(!globalThis.__dispatch || !__dispatch.devices.length) || ({expression})", timeout))
+        return list(self._frames(f"(!globalThis.__dispatch || !__dispatch.devices.length) || ({expression})", timeout,
+                                 waits=True))
 
     def totals(self, timeout: float) -> list[tuple[Realm, dict[str, Any]]]:
         """Every frame's totals, read in it; a worker the page started, or a frame the recorder did
