@@ -172,3 +172,45 @@ def test_what_native_libraries_print_is_held_back_unless_verbose(monkeypatch, ca
     assert "Warning: a native" not in err and "2 line(s) of native library output hidden (-v shows them)" in err
     assert cli.main(["engines", "--engines", "wgpu-native,dawn", "-v"]) == ExitCode.NOTHING_COMPARED
     assert "engines: native library: Warning: a native library's line" in capfd.readouterr().err
+
+
+class _Polled:
+    """A workload function of an engine whose sync is a 100 ms poll: 50 µs a dispatch; logs its calls."""
+
+    sync_method = "a poll"
+
+    def __init__(self, n: int, log: list[tuple[int, str]], made: int | None = None) -> None:
+        self.n, self.log, self.made = n, log, n if made is None else made
+        self.name = f"sequential({n})"
+
+    def counted(self, calls: int, *, gpu_time: bool = False):
+        from pytest_dispatch.measurement import recorder
+        from pytest_dispatch.measurement.sources import CallCounts
+
+        self.log.append((self.n, "counted"))
+        per_call = {"dispatch": self.made, "submit": self.made, "pass": self.made, "encoder": self.made}
+        return CallCounts.of(recorder.Counts.from_dict({"calls": {kind: count * calls for kind, count in per_call.items()},
+                                                        "by_kernel": {"add_one": self.made * calls}}))
+
+    def timed_round(self, calls: int):
+        from pytest_dispatch.measurement.sources import RoundTime
+
+        self.log.append((self.n, "timed"))
+        return RoundTime(wall_ns=100_000_000 + calls * self.n * 50_000, sync_ns=100_000_000, host_ns=0)
+
+    def sync(self) -> None:
+        pass
+
+    def runs_on(self):
+        return None
+
+
+def test_a_polled_engine_times_the_second_n_after_counting_it_once():
+    log: list[tuple[int, str]] = []
+    row = engines._slope_row("firefox", CPU, lambda target, n: _Polled(n, log), 20, 4)
+    assert row.sequential_us == pytest.approx(50.0) and row.calls["dispatch"] == 20
+    assert row.method == "slope between N=20 and N=10020"
+    # the second N: one counted call (its dispatches checked), then the rounds, timed; nothing else
+    assert [kind for n, kind in log if n == 10_020] == ["counted"] + ["timed"] * 4
+    with pytest.raises(Unavailable, match="firefox: a call of N=10020 made 10019 dispatches, not 10020: no slope"):
+        engines._slope_row("firefox", CPU, lambda target, n: _Polled(n, log, made=n - (n > 20)), 20, 4)

@@ -26,7 +26,7 @@ from pytest_dispatch.errors import PageError, Unavailable
 from pytest_dispatch.measurement import gpu, recorder, script
 from pytest_dispatch.measurement import page as page_measurement
 from pytest_dispatch.measurement.gpu import GpuInfo
-from pytest_dispatch.measurement.meter import DispatchMeter
+from pytest_dispatch.measurement.meter import DispatchMeter, per_call_us
 
 ENGINES = ("wgpu-native", "dawn", "chromium", "firefox", "deno", "node")
 WORKLOAD = PACKAGE_DIR / "engine_workload"
@@ -185,7 +185,7 @@ def browser_row(engine: str, workload: Workload, rounds: int) -> EngineRow:
     """Headless Chromium (the system's) or Firefox, started and driven as ``gpu_page`` drives it
     (every realm counted), the workload served as a page."""
     from pytest_dispatch.plugin import engines as page_engines
-    from pytest_dispatch.plugin.page import OPEN_TIMEOUT, BrowserSession, probe_adapter
+    from pytest_dispatch.plugin.page import OPEN_TIMEOUT, BrowserSession
     from pytest_dispatch.plugin.realms import Driver
 
     if engine == "firefox" and page_engines.unavailable_reason():
@@ -199,10 +199,7 @@ def browser_row(engine: str, workload: Workload, rounds: int) -> EngineRow:
         why = realms.navigate(session.server.mount(workload.page) + "index.html", OPEN_TIMEOUT)
         if why:
             raise PageError(why)
-        where = f"the engines page in {engine}"
-        _, missing = probe_adapter(realms, where)
-        if missing:
-            raise Unavailable(f"{engine} {session.version}: {missing}")
+        where = f"the engines page in {engine}"  # its adapter: probed as the session started
         driver, info = Driver(realms, where), session.info
 
         def function(target: str, *args: Any) -> page_measurement.PageFunction:
@@ -216,12 +213,20 @@ def browser_row(engine: str, workload: Workload, rounds: int) -> EngineRow:
 
 def _slope_row(engine: str, info: GpuInfo, function: Callable[..., Any], n: int, rounds: int) -> EngineRow:
     """An engine whose every sync waits a poll: µs per dispatch from the slope between N and
-    N + SLOPE_DISPATCHES (the poll is in both, and cancels); no single-op figure (it would be the poll)."""
+    N + SLOPE_DISPATCHES (the poll is in both, and cancels); no single-op figure (it would be the poll).
+    N is measured by the meter (its counts are the row's); the second N is counted once, to hold it
+    to SLOPE_DISPATCHES more dispatches a call, then only timed, the same ``rounds`` rounds."""
     meter = DispatchMeter()
     low = meter.measure(function("sequential", n), warmup=WARMUP, rounds=rounds, per_round=1, name=f"N={n}")
     high_n = n + SLOPE_DISPATCHES
-    high = meter.measure(function("sequential", high_n), warmup=WARMUP, rounds=rounds, per_round=1, name=f"N={high_n}")
-    slope = (float(np.median(high.wall_us_per_call)) - float(np.median(low.wall_us_per_call))) / SLOPE_DISPATCHES
+    high = function("sequential", high_n)
+    dispatches = high.counted(1).calls["dispatch"]  # the first call: it warms up too
+    if dispatches != low.calls["dispatch"] + SLOPE_DISPATCHES:
+        raise Unavailable(f"{engine}: a call of N={high_n} made {dispatches} dispatches, not "
+                          f"{low.calls['dispatch'] + SLOPE_DISPATCHES}: no slope can be taken")
+    timed = [high.timed_round(1) for _ in range(rounds)]
+    high_us = per_call_us([round.wall_ns for round in timed], [round.sync_ns for round in timed], 1)
+    slope = (float(np.median(high_us)) - float(np.median(low.wall_us_per_call))) / SLOPE_DISPATCHES
     return EngineRow(engine, info, low.sync_method, dict(low.calls), slope, None, float(np.median(low.sync_us)),
                      method=f"slope between N={n} and N={high_n}")
 

@@ -11,8 +11,10 @@ frames, and by Playwright's worker event) fails the count naming it, never read 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
+from pathlib import Path
 from typing import Any
 
 from pytest_dispatch.errors import PageError
@@ -20,8 +22,9 @@ from pytest_dispatch.plugin import engines
 from pytest_dispatch.plugin.cdp import failure
 from pytest_dispatch.plugin.realms import Realm, descendants, first_line
 
-# Seconds past a question's time-out before Firefox is ended: BiDi's evaluate has no bound, and
-# ending the page's content process does not end the wait; ending the driver does.
+# Seconds past a question's time-out before Firefox is ended: BiDi's evaluate has no bound, and a
+# page's content process cannot be ended alone (Playwright starts Firefox with
+# MOZ_CRASHREPORTER_SHUTDOWN: a content process that ends takes Firefox with it).
 KILL_GRACE = 1.0
 
 # Beside the recorder in each frame: each document's own id (a frame's next document is another
@@ -50,6 +53,9 @@ NOTE_WORKERS = """(() => {
   }
 })();
 """
+# Where a frame keeps the answer it was asked to start, until that answer is collected.
+ASKED = "__dispatchAsked"
+GONE = object()  # a frame that went away while asked
 OWN = ("globalThis.__dispatch ? Object.assign(globalThis.__dispatch.own(), {document: globalThis.__dispatch.document, "
        "workers: globalThis.__dispatch.workers || []}) : {missing: String(globalThis.location && location.href)}")
 
@@ -62,14 +68,15 @@ class Firefox:
 
         self.gone: str | None = None
         self.blocked = False  # ended because a page blocked it: started again without counting as a death
-        before = set(descendants(os.getpid()))
         self._playwright = sync_playwright().start()
+        driver = set(descendants(os.getpid()))  # and whatever ran before it
         try:
             self.browser = engines.launch_firefox(self._playwright, executable)
         except Error as error:
             self._playwright.stop()
             raise failure(first_line(error)) from None
-        self.processes = set(descendants(os.getpid())) - before  # Playwright's driver and Firefox
+        self.processes = set(descendants(os.getpid())) - driver  # Firefox's own
+        self.profile = _profile(self.processes)
         self.version = self.browser.version
         self.browser.on("disconnected", lambda _: setattr(self, "gone", self.gone or "the browser ended"))
 
@@ -85,22 +92,45 @@ class Firefox:
         return ""
 
     def end_blocked(self) -> None:
-        """End the driver and Firefox: a page blocked for good, and every wait on it returns."""
+        """End Firefox: a page blocked for good, and every wait on it returns."""
         self.blocked = True
         self.gone = self.gone or "a page blocked it for good, so it was ended"
-        for pid in self.processes:
+        self._end()
+
+    def _end(self) -> None:
+        """End Firefox's processes (those still ours)."""
+        for pid in self.processes & set(descendants(os.getpid())):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass  # gone already
 
     def close(self) -> None:
+        """Firefox ended without its orderly shutdown (its profile is thrown away), the driver
+        stopped, and the profile removed: the driver does not always remove the profile of a
+        Firefox that was ended (about 40 MB in the temporary folder each time)."""
+        self.gone = self.gone or "the browser was closed"
+        self._end()
         try:
             self.browser.close()
         except Exception:  # noqa: BLE001 - a browser that ended cannot be closed; the driver still stops
             pass
         self._playwright.stop()
-        self.gone = self.gone or "the browser was closed"
+        if self.profile:
+            shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def _profile(processes: set[int]) -> str | None:
+    """The profile folder Playwright made for Firefox (``--profile`` on its command line), or None."""
+    for pid in processes:
+        try:
+            words = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "--profile" in words[:-1] and "-contentproc" not in words:
+            folder = words[words.index("--profile") + 1]
+            return folder if Path(folder).name.startswith("playwright") else None
+    return None
 
 
 class FirefoxPage:
@@ -135,7 +165,7 @@ class FirefoxPage:
         timer.start()
         try:
             return ask()
-        except Exception as error:  # the driver ended: a plain Exception, not Playwright's Error
+        except Exception as error:  # Firefox ended by the timer: whatever the wait ended with is a time-out
             if self.browser.blocked:
                 raise TimeoutError(f"the page did not answer in {limit:g} s; Firefox was ended") from None
             if not isinstance(error, Error):
@@ -165,25 +195,41 @@ class FirefoxPage:
                 raise
             return {"exceptionDetails": {"exception": {"description": str(error)}}}
 
-    def _frames(self, expression: str, timeout: float):
-        """(frame, ``expression``'s value in it) for every frame, one at a time; a frame that went
-        away meanwhile is left out; one that does not answer in ``timeout`` is a TimeoutError."""
+    def _frames(self, expression: str, timeout: float, waits: bool = False):
+        """(frame, ``expression``'s value in it) for every frame; where the answer ``waits`` (a sync's
+        poll), started in every frame first, then each frame's answer collected, so the waits
+        overlap; a frame that went away meanwhile is left out; one that does not answer in
+        ``timeout`` is a TimeoutError."""
         late = f"new Promise((done) => setTimeout(() => done({{__late: true}}), {int(timeout * 1000)}))"
-        for frame in self.page.frames:
-            try:
-                value = self._asked(lambda: frame.evaluate(f"Promise.race([Promise.resolve({expression}), {late}])"),
-                                    timeout)
-            except PageError:
-                if frame.is_detached():
-                    continue
-                raise
+        asked = f"Promise.race([(async () => ({expression}))(), {late}])"
+        start = f"(() => {{ const asked = {asked}; asked.catch(() => {{}}); globalThis.{ASKED} = asked; return true; }})()"
+        # a frame whose document changed since it was started is asked anew
+        collect = f"(() => {{ const asked = globalThis.{ASKED}; delete globalThis.{ASKED}; return asked || {asked}; }})()"
+        frames = self.page.frames
+        if not waits or len(frames) == 1:  # nothing to overlap: one question a frame
+            answers: Any = ((frame, self._in_frame(frame, asked, timeout)) for frame in frames)
+        else:
+            started = [frame for frame in frames if self._in_frame(frame, start, timeout) is not GONE]
+            answers = ((frame, self._in_frame(frame, collect, timeout)) for frame in started)
+        for frame, value in answers:
             if isinstance(value, dict) and value.get("__late"):
                 raise TimeoutError(f"the frame {frame.url} did not answer in {timeout:g} s")
-            yield frame, value
+            if value is not GONE:
+                yield frame, value
+
+    def _in_frame(self, frame, expression: str, timeout: float) -> Any:
+        """``expression``'s value in ``frame``; GONE where the frame went away meanwhile."""
+        try:
+            return self._asked(lambda: frame.evaluate(expression), timeout)
+        except PageError:
+            if frame.is_detached():
+                return GONE
+            raise
 
     def each(self, expression: str, timeout: float) -> list[tuple[Any, Any]]:
-        """``expression`` in every frame that has a WebGPU device (one at a time: each sync waits a poll)."""
-        return list(self._frames(f"(!globalThis.__dispatch || !__dispatch.devices.length) || ({expression})", timeout))
+        """``expression`` in every frame that has a WebGPU device (in all at once: each sync waits a poll)."""
+        return list(self._frames(f"(!globalThis.__dispatch || !__dispatch.devices.length) || ({expression})", timeout,
+                                 waits=True))
 
     def totals(self, timeout: float) -> list[tuple[Realm, dict[str, Any]]]:
         """Every frame's totals, read in it; a worker the page started, or a frame the recorder did
