@@ -12,6 +12,15 @@ if not os.path.isdir(os.environ.get(_TEMP_ENV, "")):
     atexit.register(shutil.rmtree, os.environ[_TEMP_ENV], ignore_errors=True)
 os.environ["TMPDIR"] = tempfile.tempdir = os.environ[_TEMP_ENV]
 
+# anyio's pytest plugin comes with an optional extra's dependencies (tokenizers, huggingface_hub,
+# httpx) and no test uses it, yet each of the several hundred pytest sessions the suite starts
+# (xdist's and A/B workers, pytester's and counted sessions) would import it: about 0.15 CPU s a
+# session, a second under callgrind.  They inherit this; pytester clears it, the fixture below
+# puts it back.  The docs' blocks run in the environment a reader has, without it.
+NO_ANYIO = "-p no:anyio"
+if NO_ANYIO not in os.environ.get("PYTEST_ADDOPTS", ""):
+    os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {NO_ANYIO}".strip()
+
 # Mesa warns on every device creation without a runtime dir.
 if not os.path.isdir(os.environ.get("XDG_RUNTIME_DIR", "")):
     os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="xdg-")
@@ -28,6 +37,13 @@ import pytest  # noqa: E402
 
 
 GPU_FIXTURES = {"gpu_adapter", "gpu_device", "gpu_info", "dispatch_meter"}
+
+
+@pytest.fixture
+def pytester(pytester, monkeypatch):
+    """pytester's, its sessions without anyio's plugin as every other session here."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", NO_ANYIO)
+    return pytester
 
 
 # The modules whose tests take tens of seconds to minutes without a GPU (valgrind sessions,

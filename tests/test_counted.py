@@ -38,11 +38,6 @@ def test_single_pass(dispatch_meter, kernel):
 """
 
 
-# anyio's pytest plugin (installed with the test extras' dependencies) costs a second of every
-# session's start-up under callgrind, and these sessions use nothing of it
-NO_ANYIO = ("-p", "no:anyio")
-
-
 CONTROLLER_SAYS_WHERE_IT_RUNS = """
 import json
 from pytest_dispatch.measurement import instructions
@@ -79,7 +74,7 @@ def test_a_counted_session_saves_and_fails_a_host_side_regression(pytester, monk
     pytester.makeconftest(CONTROLLER_SAYS_WHERE_IT_RUNS)
     saved = pytester.runpytest_subprocess("--dispatch-instructions", "--dispatch-save=main", "--dispatch-report",
                                           "--dispatch-json=base.json", "-n", "1", "-p", "no:cacheprovider",
-                                          *NO_ANYIO, timeout=600)
+                                          timeout=600)
     assert json.loads((pytester.path / "controller.json").read_text()) == {"on_valgrind": False}
     # children run under callgrind too (a child pytest measures), but not the machine-info helpers
     assert json.loads((pytester.path / "worker.json").read_text()) == {
@@ -101,7 +96,7 @@ def test_a_counted_session_saves_and_fails_a_host_side_regression(pytester, monk
     # ~2M instructions a call; 2,000 empty loop turns (~200 each) add far more than the 0.5% tolerance
     monkeypatch.setenv("EXTRA_WORK", "2000")
     compared = pytester.runpytest_subprocess("--dispatch-instructions", "--dispatch-compare=main", "-n", "1",
-                                             "-p", "no:cacheprovider", *NO_ANYIO, timeout=600)
+                                             "-p", "no:cacheprovider", timeout=600)
     compared.assert_outcomes(failed=1)
     compared.stdout.fnmatch_lines(["*single_pass instructions_per_call regressed: * -> * host instructions per call "
                                    "(x1.*; counted, tolerance 0.5%)*",
@@ -115,7 +110,7 @@ def test_a_counted_ab_job_compares_the_two_trees_exactly(pytester, monkeypatch):
     (base / "test_counted_addone.py").write_text(TEST_FILE)
     (head / "test_counted_addone.py").write_text(TEST_FILE.replace('os.environ.get("EXTRA_WORK", "0")', '"2000"'))
     result = pytester.runpytest_subprocess(f"--dispatch-ab={base}", "-o", f"dispatch_ab_head={head}",
-                                           "--dispatch-instructions", "test_counted_addone.py", *NO_ANYIO, timeout=600)
+                                           "--dispatch-instructions", "test_counted_addone.py", timeout=600)
     assert result.ret == 1
     result.stdout.fnmatch_lines(["A/B (counted): base folder */base, head */head*: both sides under callgrind",
                                  "*test_counted_addone.py::test_single_pass: single_pass instructions_per_call "
