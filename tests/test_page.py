@@ -32,6 +32,34 @@ def test_a_page_function_is_counted_by_call_kind_and_pipeline_label(gpu_page):
 
 @needs_browser
 @pytest.mark.gpu
+def test_the_first_page_goes_on_in_the_context_the_adapter_was_probed_in():
+    """A browser's start opens one page, to probe its adapter; the session's first page test
+    navigates that page on (a browser context and a renderer fewer a session), the next gets its own."""
+    from pytest_dispatch.plugin.page import BrowserSession, GpuPage
+
+    session = BrowserSession(None)
+    try:
+        assert session.unavailable_reason is None, session.unavailable_reason
+        contexts, call = [], session.browser.call
+
+        def counted(method, *args, **kwargs):
+            if method == "Target.createBrowserContext":
+                contexts.append(method)
+            return call(method, *args, **kwargs)
+
+        session.browser.call = counted
+        first = GpuPage(session, required=False).open(PAGES / "counted")
+        assert contexts == []
+        assert first.count("run", 3).by_kernel == {"add": 3, "scale": 1}  # counted exactly in the page gone on
+        first.close()
+        GpuPage(session, required=False).open(PAGES / "counted").close()
+        assert contexts == ["Target.createBrowserContext"]
+    finally:
+        session.close()
+
+
+@needs_browser
+@pytest.mark.gpu
 def test_dispatches_in_dedicated_and_shared_workers_are_counted_in_the_page(gpu_page):
     gpu_page.open(PAGES / "counted")
     counts = gpu_page.count("inWorker", 2)

@@ -80,6 +80,7 @@ class BrowserSession:
         self.kind = "chromium"
         self.adapter: dict[str, Any] | None = None
         self.pages: dict[str, Any] = {}  # browser context id -> its PageRealms
+        self.spare = None  # the page the adapter was probed in, kept for the next page test
         self.restarted = False
         self.died: str | None = None  # why the browser died for good
 
@@ -135,21 +136,28 @@ class BrowserSession:
             self.close_browser()
             return f"gpu_page: {self.executable} did not start: {first_line(error)}{f' ({words})' if words else ''}"
         try:
-            page = self.new_page()
+            page, self.adapter = self.new_page(), None
             try:
                 why = page.navigate(self.server.blank, OPEN_TIMEOUT)
                 if why:
                     return f"gpu_page: {name} {self.version} could not open a page: {why}"
                 self.adapter, missing = probe_adapter(page, f"{name} {self.version}")
             finally:
-                self.pages.pop(page.context_id, None)
-                page.close()
+                if self.adapter is not None and not page.thrown:
+                    self.spare = page  # a context that ran only the empty page: the first page test goes on in it
+                else:
+                    self.pages.pop(page.context_id, None)
+                    page.close()
         except (PageError, TimeoutError) as error:
             return f"gpu_page: {name} {self.version} could not open a page: {first_line(error)}"
         return f"gpu_page: {name} {self.version}: {missing} (WebGPU is off in this browser)" if missing else None
 
     def new_page(self):
-        """A fresh page (about:blank) in a browser context of its own, its realms followed."""
+        """A fresh page (about:blank) in a browser context of its own, its realms followed: the
+        one the browser's start opened to probe the adapter, if no page test has taken it yet."""
+        if self.spare is not None:
+            page, self.spare = self.spare, None
+            return page
         page = self.open_page(page_measurement.recorder_script())
         self.pages[page.context_id] = page
         return page
@@ -187,6 +195,7 @@ class BrowserSession:
             self.browser.close()
             self.browser = None
         self.pages.clear()
+        self.spare = None
 
     def close(self) -> None:
         self.close_browser()
