@@ -2,8 +2,11 @@
 the system browser): charts drawn, no label cut or overlapping another, axis titles, a legend.
 Skips, saying why, where Playwright or Chromium is missing; .ci/run installs both."""
 
+import fcntl
 import importlib.util
 import itertools
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -36,17 +39,34 @@ def rotated_labels_apart(labels):
 HISTORY_RUNS = (12, 60)
 
 
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory):
-    """Each page of this module laid out in one browser (one start of Playwright and Chromium, not
-    one a page): the history page of each number of runs, and the plot where matplotlib is."""
-    folder = tmp_path_factory.mktemp("pages")
+def laid_out(folder):
+    """(key, layout, screenshot) of each page of this module, laid out in one browser (one start of
+    Playwright and Chromium, not one a page): the history page of each number of runs, and the
+    plot where matplotlib is."""
     requests = {runs: (pages.write_history_page(pages.make_history(folder / f"storage-{runs}", runs=runs),
                                                 folder / f"history-{runs}.html"),
                        "svg.chart", "text", folder / f"history-{runs}.png") for runs in HISTORY_RUNS}
     if importlib.util.find_spec("matplotlib") is not None:
         requests["plot"] = (pages.write_plot(folder / "plots"), "svg", "g[id^=text_]", folder / "plot.png")
-    return {key: (found, requests[key][3]) for key, found in zip(requests, pages.layouts(list(requests.values())))}
+    return [(key, found, str(requests[key][3])) for key, found in zip(requests, pages.layouts(list(requests.values())))]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    """The pages laid out once a run: pytest-xdist hands this module's tests to either worker, so
+    the first worker to ask lays them out in the run's shared folder and the other reads its layouts."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        found = laid_out(tmp_path_factory.mktemp("pages"))
+    else:
+        shared = tmp_path_factory.getbasetemp().parent / "test_browser_pages"  # the workers' common folder
+        shared.mkdir(exist_ok=True)
+        with open(shared / "lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits here while the pages are laid out
+            done = shared / "layouts.json"
+            if not done.is_file():
+                done.write_text(json.dumps(laid_out(shared)))
+            found = json.loads(done.read_text())
+    return {key: (layout, Path(screenshot)) for key, layout, screenshot in found}
 
 
 @pytest.mark.parametrize("runs", HISTORY_RUNS)
