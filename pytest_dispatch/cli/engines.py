@@ -220,9 +220,9 @@ def _slope_row(engine: str, info: GpuInfo, function: Callable[..., Any], n: int,
     Why half: a round's time is off by up to a poll either way (where in the poll's period its
     empty sync began), as much for N as for the second N; a median's share of the slope's error is
     that over SLOPE_DISPATCHES and over the root of its rounds, a few µs at 10 rounds. Half the
-    rounds on one side raises the sum by about a fifth (the root of 3 parts, not 2), far inside the
-    figure's spread between runs on a shared machine, and the second N's calls are most of the
-    command's time in Firefox."""
+    rounds on one side raises the slope's error by about a fifth (the root of 1/10 + 2/10, against
+    that of 2/10), far inside the figure's spread between runs on a shared machine, and the second
+    N's calls are most of the command's time in Firefox."""
     meter = DispatchMeter()
     low = meter.measure(function("sequential", n), warmup=WARMUP, rounds=rounds, per_round=1, name=f"N={n}")
     high_n = n + SLOPE_DISPATCHES
