@@ -215,7 +215,14 @@ def _slope_row(engine: str, info: GpuInfo, function: Callable[..., Any], n: int,
     """An engine whose every sync waits a poll: µs per dispatch from the slope between N and
     N + SLOPE_DISPATCHES (the poll is in both, and cancels); no single-op figure (it would be the poll).
     N is measured by the meter (its counts are the row's); the second N is counted once, to hold it
-    to SLOPE_DISPATCHES more dispatches a call, then only timed, the same ``rounds`` rounds."""
+    to SLOPE_DISPATCHES more dispatches a call, then only timed, over half the rounds (at least one).
+
+    Why half: a round's time is off by up to a poll either way (where in the poll's period its
+    empty sync began), as much for N as for the second N; a median's share of the slope's error is
+    that over SLOPE_DISPATCHES and over the root of its rounds, a few µs at 10 rounds. Half the
+    rounds on one side raises the slope's error by about a fifth (the root of 1/10 + 2/10, against
+    that of 2/10), far inside the figure's spread between runs on a shared machine, and the second
+    N's calls are most of the command's time in Firefox."""
     meter = DispatchMeter()
     low = meter.measure(function("sequential", n), warmup=WARMUP, rounds=rounds, per_round=1, name=f"N={n}")
     high_n = n + SLOPE_DISPATCHES
@@ -224,7 +231,7 @@ def _slope_row(engine: str, info: GpuInfo, function: Callable[..., Any], n: int,
     if dispatches != low.calls["dispatch"] + SLOPE_DISPATCHES:
         raise Unavailable(f"{engine}: a call of N={high_n} made {dispatches} dispatches, not "
                           f"{low.calls['dispatch'] + SLOPE_DISPATCHES}: no slope can be taken")
-    timed = [high.timed_round(1) for _ in range(rounds)]
+    timed = [high.timed_round(1) for _ in range(max(1, rounds // 2))]
     high_us = per_call_us([round.wall_ns for round in timed], [round.sync_ns for round in timed], 1)
     slope = (float(np.median(high_us)) - float(np.median(low.wall_us_per_call))) / SLOPE_DISPATCHES
     return EngineRow(engine, info, low.sync_method, dict(low.calls), slope, None, float(np.median(low.sync_us)),
