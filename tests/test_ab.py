@@ -211,20 +211,29 @@ def pytest_configure(config):  # the worker started after the first hang: silent
 """
 
 
+HANGS_THEN_PASSES = """
+def test_aaa_hang():
+    here = os.path.dirname(__file__)
+    if not os.path.exists(os.path.join(here, "hung-once")):
+        open(os.path.join(here, "hung-once"), "w").close()
+        open(os.path.join(here, "restart-slowly"), "w").close()
+    time.sleep(600)
+
+def test_aab_after_the_hang():  # the head's next test: its lost worker is restarted for it
+    pass
+"""
+
+
 def test_a_worker_that_hangs_is_killed_and_named(project, capsys):
-    hanging = TEST_FILE.replace("def test_model(", "def test_aaa_hang():\n"
-                                                   "    here = os.path.dirname(__file__)\n"
-                                                   "    if not os.path.exists(os.path.join(here, 'hung-once')):\n"
-                                                   "        open(os.path.join(here, 'hung-once'), 'w').close()\n"
-                                                   "        open(os.path.join(here, 'restart-slowly'), 'w').close()\n"
-                                                   "    time.sleep(600)\n\ndef test_model(")
+    hanging = TEST_FILE.replace("def test_model(", HANGS_THEN_PASSES + "\ndef test_model(")
     (project / "test_work.py").write_text(hanging)
     (project / "conftest.py").write_text(SLOW_RESTART)
     settings = coordinator.Settings(test_timeout=HANG_TIMEOUT, **{**FAST, **TWO_SESSIONS})
     lines = []
     code = command.run("main", str(project), ["-p", "no:randomly", "-k", "hang"], settings, out=lines.append)
-    # the head's hanging test alone: the job measured nothing (4); a restart taken for a hang (its
-    # start silent longer than --test-timeout) would have ended the job as one that cannot run (2)
+    # the head's hanging test and the one after it, which asks for no fixture: the job measured nothing
+    # (4); a restart taken for a hang (its start silent longer than --test-timeout) would have
+    # ended the job as one that cannot run (2)
     assert code == 4 and "A/B FAILED: nothing measured" in "\n".join(lines), lines
     assert any(f"sent nothing for {HANG_TIMEOUT} s (hung); it was killed" in line for line in lines), lines
     assert not any("could not be restarted" in line for line in lines), lines
