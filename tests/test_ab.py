@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_dispatch.ab import command, coordinator
+from pytest_dispatch.ab.channel import Channel
 from pytest_dispatch.errors import JobError
 from pytest_dispatch.ab import placement as ab_placement
 
@@ -417,6 +418,20 @@ def test_sides_on_different_adapters_are_refused():
     collected = [{"adapter": {"fingerprint": f, "description": f}, "no_adapter": None} for f in ("gpu-a", "gpu-b")]
     with pytest.raises(JobError, match="different adapters .* refused; pin one with --gpu-adapter"):
         job._check_adapters(collected)
+
+
+def test_a_channel_closed_twice_leaves_the_files_that_reuse_its_numbers_open():
+    # a worker lost in its session's last test keeps its closed channel until the session's end
+    channel = Channel(*os.pipe())
+    channel.close()
+    read_fd, write_fd = os.pipe()  # the lowest free numbers: the channel's
+    try:
+        channel.close()
+        os.fstat(read_fd), os.fstat(write_fd)  # still open
+        with pytest.raises(EOFError):
+            channel.send({"cmd": "quit"})
+    finally:
+        os.close(read_fd), os.close(write_fd)
 
 
 def test_worker_arguments_drop_the_coordinators_options():
