@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_dispatch.ab import command, coordinator
+from pytest_dispatch.ab.channel import Channel
 from pytest_dispatch.errors import JobError
 from pytest_dispatch.ab import placement as ab_placement
 
@@ -196,35 +197,44 @@ def test_a_side_that_cannot_start_is_one_line_that_cuts_long_output_and_names_th
     assert plugin in log.read_text()  # the whole output is kept for the user
 
 
-SLOW_RESTART = """
+# Only the hanging test runs under the time-out (no healthy test that a loaded machine could make
+# slow; the hanging one asks for no fixture, so it reaches its hang in milliseconds), and the slow
+# restart's sleep outlasts it whatever the load (a sleep is never shorter than asked).
+HANG_TIMEOUT = 1
+SLOW_RESTART = f"""
 import os, time
 
 def pytest_configure(config):  # the worker started after the first hang: silent longer than --test-timeout
     marker = os.path.join(os.path.dirname(__file__), "restart-slowly")
     if os.path.exists(marker):
         os.remove(marker)
-        time.sleep(2)
+        time.sleep({HANG_TIMEOUT * 1.5})
 """
-# Only the hanging test runs under the time-out (no healthy test that a loaded machine could make
-# slow; the hanging one asks for no fixture, so it reaches its hang in milliseconds), and the slow
-# restart's sleep outlasts it whatever the load.
-HANG_TIMEOUT = 1
+
+
+HANGS_THEN_PASSES = """
+def test_aaa_hang():
+    here = os.path.dirname(__file__)
+    if not os.path.exists(os.path.join(here, "hung-once")):
+        open(os.path.join(here, "hung-once"), "w").close()
+        open(os.path.join(here, "restart-slowly"), "w").close()
+    time.sleep(600)
+
+def test_aab_after_the_hang():  # the head's next test: its lost worker is restarted for it
+    pass
+"""
 
 
 def test_a_worker_that_hangs_is_killed_and_named(project, capsys):
-    hanging = TEST_FILE.replace("def test_model(", "def test_aaa_hang():\n"
-                                                   "    here = os.path.dirname(__file__)\n"
-                                                   "    if not os.path.exists(os.path.join(here, 'hung-once')):\n"
-                                                   "        open(os.path.join(here, 'hung-once'), 'w').close()\n"
-                                                   "        open(os.path.join(here, 'restart-slowly'), 'w').close()\n"
-                                                   "    time.sleep(600)\n\ndef test_model(")
+    hanging = TEST_FILE.replace("def test_model(", HANGS_THEN_PASSES + "\ndef test_model(")
     (project / "test_work.py").write_text(hanging)
     (project / "conftest.py").write_text(SLOW_RESTART)
     settings = coordinator.Settings(test_timeout=HANG_TIMEOUT, **{**FAST, **TWO_SESSIONS})
     lines = []
     code = command.run("main", str(project), ["-p", "no:randomly", "-k", "hang"], settings, out=lines.append)
-    # the head's hanging test alone: the job measured nothing (4); a restart taken for a hang (its
-    # start silent longer than --test-timeout) would have ended the job as one that cannot run (2)
+    # the head's hanging test and the one after it, which asks for no fixture: the job measured nothing
+    # (4); a restart taken for a hang (its start silent longer than --test-timeout) would have
+    # ended the job as one that cannot run (2)
     assert code == 4 and "A/B FAILED: nothing measured" in "\n".join(lines), lines
     assert any(f"sent nothing for {HANG_TIMEOUT} s (hung); it was killed" in line for line in lines), lines
     assert not any("could not be restarted" in line for line in lines), lines
@@ -250,48 +260,6 @@ def test_where(dispatch_meter, gpu_device):
 def placements_in(logs: Path) -> list[dict]:
     """Where each worker that ran test_where ran."""
     return [json.loads(path.read_text()) for path in logs.glob("placed-*")]
-
-
-@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="the OS cannot pin a process to a CPU")
-@pytest.mark.parametrize("guessed_right", [True, False])
-def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, tmp_path, monkeypatch, gpu_info,
-                                                                     guessed_right):
-    """One job shows where its sessions ran, and that the first pair starts again only where its
-    placement was guessed wrong (before any worker has named the adapter)."""
-    (project / "test_where.py").write_text(PLACEMENT_TEST)
-    logs = tmp_path / "placements"
-    logs.mkdir()
-    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
-    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
-    allowed = sorted(os.sched_getaffinity(0))
-    # the guess: a GPU's device files where the adapter is a GPU (right), or the other way round
-    monkeypatch.setattr(ab_placement, "_gpu_device_files", lambda: (not gpu_info.is_cpu) == guessed_right)
-    ticks = itertools.count(step=100)  # every CPU equally idle, whatever else loads this machine
-    monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
-    lines = []
-    # an A/A job judged at a +-100% tolerance: its exit status says whether the job ran
-    code = command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py"],
-                       coordinator.Settings(seed=3, threshold=1.0, no_prestart=True, **{**FAST, **TWO_SESSIONS}),
-                       out=lines.append)
-    assert code == 0, lines
-    if len(allowed) >= 2:  # on one CPU every adapter's session is placed on it: no guess is wrong
-        assert len(list(logs.glob("started-*"))) == (4 if guessed_right else 6), lines  # two sessions' pairs
-    placements = placements_in(logs)
-    assert placements, lines
-    sessions: dict[str, list[dict]] = {}
-    for placement in placements:  # a session's two workers share a hash seed; sessions do not
-        sessions.setdefault(placement["hash_seed"], []).append(placement)
-    assert len(sessions) == 2 and None not in sessions
-    sessions = list(sessions.values())
-    per_session = ab_placement.cpus_per_session(any("(CPU) via" in line for line in lines))  # one on lavapipe
-    for first, second in sessions:
-        assert {first["side"], second["side"]} == {"base", "head"}
-        assert first["cpus"] == second["cpus"] and set(first["cpus"]) <= set(allowed)
-        assert 1 <= len(first["cpus"]) <= per_session  # fewer when fewer CPUs are quiet
-    if len(allowed) > per_session:
-        assert sessions[0][0]["cpus"] != sessions[1][0]["cpus"]  # quiet CPUs are taken in turn
-    where = ",".join(map(str, sessions[0][0]["cpus"]))
-    assert any(line.endswith(f" on CPU{'s' if ',' in where else ''} {where})") for line in lines), lines
 
 
 EARLY_TEST = """
@@ -362,10 +330,49 @@ def test_the_next_sessions_workers_start_while_this_session_measures(project, tm
         (first, second, lines)
 
 
-def test_without_prestart_each_session_starts_after_the_last(project, tmp_path, monkeypatch):
-    monkeypatch.setattr(ab_placement, "PRESTART_SESSIONS_OF_CPUS", 1)
-    (first, _), lines = _early_job(project, tmp_path, monkeypatch, wait_s=0, no_prestart=True)
-    assert all(m["first"] and not m["next_started"] for m in first), (first, lines)
+def _most_workers_at_once(monkeypatch) -> list[int]:
+    """[the most worker processes of the job running at once], counted as each starts."""
+    started, most, start = [], [0], coordinator._Side.start
+
+    def counted_start(side):
+        start(side)
+        started.append(side.process)
+        most[0] = max(most[0], sum(process.poll() is None for process in started))
+
+    monkeypatch.setattr(coordinator._Side, "start", counted_start)
+    return most
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="the OS cannot pin a process to a CPU")
+@pytest.mark.parametrize("guessed_right", [True, False])
+def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, tmp_path, monkeypatch, gpu_info,
+                                                                     guessed_right):
+    """One job shows where its sessions ran; that the first pair starts again only where its
+    placement was guessed wrong (before any worker has named the adapter); and that without
+    prestart each session starts after the last."""
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    allowed = sorted(os.sched_getaffinity(0))
+    # the guess: a GPU's device files where the adapter is a GPU (right), or the other way round
+    monkeypatch.setattr(ab_placement, "_gpu_device_files", lambda: (not gpu_info.is_cpu) == guessed_right)
+    ticks = itertools.count(step=100)  # every CPU equally idle, whatever else loads this machine
+    monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
+    monkeypatch.setattr(ab_placement, "PRESTART_SESSIONS_OF_CPUS", 1)  # where only no_prestart stops a prestart
+    most = _most_workers_at_once(monkeypatch)
+    sessions, lines = _early_job(project, tmp_path, monkeypatch, wait_s=0, no_prestart=True)
+    assert None not in {m["hash_seed"] for session in sessions for m in session}, (sessions, lines)
+    assert most == [2], ("without prestart each session starts after the last", most, lines)
+    if len(allowed) >= 2:  # on one CPU every adapter's session is placed on it: no guess is wrong
+        started = len(list((tmp_path / "placements").glob("started-*")))
+        assert started == (4 if guessed_right else 6), lines  # two sessions' pairs
+    per_session = ab_placement.cpus_per_session(any("(CPU) via" in line for line in lines))  # one on lavapipe
+    for first, second in sessions:  # a session's two workers share a hash seed; sessions do not
+        assert {first["side"], second["side"]} == {"base", "head"}
+        assert first["cpus"] == second["cpus"] and set(first["cpus"]) <= set(allowed)
+        assert 1 <= len(first["cpus"]) <= per_session  # fewer when fewer CPUs are quiet
+    if len(allowed) > per_session:
+        assert sessions[0][0]["cpus"] != sessions[1][0]["cpus"]  # quiet CPUs are taken in turn
+    where = ",".join(map(str, sessions[0][0]["cpus"]))
+    assert any(line.endswith(f" on CPU{'s' if ',' in where else ''} {where})") for line in lines), lines
 
 
 def test_cpus_chosen_by_number_are_the_sessions_cpus(project, tmp_path, monkeypatch):
@@ -411,6 +418,20 @@ def test_sides_on_different_adapters_are_refused():
     collected = [{"adapter": {"fingerprint": f, "description": f}, "no_adapter": None} for f in ("gpu-a", "gpu-b")]
     with pytest.raises(JobError, match="different adapters .* refused; pin one with --gpu-adapter"):
         job._check_adapters(collected)
+
+
+def test_a_channel_closed_twice_leaves_the_files_that_reuse_its_numbers_open():
+    # a worker lost in its session's last test keeps its closed channel until the session's end
+    channel = Channel(*os.pipe())
+    channel.close()
+    read_fd, write_fd = os.pipe()  # the lowest free numbers: the channel's
+    try:
+        channel.close()
+        os.fstat(read_fd), os.fstat(write_fd)  # still open
+        with pytest.raises(EOFError):
+            channel.send({"cmd": "quit"})
+    finally:
+        os.close(read_fd), os.close(write_fd)
 
 
 def test_worker_arguments_drop_the_coordinators_options():

@@ -42,8 +42,11 @@ class Channel:
         return message
 
     def close(self) -> None:
+        """Close both pipes, once: a number closed again may by then be another file's."""
         for fd in (self.read_fd, self.write_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.read_fd = self.write_fd = -1

@@ -442,7 +442,7 @@ class Job:
             try:
                 self.sides[index].send({"cmd": "run", "nodeid": nodeid, "next": following[index]})
             except _SideLost as lost:
-                done[lost.side] = self._lost(nodeid, lost, pending)
+                done[lost.side] = self._lost(nodeid, lost, pending, following)
         while len(done) < 2:
             try:
                 owing = [i for i in running if i not in done]
@@ -459,14 +459,15 @@ class Job:
                     self._solo_orphans(pending, done)
             except _SideLost as lost:
                 for side_lost in (lost, *lost.also):
-                    done[side_lost.side] = self._lost(nodeid, side_lost, pending)
+                    done[side_lost.side] = self._lost(nodeid, side_lost, pending, following)
                 self._solo_orphans(pending, done)
         for index, message in done.items():
             if index in running:
                 self._record_test(index, nodeid, message)
 
-    def _lost(self, nodeid: str, lost: _SideLost, pending: dict[int, dict]) -> dict:
-        """A side crashed or hung: its test failed; restart it for the next test."""
+    def _lost(self, nodeid: str, lost: _SideLost, pending: dict[int, dict], following: list[str | None]) -> dict:
+        """A side crashed or hung: its test failed; restart it for its next test in this session,
+        if it has one (a restart is a worker's whole start-up)."""
         side = self.sides[lost.side]
         side.kill()
         pending.pop(lost.side, None)
@@ -476,6 +477,10 @@ class Job:
             self.progress(f"    {nodeid}: failed (the {side.name} worker was lost in it); not run in later sessions")
         for key in [k for k in self.notes if MeasurementKey.parse(k).nodeid == nodeid]:
             self.notes[key] = self.notes[key] or f"the {side.name} worker was lost"
+        crashed = {"event": "test_done", "nodeid": nodeid, "outcome": "crashed", "message": lost.why, "result": None}
+        if following[side.index] is None:  # the next session starts a fresh pair anyway
+            side.generation = 0  # what its message pump still says is no longer this side's (none is 0)
+            return crashed
         others = []  # what the other side says meanwhile is kept for the test's loop
         try:
             side.start()
@@ -493,7 +498,7 @@ class Job:
         finally:
             for event in others:
                 self.events.put(event)
-        return {"event": "test_done", "nodeid": nodeid, "outcome": "crashed", "message": lost.why, "result": None}
+        return crashed
 
     def _solo_orphans(self, pending: dict[int, dict], done: dict[int, dict]) -> None:
         """A measurement whose other side finished the test without it is measured alone."""
