@@ -119,16 +119,11 @@ _LAYOUT_JS = """
 """
 
 
-def layout(path: Path, selector: str, texts: str, screenshot: Path | None = None) -> list[dict]:
-    """Open ``path`` (a page, or an SVG file shown inline in a page) in headless Chromium; the
-    layout of each element matching ``selector`` (its frame and the boxes of its ``texts``);
-    optionally a full-page screenshot."""
-    (found,) = layouts([(path, selector, texts, screenshot)])
-    return found
-
-
 def layouts(requests: list[tuple[Path, str, str, Path | None]]) -> list[list[dict]]:
-    """``layout`` of each ``(path, selector, texts, screenshot)``, all in one browser: a page each.
+    """For each ``(path, selector, texts, screenshot)``, all in one headless Chromium (a page
+    each): open ``path`` (a page, or an SVG file shown inline in a page); the layout of each
+    element matching ``selector`` (its frame and the boxes of its ``texts``); optionally a
+    full-page screenshot.
 
     The browser is driven from a child process, its answer JSON on a pipe: Playwright's sync API
     leaves greenlets, an event loop and their threads behind, which a pytest-xdist worker would
