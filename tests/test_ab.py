@@ -350,7 +350,6 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
     """One job shows where its sessions ran; that the first pair starts again only where its
     placement was guessed wrong (before any worker has named the adapter); and that without
     prestart each session starts after the last."""
-    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
     allowed = sorted(os.sched_getaffinity(0))
     # the guess: a GPU's device files where the adapter is a GPU (right), or the other way round
     monkeypatch.setattr(ab_placement, "_gpu_device_files", lambda: (not gpu_info.is_cpu) == guessed_right)
