@@ -1,6 +1,7 @@
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 
 # One temporary folder for the whole run, shared with xdist workers and every process the
@@ -20,6 +21,12 @@ os.environ["TMPDIR"] = tempfile.tempdir = os.environ[_TEMP_ENV]
 NO_ANYIO = "-p no:anyio"
 if NO_ANYIO not in os.environ.get("PYTEST_ADDOPTS", ""):
     os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {NO_ANYIO}".strip()
+
+# Bytecode caches on, whatever the environment says: with PYTHONDONTWRITEBYTECODE set, each of
+# those Python processes would redo pytest's assertion rewrite of the plugins it loads
+# (pytest-benchmark's, xdist's; about 0.05 CPU s a session) and compile this package afresh.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # Mesa warns on every device creation without a runtime dir.
 if not os.path.isdir(os.environ.get("XDG_RUNTIME_DIR", "")):
