@@ -320,10 +320,14 @@ def test_the_next_sessions_workers_start_while_this_session_measures(project, tm
     if len(allowed) < 2 * per_session:
         pytest.skip(f"two sessions' CPUs ({2 * per_session}) are needed; this process may use {len(allowed)}")
     monkeypatch.setattr(ab_placement, "PRESTART_SESSIONS_OF_CPUS", 2)  # so that a 2-core machine does it
+    # the guess: a GPU's device files where the adapter is a GPU (right)
+    monkeypatch.setattr(ab_placement, "_gpu_device_files", lambda: not gpu_info.is_cpu)
     ticks = itertools.count(step=100)
     monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
     (first, second), lines = _early_job(project, tmp_path, monkeypatch, wait_s=120)
     assert {m["side"] for m in first} == {m["side"] for m in second} == {"base", "head"}, (first, second, lines)
+    # placed right from the start, the first pair is not started again: two sessions' pairs in all
+    assert len(list((tmp_path / "placements").glob("started-*"))) == 4, lines
     # the first session's workers, still in their test, saw the second session's start
     assert all(m["first"] and m["next_started"] for m in first), (first, lines)
     assert first[0]["cpus"] == first[1]["cpus"] and not set(first[0]["cpus"]) & set(second[0]["cpus"]), \
@@ -344,15 +348,14 @@ def _most_workers_at_once(monkeypatch) -> list[int]:
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="the OS cannot pin a process to a CPU")
-@pytest.mark.parametrize("guessed_right", [True, False])
-def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, tmp_path, monkeypatch, gpu_info,
-                                                                     guessed_right):
-    """One job shows where its sessions ran; that the first pair starts again only where its
-    placement was guessed wrong (before any worker has named the adapter); and that without
-    prestart each session starts after the last."""
+def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, tmp_path, monkeypatch, gpu_info):
+    """One job shows where its sessions ran; that the first pair starts again where its
+    placement was guessed wrong (before any worker has named the adapter; a right guess is
+    test_the_next_sessions_workers_start_...'s); and that without prestart each session starts
+    after the last."""
     allowed = sorted(os.sched_getaffinity(0))
-    # the guess: a GPU's device files where the adapter is a GPU (right), or the other way round
-    monkeypatch.setattr(ab_placement, "_gpu_device_files", lambda: (not gpu_info.is_cpu) == guessed_right)
+    # the guess: no GPU's device files where the adapter is a GPU, or the other way round (wrong)
+    monkeypatch.setattr(ab_placement, "_gpu_device_files", lambda: gpu_info.is_cpu)
     ticks = itertools.count(step=100)  # every CPU equally idle, whatever else loads this machine
     monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
     monkeypatch.setattr(ab_placement, "PRESTART_SESSIONS_OF_CPUS", 1)  # where only no_prestart stops a prestart
@@ -362,7 +365,7 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
     assert most == [2], ("without prestart each session starts after the last", most, lines)
     if len(allowed) >= 2:  # on one CPU every adapter's session is placed on it: no guess is wrong
         started = len(list((tmp_path / "placements").glob("started-*")))
-        assert started == (4 if guessed_right else 6), lines  # two sessions' pairs
+        assert started == 6, lines  # two sessions' pairs, and the first pair again
     per_session = ab_placement.cpus_per_session(any("(CPU) via" in line for line in lines))  # one on lavapipe
     for first, second in sessions:  # a session's two workers share a hash seed; sessions do not
         assert {first["side"], second["side"]} == {"base", "head"}
