@@ -88,17 +88,25 @@ def by_name(outcome: dict) -> dict[str, dict]:
     return {m["name"]: m for m in outcome["measurements"]}
 
 
-def test_a_head_that_only_adds_tests_finds_no_regression_and_what_it_added_is_new(project):
-    # the head's unchanged code is an A/A job for work and steady: no false alarm
+def test_a_head_that_only_adds_tests_finds_no_regression_and_what_it_added_is_new_on_cpus_chosen_by_number(
+        project, tmp_path, monkeypatch):
+    # the head's unchanged code is an A/A job for work, steady and where: no false alarm
+    (project / "test_where.py").write_text(PLACEMENT_TEST)  # where each worker ran
+    git(project, "add", ".")
+    git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "where")
+    logs = tmp_path / "placements"
+    logs.mkdir()
+    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
+    chosen = min(os.sched_getaffinity(0))
     head = TEST_FILE.replace('name="steady")', 'name="steady")\n'
                              '    dispatch_meter.measure(kernel.single_pass, 4, per_round=2, name="extra")')
     head += ("\ndef test_new_in_head(dispatch_meter, kernel):\n"
              "    dispatch_meter.measure(kernel.single_pass, 5, per_round=2, name='new')\n")
     (project / "test_work.py").write_text(head)
-    done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
+    done, outcome = outcome_of(project, "--base", "main", "--cpu", str(chosen), flags=TWO_SESSION_FLAGS)
     assert done.returncode == 0, done.stdout + done.stderr  # what is new fails nothing
     measured = by_name(outcome)
-    assert set(measured) == {"work", "steady", "extra", "new"}
+    assert set(measured) == {"work", "steady", "extra", "new", "where"}
     for measurement in (measured["work"], measured["steady"]):
         assert measurement["status"] in ("unchanged", "inconclusive"), measurement["timing"]
         assert len(measurement["sessions"]) == 2, measurement["timing"]
@@ -107,6 +115,9 @@ def test_a_head_that_only_adds_tests_finds_no_regression_and_what_it_added_is_ne
     assert measured["new"]["dispatches_per_call"] == {"base": None, "head": 5}
     assert "test_work.py::test_new_in_head (head only)" in done.stdout
     assert outcome["schema"] == "pytest-dispatch-ab/2" and "A/B passed" in done.stdout
+    placements = placements_in(logs)  # both workers of both sessions ran on the CPU chosen
+    assert sorted(p["side"] for p in placements) == ["base", "base", "head", "head"], placements
+    assert all(p["cpus"] == [chosen] for p in placements), ("the sessions' CPUs are the ones chosen", placements)
 
 
 def test_head_with_an_injected_cost_regresses_and_the_base_worktree_is_removed(project):
@@ -375,18 +386,6 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
         assert sessions[0][0]["cpus"] != sessions[1][0]["cpus"]  # quiet CPUs are taken in turn
     where = ",".join(map(str, sessions[0][0]["cpus"]))
     assert any(line.endswith(f" on CPU{'s' if ',' in where else ''} {where})") for line in lines), lines
-
-
-def test_cpus_chosen_by_number_are_the_sessions_cpus(project, tmp_path, monkeypatch):
-    (project / "test_where.py").write_text(PLACEMENT_TEST)
-    logs = tmp_path / "placements"
-    logs.mkdir()
-    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
-    chosen = (min(os.sched_getaffinity(0)),)
-    command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py"],
-                coordinator.Settings(seed=3, cpu=chosen, **{**FAST, **TWO_SESSIONS}), out=lambda line: None)
-    placements = placements_in(logs)
-    assert placements and all(placement["cpus"] == list(chosen) for placement in placements)
 
 
 def test_a_session_goes_to_idle_cpus_and_quiet_ones_take_turns(monkeypatch):
