@@ -88,17 +88,25 @@ def by_name(outcome: dict) -> dict[str, dict]:
     return {m["name"]: m for m in outcome["measurements"]}
 
 
-def test_a_head_that_only_adds_tests_finds_no_regression_and_what_it_added_is_new(project):
-    # the head's unchanged code is an A/A job for work and steady: no false alarm
+def test_a_head_that_only_adds_tests_finds_no_regression_and_what_it_added_is_new_on_cpus_chosen_by_number(
+        project, tmp_path, monkeypatch):
+    # the head's unchanged code is an A/A job for work, steady and where: no false alarm
+    (project / "test_where.py").write_text(PLACEMENT_TEST)  # where each worker ran
+    git(project, "add", ".")
+    git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "where")
+    logs = tmp_path / "placements"
+    logs.mkdir()
+    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
+    chosen = min(os.sched_getaffinity(0))
     head = TEST_FILE.replace('name="steady")', 'name="steady")\n'
                              '    dispatch_meter.measure(kernel.single_pass, 4, per_round=2, name="extra")')
     head += ("\ndef test_new_in_head(dispatch_meter, kernel):\n"
              "    dispatch_meter.measure(kernel.single_pass, 5, per_round=2, name='new')\n")
     (project / "test_work.py").write_text(head)
-    done, outcome = outcome_of(project, "--base", "main", flags=TWO_SESSION_FLAGS)
+    done, outcome = outcome_of(project, "--base", "main", "--cpu", str(chosen), flags=TWO_SESSION_FLAGS)
     assert done.returncode == 0, done.stdout + done.stderr  # what is new fails nothing
     measured = by_name(outcome)
-    assert set(measured) == {"work", "steady", "extra", "new"}
+    assert set(measured) == {"work", "steady", "extra", "new", "where"}
     for measurement in (measured["work"], measured["steady"]):
         assert measurement["status"] in ("unchanged", "inconclusive"), measurement["timing"]
         assert len(measurement["sessions"]) == 2, measurement["timing"]
@@ -107,10 +115,13 @@ def test_a_head_that_only_adds_tests_finds_no_regression_and_what_it_added_is_ne
     assert measured["new"]["dispatches_per_call"] == {"base": None, "head": 5}
     assert "test_work.py::test_new_in_head (head only)" in done.stdout
     assert outcome["schema"] == "pytest-dispatch-ab/2" and "A/B passed" in done.stdout
+    placements = placements_in(logs)  # both workers of both sessions ran on the CPU chosen
+    assert sorted(p["side"] for p in placements) == ["base", "base", "head", "head"], placements
+    assert all(p["cpus"] == [chosen] for p in placements), ("the sessions' CPUs are the ones chosen", placements)
 
 
 def test_head_with_an_injected_cost_regresses_and_the_base_worktree_is_removed(project):
-    write_cost(project, extra_us=20000)  # the head's own cost.py: 20 ms per call against ~1 ms
+    write_cost(project, extra_us=2000)  # the head's own cost.py: 2 ms per call against ~0.1 ms
     done, outcome = outcome_of(project, "--base", "main")
     assert done.returncode == 1, done.stdout + done.stderr
     measured = by_name(outcome)
@@ -320,10 +331,14 @@ def test_the_next_sessions_workers_start_while_this_session_measures(project, tm
     if len(allowed) < 2 * per_session:
         pytest.skip(f"two sessions' CPUs ({2 * per_session}) are needed; this process may use {len(allowed)}")
     monkeypatch.setattr(ab_placement, "PRESTART_SESSIONS_OF_CPUS", 2)  # so that a 2-core machine does it
+    # the guess: a GPU's device files where the adapter is a GPU (right)
+    monkeypatch.setattr(ab_placement, "_gpu_device_files", lambda: not gpu_info.is_cpu)
     ticks = itertools.count(step=100)
     monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
     (first, second), lines = _early_job(project, tmp_path, monkeypatch, wait_s=120)
     assert {m["side"] for m in first} == {m["side"] for m in second} == {"base", "head"}, (first, second, lines)
+    # placed right from the start, the first pair is not started again: two sessions' pairs in all
+    assert len(list((tmp_path / "placements").glob("started-*"))) == 4, lines
     # the first session's workers, still in their test, saw the second session's start
     assert all(m["first"] and m["next_started"] for m in first), (first, lines)
     assert first[0]["cpus"] == first[1]["cpus"] and not set(first[0]["cpus"]) & set(second[0]["cpus"]), \
@@ -344,15 +359,14 @@ def _most_workers_at_once(monkeypatch) -> list[int]:
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="the OS cannot pin a process to a CPU")
-@pytest.mark.parametrize("guessed_right", [True, False])
-def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, tmp_path, monkeypatch, gpu_info,
-                                                                     guessed_right):
-    """One job shows where its sessions ran; that the first pair starts again only where its
-    placement was guessed wrong (before any worker has named the adapter); and that without
-    prestart each session starts after the last."""
+def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, tmp_path, monkeypatch, gpu_info):
+    """One job shows where its sessions ran; that the first pair starts again where its
+    placement was guessed wrong (before any worker has named the adapter; a right guess is
+    test_the_next_sessions_workers_start_...'s); and that without prestart each session starts
+    after the last."""
     allowed = sorted(os.sched_getaffinity(0))
-    # the guess: a GPU's device files where the adapter is a GPU (right), or the other way round
-    monkeypatch.setattr(ab_placement, "_gpu_device_files", lambda: (not gpu_info.is_cpu) == guessed_right)
+    # the guess: no GPU's device files where the adapter is a GPU, or the other way round (wrong)
+    monkeypatch.setattr(ab_placement, "_gpu_device_files", lambda: gpu_info.is_cpu)
     ticks = itertools.count(step=100)  # every CPU equally idle, whatever else loads this machine
     monkeypatch.setattr(ab_placement, "_idle_times", lambda: dict.fromkeys(allowed, next(ticks)))
     monkeypatch.setattr(ab_placement, "PRESTART_SESSIONS_OF_CPUS", 1)  # where only no_prestart stops a prestart
@@ -362,7 +376,7 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
     assert most == [2], ("without prestart each session starts after the last", most, lines)
     if len(allowed) >= 2:  # on one CPU every adapter's session is placed on it: no guess is wrong
         started = len(list((tmp_path / "placements").glob("started-*")))
-        assert started == (4 if guessed_right else 6), lines  # two sessions' pairs
+        assert started == 6, lines  # two sessions' pairs, and the first pair again
     per_session = ab_placement.cpus_per_session(any("(CPU) via" in line for line in lines))  # one on lavapipe
     for first, second in sessions:  # a session's two workers share a hash seed; sessions do not
         assert {first["side"], second["side"]} == {"base", "head"}
@@ -372,18 +386,6 @@ def test_both_workers_of_a_session_share_their_cpus_and_one_hash_seed(project, t
         assert sessions[0][0]["cpus"] != sessions[1][0]["cpus"]  # quiet CPUs are taken in turn
     where = ",".join(map(str, sessions[0][0]["cpus"]))
     assert any(line.endswith(f" on CPU{'s' if ',' in where else ''} {where})") for line in lines), lines
-
-
-def test_cpus_chosen_by_number_are_the_sessions_cpus(project, tmp_path, monkeypatch):
-    (project / "test_where.py").write_text(PLACEMENT_TEST)
-    logs = tmp_path / "placements"
-    logs.mkdir()
-    monkeypatch.setenv("PLACEMENT_LOG", str(logs))
-    chosen = (min(os.sched_getaffinity(0)),)
-    command.run(str(project), str(project), ["-p", "no:randomly", "test_where.py"],
-                coordinator.Settings(seed=3, cpu=chosen, **{**FAST, **TWO_SESSIONS}), out=lambda line: None)
-    placements = placements_in(logs)
-    assert placements and all(placement["cpus"] == list(chosen) for placement in placements)
 
 
 def test_a_session_goes_to_idle_cpus_and_quiet_ones_take_turns(monkeypatch):
