@@ -121,7 +121,7 @@ def test_reference_model(gpu_page, tmp_path):
 
 def test_x_blocks(gpu_page):
     gpu_page.open(PAGE)
-    gpu_page.function("() => {{ for (;;) {{}} }}", name="spins", timeout=0.5)()
+    gpu_page.function("() => {{ for (;;) {{}} }}", name="spins", timeout=0.25)()
 
 def test_y_after_a_block(gpu_page):
     gpu_page.open(PAGE)
@@ -134,7 +134,7 @@ def test_y_after_a_block(gpu_page):
 QUICK_END = """
 import pytest_dispatch.plugin.firefox as firefox
 import pytest_dispatch.plugin.realms as realms
-realms.BLOCKED_GRACE = firefox.KILL_GRACE = 0.5
+realms.BLOCKED_GRACE = firefox.KILL_GRACE = 0.25
 """
 
 
@@ -167,7 +167,7 @@ def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(
                                  "page/index.html:*: WGSL compile error in shader 'broken' at line 3*"])
     result.stdout.fnmatch_lines(["*_ test_throws_on_load _*", "*throws_on_load/index.html (uncaught) threw TypeError: *"])
     # a page that blocks for good is ended, not waited on; Firefox starts again (however often: below)
-    result.stdout.fnmatch_lines(["*_ test_x_blocks _*", "spins of page/index.html did not settle in 0.5 s*"])
+    result.stdout.fnmatch_lines(["*_ test_x_blocks _*", "spins of page/index.html did not settle in 0.25 s*"])
     # neither the Firefox ended for it nor the session's last one leaves its profile behind
     assert list(temporary.glob("playwright*")) == []
 
