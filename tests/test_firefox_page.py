@@ -176,7 +176,7 @@ def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(
 
 def test_no_such_browser_is_one_line_naming_the_choices(pytester):
     pytester.makepyfile(test_one="def test_one(gpu_page):\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", "--gpu-browser", "nosuch")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rs", "--gpu-browser", "nosuch")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*--gpu-browser nosuch: no such browser; name a Chromium, Chrome or Firefox "
                                  "executable"])
