@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -78,7 +79,9 @@ def test_the_engines_count_the_workload_alike(tmp_path, capsys):
     for entry in document["engines"]:
         calls = entry["calls_per_call"]
         assert (calls["dispatch"], calls["submit"], calls["pass"], calls["encoder"]) == (10, 10, 10, 10)
-        assert entry["single_op_us"] > 0 and entry["sequential_us_per_dispatch"] > 0
+        # 10 dispatches a call against a sync of up to 11 ms (Deno's): the sequential figure, the
+        # median sync subtracted, is within the sync's noise here and may come out below 0 on a busy machine
+        assert entry["single_op_us"] > 0 and math.isfinite(entry["sequential_us_per_dispatch"])
     fingerprints = {entry["gpu"]["fingerprint"] for entry in document["engines"]}
     assert len(fingerprints) == 3  # each engine its own GPU, even on the same adapter
     assert "on every device of the script" in printed

@@ -1,6 +1,7 @@
-"""``gpu_page`` in Firefox (``--gpu-browser firefox-esr``): the same page tests, counted exactly in
-every frame; a worker, which Firefox's recorder cannot reach, fails the count naming it; GPU errors
-fail; the header and the fingerprint name Firefox.  One Firefox session serves every page here."""
+"""``gpu_page`` in Firefox (``--gpu-browser firefox-esr``): pages, and the reference transformer's at
+every level, counted exactly in every frame; a worker, which Firefox's recorder cannot reach, fails
+the count naming it; GPU errors fail; the header and the fingerprint name Firefox.  One Firefox
+session serves every page here."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from pytest_dispatch.plugin.page import browser_kind
 
 ROOT = Path(__file__).resolve().parent.parent
 REALMS = ROOT / "tests" / "pages" / "realms"
-EXAMPLES = ROOT / "examples" / "browser"
 FIREFOX_MISSING = engines.unavailable_reason()
 
 # Frames only (Firefox counts no worker): from HTML, added later with one nested in it, srcdoc,
@@ -72,15 +72,20 @@ INDEX = """<!doctype html>
 INNER = """
 import pytest
 
+from pytest_dispatch.reference import expected_dispatches, get_config
+from pytest_dispatch.reference.web import write_site
+
 PAGE = {page!r}
 
 def test_frames(gpu_page):
     # one page for every kind of frame: the frames each function adds stay, so every later count
-    # also shows that frames which dispatch nothing add nothing
+    # also shows that frames which dispatch nothing add nothing; the page and its first frame are
+    # counted twice (a realm counted before counts again), and the sandboxed srcdoc frame comes
+    # beside the srcdoc one (two frames of one URL, each a realm of its own)
     gpu_page.open(PAGE)
-    for function, adds, dispatches in [("run", 2, 2), ("inFrame", 3, 3), ("inLateFrame", 2, 4), ("inSrcdoc", 2, 2),
-                                       ("inSandboxed", 3, 3)]:
-        for _ in range(2):
+    for function, adds, dispatches, times in [("run", 2, 2, 2), ("inFrame", 3, 3, 2), ("inLateFrame", 2, 4, 1),
+                                              ("inSrcdoc", 2, 2, 1), ("inSandboxed", 3, 3, 1)]:
+        for _ in range(times):
             counts = gpu_page.count(function, adds)
             assert (counts.by_kernel, counts.dispatches) == ({{"add": dispatches}}, dispatches), function
 
@@ -104,9 +109,21 @@ def test_gpu_and_timing_label(gpu_page, dispatch_meter):
 def test_throws_on_load(gpu_page):
     gpu_page.open({throws!r})
 
+def test_reference_model(gpu_page, tmp_path):
+    # the reference transformer's page, every level's decode step counted by kernel (tiny: every
+    # kernel of each level, in 2 layers, so its pipelines compile in a fraction of the 24 layers' time)
+    config = get_config("tiny")
+    gpu_page.open(write_site(tmp_path, config, seed=0))
+    for level in ("eager", "fused", "fused+"):
+        gpu_page.function("prefill", level, [1, 2, 3, 4, 5])()
+        counts = gpu_page.count("decodeStep", level)
+        expected = expected_dispatches(config, level)
+        assert counts.by_kernel == expected, level
+        assert (counts.dispatches, counts.submits, counts.passes) == (sum(expected.values()), 1, 1), level
+
 def test_x_blocks(gpu_page):
     gpu_page.open(PAGE)
-    gpu_page.function("() => {{ for (;;) {{}} }}", name="spins", timeout=0.5)()
+    gpu_page.function("() => {{ for (;;) {{}} }}", name="spins", timeout=0.25)()
 
 def test_y_after_a_block(gpu_page):
     gpu_page.open(PAGE)
@@ -119,7 +136,7 @@ def test_y_after_a_block(gpu_page):
 QUICK_END = """
 import pytest_dispatch.plugin.firefox as firefox
 import pytest_dispatch.plugin.realms as realms
-realms.BLOCKED_GRACE = firefox.KILL_GRACE = 0.5
+realms.BLOCKED_GRACE = firefox.KILL_GRACE = 0.25
 """
 
 
@@ -137,16 +154,12 @@ def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(
     (page / "service.js").write_text("// a service worker that does nothing\n")
     pytester.makeconftest(QUICK_END)
     pytester.makepyfile(test_inner=INNER.format(page=str(page), throws=str(ROOT / "tests" / "pages" / "throws_on_load")))
-    for example in ("test_page_kernels.py", "test_reference_model_page.py"):  # the reference model's 3 levels
-        shutil.copy(EXAMPLES / example, pytester.path / example)
-    shutil.copytree(EXAMPLES / "pages", pytester.path / "pages")
-    # counts and budgets only: a speedup between calls shorter than Firefox's poll shows nothing
+    # the page examples in Firefox are docs/browser.md's (test_docs runs them)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpu-required", "--timeout=300",
-                                           "--dispatch-disable-timing", "--gpu-browser", engines.find_firefox(),
-                                           "-k", "not faster")
+                                           "--dispatch-disable-timing", "--gpu-browser", engines.find_firefox())
     output = result.stdout.str()
     assert "dispatch page: Firefox " in output
-    result.assert_outcomes(passed=9, failed=6)
+    result.assert_outcomes(passed=4, failed=6)
     for start, worker in [("startWorker", "worker blob:http://127.0.0.1:*"),
                           ("startShared", "shared worker blob:http://127.0.0.1:*"),
                           ("startService", "service worker page/service.js")]:
@@ -156,14 +169,14 @@ def test_pages_in_firefox_are_counted_exactly_and_a_worker_or_a_gpu_error_fails(
                                  "page/index.html:*: WGSL compile error in shader 'broken' at line 3*"])
     result.stdout.fnmatch_lines(["*_ test_throws_on_load _*", "*throws_on_load/index.html (uncaught) threw TypeError: *"])
     # a page that blocks for good is ended, not waited on; Firefox starts again (however often: below)
-    result.stdout.fnmatch_lines(["*_ test_x_blocks _*", "spins of page/index.html did not settle in 0.5 s*"])
+    result.stdout.fnmatch_lines(["*_ test_x_blocks _*", "spins of page/index.html did not settle in 0.25 s*"])
     # neither the Firefox ended for it nor the session's last one leaves its profile behind
     assert list(temporary.glob("playwright*")) == []
 
 
 def test_no_such_browser_is_one_line_naming_the_choices(pytester):
     pytester.makepyfile(test_one="def test_one(gpu_page):\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", "--gpu-browser", "nosuch")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rs", "--gpu-browser", "nosuch")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*--gpu-browser nosuch: no such browser; name a Chromium, Chrome or Firefox "
                                  "executable"])
