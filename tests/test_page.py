@@ -17,17 +17,27 @@ _MISSING = None if find_browser(None) else f"no Chromium ({', '.join(BROWSERS)})
 needs_browser = pytest.mark.skipif(_MISSING is not None, reason=str(_MISSING))
 
 
+@pytest.fixture(scope="module")
+def counted(gpu_browser):
+    """The counted page, opened once for the tests that count it (each count a difference, so what an
+    earlier test made is not in it): its page's, worker's and shared worker's devices made once."""
+    from pytest_dispatch.plugin.page import GpuPage
+
+    page = GpuPage(gpu_browser, gpu_browser.required).open(PAGES / "counted")
+    yield page
+    page.close()
+
+
 @needs_browser
 @pytest.mark.gpu
-def test_a_page_function_is_counted_by_call_kind_and_pipeline_label(gpu_page):
-    gpu_page.open(PAGES / "counted")
-    counts = gpu_page.count("run", 3)
+def test_a_page_function_is_counted_by_call_kind_and_pipeline_label(counted):
+    counts = counted.count("run", 3)
     assert counts.by_kernel == {"add": 3, "scale": 1}
     assert counts.calls == {"encoder": 1, "pass": 1, "set_pipeline": 4, "set_bind_group": 4, "dispatch": 4,
                             "dispatch_indirect": 0, "end_pass": 1, "finish": 1, "submit": 1, "write": 0,
                             "copy": 0, "readback": 0}
     assert (counts.dispatches, counts.submits) == (4, 1)
-    assert gpu_page.count("async () => run(1)").by_kernel == {"add": 1, "scale": 1}  # a function's source
+    assert counted.count("async () => run(1)").by_kernel == {"add": 1, "scale": 1}  # a function's source
 
 
 @needs_browser
@@ -60,37 +70,34 @@ def test_the_first_page_goes_on_in_the_context_the_adapter_was_probed_in():
 
 @needs_browser
 @pytest.mark.gpu
-def test_dispatches_in_dedicated_and_shared_workers_are_counted_in_the_page(gpu_page):
-    gpu_page.open(PAGES / "counted")
-    counts = gpu_page.count("inWorker", 2)
+def test_dispatches_in_dedicated_and_shared_workers_are_counted_in_the_page(counted):
+    counts = counted.count("inWorker", 2)
     assert counts.by_kernel == {"add": 2, "scale": 1}
     assert counts.submits == 1
-    assert gpu_page.count("inSharedWorker", 3).by_kernel == {"add": 3, "scale": 1}
+    assert counted.count("inSharedWorker", 3).by_kernel == {"add": 3, "scale": 1}
 
 
 @needs_browser
 @pytest.mark.gpu
-def test_a_timed_round_runs_in_the_page_and_leaves_the_counts_exact(gpu_page):
-    gpu_page.open(PAGES / "counted")
-    run = gpu_page.function("run", 2)
+def test_a_timed_round_runs_in_the_page_and_leaves_the_counts_exact(counted):
+    run = counted.function("run", 2)
     before = run.count()
     timed = run.timed_round(4)
     assert timed.wall_ns >= timed.host_ns >= 0 and timed.sync_ns >= 0
     after = run.count(calls=2)  # the wrappers are back after the round
     assert (after.calls, after.by_kernel) == ({k: 2 * n for k, n in before.calls.items()}, {"add": 4, "scale": 2})
     assert before.dispatches == 3
-    waits = gpu_page.function("() => new Promise((done) => setTimeout(done, 20))").timed_round(2)
+    waits = counted.function("() => new Promise((done) => setTimeout(done, 20))").timed_round(2)
     assert waits.host_ns >= 2 * 19_000_000  # ns, from the page's ms clock
 
 
 @needs_browser
 @pytest.mark.gpu
-def test_a_counting_scope_holds_what_the_page_did_inside_it(gpu_page, dispatch_meter):
-    gpu_page.open(PAGES / "counted")
-    run = gpu_page.function("run", 1)
-    with dispatch_meter.count(gpu_page.counting()) as counts:
+def test_a_counting_scope_holds_what_the_page_did_inside_it(counted, dispatch_meter):
+    run = counted.function("run", 1)
+    with dispatch_meter.count(counted.counting()) as counts:
         run()
-        gpu_page.function("inWorker", 3)()
+        counted.function("inWorker", 3)()
     assert counts.by_kernel == {"add": 4, "scale": 2} and counts.submits == 2
     run()
     assert counts.dispatches == 6  # closed at the block's end
@@ -98,14 +105,13 @@ def test_a_counting_scope_holds_what_the_page_did_inside_it(gpu_page, dispatch_m
 
 @needs_browser
 @pytest.mark.gpu
-def test_the_meter_measures_a_page_function_as_a_source(gpu_page, dispatch_meter):
-    gpu_page.open(PAGES / "counted")
-    measurement = dispatch_meter.measure(gpu_page.function("run", 2), rounds=3, per_round=2)
+def test_the_meter_measures_a_page_function_as_a_source(counted, dispatch_meter):
+    measurement = dispatch_meter.measure(counted.function("run", 2), rounds=3, per_round=2)
     assert measurement.name == "run" and measurement.rounds == 3
     assert (measurement.dispatches, measurement.by_kernel) == (3, {"add": 2, "scale": 1})
     assert measurement.sync_method.startswith("await queue.onSubmittedWorkDone()")
-    assert ("fallback" in measurement.sync_method) == gpu_page.info.is_cpu
-    assert dispatch_meter.runs_on == gpu_page.info
+    assert ("fallback" in measurement.sync_method) == counted.info.is_cpu
+    assert dispatch_meter.runs_on == counted.info
 
 
 @needs_browser
