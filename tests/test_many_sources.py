@@ -110,9 +110,11 @@ def test_a_session_of_page_and_wgpu_tests_saves_a_run_per_gpu_and_compares_each_
 
     (pytester.path / "conftest.py").unlink()
     monkeypatch.setenv("DISPATCHES", "5")  # the native test regresses; the page test does not
-    result = run(pytester, "--dispatch-compare=main", "-n", "2")  # each worker loads the baselines of its GPUs
+    # each worker loads the baselines of its GPUs, and tells the controller its GPU, which saves under it
+    result = run(pytester, "--dispatch-compare=main", "--dispatch-save=workers", "-n", "2")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["FAILED test_native.py::test_native*"])
+    assert saved(pytester) == {page_folder: ["test_page.py::test_page"] * 3, native_folder: ["test_native.py::test_native"] * 2}
 
 
 def check_page_only_session(pytester, page_folder: str, native_folder: str) -> None:

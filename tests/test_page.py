@@ -122,17 +122,6 @@ def test_a_page_gpu_has_a_fingerprint_of_its_own(gpu_page):
     assert "webgpu-in-a-page" in info.fingerprint
 
 
-STORED = f"""
-from pathlib import Path
-import pytest
-
-@pytest.mark.dispatch_budget(dispatches=4)
-def test_page(gpu_page, dispatch_meter):
-    gpu_page.open(Path({str(PAGES)!r}) / "counted")
-    dispatch_meter.measure(gpu_page.function("run", 2), rounds=2)
-"""
-
-
 HOSTILE = f"""
 from pathlib import Path
 PAGES = Path({str(PAGES)!r})
@@ -216,18 +205,6 @@ def test_with_gpu_required_a_page_without_webgpu_is_an_error(pytester):
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(["*navigator.gpu is undefined (--gpu-required)"])
     assert "playwright" not in result.stdout.str()
-
-
-@needs_browser
-@pytest.mark.gpu
-@pytest.mark.slow
-def test_xdist_workers_tell_the_controller_the_page_gpu(pytester):
-    pytester.makepyfile(test_stored=STORED, test_again=STORED)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--dispatch-save",
-                                           "--dispatch-storage=runs", "--timeout=120")
-    result.assert_outcomes(passed=2)
-    folders = [folder.name for folder in (pytester.path / "runs").iterdir()]
-    assert len(folders) == 1 and "webgpu-in-a-page" in folders[0]  # the controller saved under the page's GPU
 
 
 WITHOUT_WEBGPU_FLAG = """#!/bin/sh
