@@ -158,20 +158,27 @@ def test_no_adapter(gpu_page):
 def test_hung_adapter(gpu_page):
     gpu_page.open(PAGES / "hung_adapter")
 """
-# The adapter probe bounded at 0.5 s (a page with an adapter, or none, answered it in 5-60 ms at load 7),
-# and a page that does not answer ended 0.5 s past a time-out (not 2 s): every question here that is
-# not meant to time out is answered in milliseconds, so the grace only delays ending a blocked page.
-QUICK_PROBE = ("import pytest_dispatch.plugin.page as page\nimport pytest_dispatch.plugin.realms as realms\n"
-               "page.PROBE_TIMEOUT = 0.5\nrealms.BLOCKED_GRACE = 0.5\n")
+
+
+@pytest.fixture
+def quick_probe(monkeypatch):
+    """The adapter probe bounded at 0.5 s (a page with an adapter, or none, answered it in 5-60 ms at
+    load 7), and a page that does not answer ended 0.5 s past a time-out (not 2 s): every question here
+    that is not meant to time out is answered in milliseconds, so the grace only delays ending a
+    blocked page. The session runs in this process (no Python start and imports of its own)."""
+    import pytest_dispatch.plugin.page as page
+    import pytest_dispatch.plugin.realms as realms
+
+    monkeypatch.setattr(page, "PROBE_TIMEOUT", 0.5)
+    monkeypatch.setattr(realms, "BLOCKED_GRACE", 0.5)
 
 
 @needs_browser
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_hostile_pages_fail_with_the_js_error_or_skip_with_the_reason(pytester):
-    pytester.makeconftest(QUICK_PROBE)
+def test_hostile_pages_fail_with_the_js_error_or_skip_with_the_reason(pytester, quick_probe):
     pytester.makepyfile(test_hostile=HOSTILE)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rsf", "--timeout=120")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rsf", "--timeout=120")
     result.assert_outcomes(failed=6, skipped=3)
     output = result.stdout.str()
     assert "dispatch page: Chromium " in output  # the header names the browser and its adapter
@@ -197,11 +204,10 @@ def test_hostile_pages_fail_with_the_js_error_or_skip_with_the_reason(pytester):
 @needs_browser
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_with_gpu_required_a_page_without_webgpu_is_an_error(pytester):
-    pytester.makeconftest(QUICK_PROBE)
+def test_with_gpu_required_a_page_without_webgpu_is_an_error(pytester, quick_probe):
     pytester.makepyfile(test_hostile=HOSTILE)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpu-required", "-k", "adapter or gpu",
-                                           "--timeout=120")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--gpu-required", "-k", "adapter or gpu",
+                                "--timeout=120")
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(["*navigator.gpu is undefined (--gpu-required)"])
     assert "playwright" not in result.stdout.str()
@@ -225,8 +231,7 @@ def test_a_browser_whose_webgpu_gives_no_adapter_skips_every_page_test_with_the_
     browser.write_text(WITHOUT_WEBGPU_FLAG.format(browser=find_browser(None)))
     browser.chmod(0o755)
     pytester.makepyfile(test_one=PAGE_TEST)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", f"--gpu-browser={browser}",
-                                           "--timeout=120")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rs", f"--gpu-browser={browser}", "--timeout=120")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["dispatch page: gpu_page: Chromium *: navigator.gpu.requestAdapter() returned "
                                  "null (WebGPU is off in this browser)",
