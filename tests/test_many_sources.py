@@ -114,7 +114,8 @@ def test_a_session_of_page_and_wgpu_tests_saves_a_run_per_gpu_and_compares_each_
     result = run(pytester, "--dispatch-compare=main", "--dispatch-save=workers", "-n", "2")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["FAILED test_native.py::test_native*"])
-    assert saved(pytester) == {page_folder: ["test_page.py::test_page"] * 3, native_folder: ["test_native.py::test_native"] * 2}
+    assert saved(pytester) == {page_folder: ["test_page.py::test_page"] * 3,
+                               native_folder: ["test_native.py::test_native"] * 2}
 
 
 def check_page_only_session(pytester, page_folder: str, native_folder: str) -> None:
