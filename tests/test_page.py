@@ -42,9 +42,13 @@ def test_a_page_function_is_counted_by_call_kind_and_pipeline_label(counted):
 
 @needs_browser
 @pytest.mark.gpu
-def test_the_first_page_goes_on_in_the_context_the_adapter_was_probed_in():
+def test_the_first_page_goes_on_in_the_context_the_adapter_was_probed_in(monkeypatch):
     """A browser's start opens one page, to probe its adapter; the session's first page test
-    navigates that page on (a browser context and a renderer fewer a session), the next gets its own."""
+    navigates that page on (a browser context and a renderer fewer a session), the next gets its own.
+    No browser driver package is needed for any of it: the session speaks Chromium's DevTools
+    protocol on a pipe itself."""
+    monkeypatch.setitem(__import__("sys").modules, "playwright", None)  # importing it fails
+    monkeypatch.setitem(__import__("sys").modules, "playwright.sync_api", None)
     from pytest_dispatch.plugin.page import BrowserSession, GpuPage
 
     session = BrowserSession(None)
@@ -254,21 +258,6 @@ def test_no_browser_skips_in_one_line_and_fails_with_gpu_required(pytester):
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*no such browser; name a Chromium, Chrome or Firefox executable (--gpu-required)"])
     assert "def gpu_browser" not in result.stdout.str()
-
-
-@needs_browser
-@pytest.mark.gpu
-def test_pages_need_no_browser_driver_package(pytester, monkeypatch):
-    # the fixture speaks Chromium's DevTools protocol on a pipe itself
-    monkeypatch.setitem(__import__("sys").modules, "playwright", None)
-    monkeypatch.setitem(__import__("sys").modules, "playwright.sync_api", None)
-    pytester.makepyfile(test_one=f"""
-        def test_page(gpu_page):
-            gpu_page.open({str(PAGES / "counted")!r})
-            assert gpu_page.count("run", 2).by_kernel == {{"add": 2, "scale": 1}}
-        """)
-    result = pytester.runpytest("-p", "no:cacheprovider", "-rs")
-    result.assert_outcomes(passed=1)
 
 
 def test_page_tests_skip_in_one_line_under_counted_mode(pytester):
