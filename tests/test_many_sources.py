@@ -1,5 +1,6 @@
 """A session of many sources: each measurement is judged and saved with the GPU it ran on (a
-browser page's, wgpu-py's adapter), and no source starts that no selected test uses."""
+browser page's, wgpu-py's adapter), and no source starts that no selected test uses (a page-only
+session is checked in the storage the session of both saved in: a browser's start fewer)."""
 
 from __future__ import annotations
 
@@ -104,30 +105,33 @@ def test_a_session_of_page_and_wgpu_tests_saves_a_run_per_gpu_and_compares_each_
     adapters = [line for line in output.splitlines() if line.startswith("adapter: ")]  # the report, a part per GPU
     assert len(adapters) == 2 and sum("via WebGPU in a page" in line for line in adapters) == 1, adapters
 
+    pytester.makeconftest(SEEN)
+    check_page_only_session(pytester, page_folder, native_folder)
+
     (pytester.path / "conftest.py").unlink()
     monkeypatch.setenv("DISPATCHES", "5")  # the native test regresses; the page test does not
-    result = run(pytester, "--dispatch-compare=main", "-n", "2")  # each worker loads the baselines of its GPUs
+    # each worker loads the baselines of its GPUs, and tells the controller its GPU, which saves under it
+    result = run(pytester, "--dispatch-compare=main", "--dispatch-save=workers", "-n", "2")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["FAILED test_native.py::test_native*"])
+    assert saved(pytester) == {page_folder: ["test_page.py::test_page"] * 3,
+                               native_folder: ["test_native.py::test_native"] * 2}
 
 
-@needs_browser
-@pytest.mark.gpu
-@pytest.mark.slow
-def test_a_page_only_session_loads_no_wgpu_and_saves_under_the_page_gpu(pytester):
-    pytester.makeconftest(SEEN)
-    pytester.makepyfile(test_page=PAGE_TEST)
-    result = run(pytester, "--dispatch-save=main", "--dispatch-report", "--dispatch-json=out.json")
+def check_page_only_session(pytester, page_folder: str, native_folder: str) -> None:
+    """A session selecting only page tests (in the storage the session above saved in) loads no
+    wgpu-py, compares with the page's own saved run and saves a run under the page's GPU only."""
+    result = run(pytester, "-k", "page", "--dispatch-compare=main", "--dispatch-save=page", "--dispatch-report",
+                 "--dispatch-json=page.json")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert seen(pytester) == {"wgpu": False, "browser": True}
-    assert "dispatch: " not in result.stdout.str()  # no wgpu adapter was looked for
-    gpu = json.loads((pytester.path / "out.json").read_text())["machine_info"]["gpu"]
-    assert gpu["implementation"] == "chromium" and "webgpu-in-a-page" in gpu["fingerprint"]
-    assert list(saved(pytester)) == [gpu["fingerprint"]]  # one run, under the page's GPU
-    result = run(pytester, "--dispatch-compare=main", "--dispatch-report")
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert "no baseline" not in result.stdout.str()  # compared with the page's own saved run
-    assert seen(pytester)["wgpu"] is False  # the page's baseline was found without wgpu-py's adapter
+    assert seen(pytester) == {"wgpu": False, "browser": True}  # the page's baseline found without wgpu-py's adapter
+    output = result.stdout.str()
+    assert "dispatch: " not in output  # no wgpu adapter was looked for
+    assert f"dispatch gate vs runs/{page_folder}/" in output and "no baseline" not in output
+    gpu = json.loads((pytester.path / "page.json").read_text())["machine_info"]["gpu"]
+    assert gpu["implementation"] == "chromium" and gpu["fingerprint"] == page_folder
+    assert saved(pytester) == {page_folder: ["test_page.py::test_page"] * 2,  # one run more, under the page's GPU
+                               native_folder: ["test_native.py::test_native"]}
 
 
 @needs_browser

@@ -17,24 +17,38 @@ _MISSING = None if find_browser(None) else f"no Chromium ({', '.join(BROWSERS)})
 needs_browser = pytest.mark.skipif(_MISSING is not None, reason=str(_MISSING))
 
 
+@pytest.fixture(scope="module")
+def counted(gpu_browser):
+    """The counted page, opened once for the tests that count it (each count a difference, so what an
+    earlier test made is not in it): its page's, worker's and shared worker's devices made once."""
+    from pytest_dispatch.plugin.page import GpuPage
+
+    page = GpuPage(gpu_browser, gpu_browser.required).open(PAGES / "counted")
+    yield page
+    page.close()
+
+
 @needs_browser
 @pytest.mark.gpu
-def test_a_page_function_is_counted_by_call_kind_and_pipeline_label(gpu_page):
-    gpu_page.open(PAGES / "counted")
-    counts = gpu_page.count("run", 3)
+def test_a_page_function_is_counted_by_call_kind_and_pipeline_label(counted):
+    counts = counted.count("run", 3)
     assert counts.by_kernel == {"add": 3, "scale": 1}
     assert counts.calls == {"encoder": 1, "pass": 1, "set_pipeline": 4, "set_bind_group": 4, "dispatch": 4,
                             "dispatch_indirect": 0, "end_pass": 1, "finish": 1, "submit": 1, "write": 0,
                             "copy": 0, "readback": 0}
     assert (counts.dispatches, counts.submits) == (4, 1)
-    assert gpu_page.count("async () => run(1)").by_kernel == {"add": 1, "scale": 1}  # a function's source
+    assert counted.count("async () => run(1)").by_kernel == {"add": 1, "scale": 1}  # a function's source
 
 
 @needs_browser
 @pytest.mark.gpu
-def test_the_first_page_goes_on_in_the_context_the_adapter_was_probed_in():
+def test_the_first_page_goes_on_in_the_context_the_adapter_was_probed_in(monkeypatch):
     """A browser's start opens one page, to probe its adapter; the session's first page test
-    navigates that page on (a browser context and a renderer fewer a session), the next gets its own."""
+    navigates that page on (a browser context and a renderer fewer a session), the next gets its own.
+    No browser driver package is needed for any of it: the session speaks Chromium's DevTools
+    protocol on a pipe itself."""
+    monkeypatch.setitem(__import__("sys").modules, "playwright", None)  # importing it fails
+    monkeypatch.setitem(__import__("sys").modules, "playwright.sync_api", None)
     from pytest_dispatch.plugin.page import BrowserSession, GpuPage
 
     session = BrowserSession(None)
@@ -60,37 +74,34 @@ def test_the_first_page_goes_on_in_the_context_the_adapter_was_probed_in():
 
 @needs_browser
 @pytest.mark.gpu
-def test_dispatches_in_dedicated_and_shared_workers_are_counted_in_the_page(gpu_page):
-    gpu_page.open(PAGES / "counted")
-    counts = gpu_page.count("inWorker", 2)
+def test_dispatches_in_dedicated_and_shared_workers_are_counted_in_the_page(counted):
+    counts = counted.count("inWorker", 2)
     assert counts.by_kernel == {"add": 2, "scale": 1}
     assert counts.submits == 1
-    assert gpu_page.count("inSharedWorker", 3).by_kernel == {"add": 3, "scale": 1}
+    assert counted.count("inSharedWorker", 3).by_kernel == {"add": 3, "scale": 1}
 
 
 @needs_browser
 @pytest.mark.gpu
-def test_a_timed_round_runs_in_the_page_and_leaves_the_counts_exact(gpu_page):
-    gpu_page.open(PAGES / "counted")
-    run = gpu_page.function("run", 2)
+def test_a_timed_round_runs_in_the_page_and_leaves_the_counts_exact(counted):
+    run = counted.function("run", 2)
     before = run.count()
     timed = run.timed_round(4)
     assert timed.wall_ns >= timed.host_ns >= 0 and timed.sync_ns >= 0
     after = run.count(calls=2)  # the wrappers are back after the round
     assert (after.calls, after.by_kernel) == ({k: 2 * n for k, n in before.calls.items()}, {"add": 4, "scale": 2})
     assert before.dispatches == 3
-    waits = gpu_page.function("() => new Promise((done) => setTimeout(done, 20))").timed_round(2)
+    waits = counted.function("() => new Promise((done) => setTimeout(done, 20))").timed_round(2)
     assert waits.host_ns >= 2 * 19_000_000  # ns, from the page's ms clock
 
 
 @needs_browser
 @pytest.mark.gpu
-def test_a_counting_scope_holds_what_the_page_did_inside_it(gpu_page, dispatch_meter):
-    gpu_page.open(PAGES / "counted")
-    run = gpu_page.function("run", 1)
-    with dispatch_meter.count(gpu_page.counting()) as counts:
+def test_a_counting_scope_holds_what_the_page_did_inside_it(counted, dispatch_meter):
+    run = counted.function("run", 1)
+    with dispatch_meter.count(counted.counting()) as counts:
         run()
-        gpu_page.function("inWorker", 3)()
+        counted.function("inWorker", 3)()
     assert counts.by_kernel == {"add": 4, "scale": 2} and counts.submits == 2
     run()
     assert counts.dispatches == 6  # closed at the block's end
@@ -98,14 +109,13 @@ def test_a_counting_scope_holds_what_the_page_did_inside_it(gpu_page, dispatch_m
 
 @needs_browser
 @pytest.mark.gpu
-def test_the_meter_measures_a_page_function_as_a_source(gpu_page, dispatch_meter):
-    gpu_page.open(PAGES / "counted")
-    measurement = dispatch_meter.measure(gpu_page.function("run", 2), rounds=3, per_round=2)
+def test_the_meter_measures_a_page_function_as_a_source(counted, dispatch_meter):
+    measurement = dispatch_meter.measure(counted.function("run", 2), rounds=3, per_round=2)
     assert measurement.name == "run" and measurement.rounds == 3
     assert (measurement.dispatches, measurement.by_kernel) == (3, {"add": 2, "scale": 1})
     assert measurement.sync_method.startswith("await queue.onSubmittedWorkDone()")
-    assert ("fallback" in measurement.sync_method) == gpu_page.info.is_cpu
-    assert dispatch_meter.runs_on == gpu_page.info
+    assert ("fallback" in measurement.sync_method) == counted.info.is_cpu
+    assert dispatch_meter.runs_on == counted.info
 
 
 @needs_browser
@@ -114,17 +124,6 @@ def test_a_page_gpu_has_a_fingerprint_of_its_own(gpu_page):
     info = gpu_page.info
     assert info.implementation == "chromium" and info.backend == "WebGPU in a page"
     assert "webgpu-in-a-page" in info.fingerprint
-
-
-STORED = f"""
-from pathlib import Path
-import pytest
-
-@pytest.mark.dispatch_budget(dispatches=4)
-def test_page(gpu_page, dispatch_meter):
-    gpu_page.open(Path({str(PAGES)!r}) / "counted")
-    dispatch_meter.measure(gpu_page.function("run", 2), rounds=2)
-"""
 
 
 HOSTILE = f"""
@@ -163,20 +162,27 @@ def test_no_adapter(gpu_page):
 def test_hung_adapter(gpu_page):
     gpu_page.open(PAGES / "hung_adapter")
 """
-# The adapter probe bounded at 0.5 s (a page with an adapter, or none, answered it in 5-60 ms at load 7),
-# and a page that does not answer ended 0.5 s past a time-out (not 2 s): every question here that is
-# not meant to time out is answered in milliseconds, so the grace only delays ending a blocked page.
-QUICK_PROBE = ("import pytest_dispatch.plugin.page as page\nimport pytest_dispatch.plugin.realms as realms\n"
-               "page.PROBE_TIMEOUT = 0.5\nrealms.BLOCKED_GRACE = 0.5\n")
+
+
+@pytest.fixture
+def quick_probe(monkeypatch):
+    """The adapter probe bounded at 0.5 s (a page with an adapter, or none, answered it in 5-60 ms at
+    load 7), and a page that does not answer ended 0.5 s past a time-out (not 2 s): every question here
+    that is not meant to time out is answered in milliseconds, so the grace only delays ending a
+    blocked page. The session runs in this process (no Python start and imports of its own)."""
+    import pytest_dispatch.plugin.page as page
+    import pytest_dispatch.plugin.realms as realms
+
+    monkeypatch.setattr(page, "PROBE_TIMEOUT", 0.5)
+    monkeypatch.setattr(realms, "BLOCKED_GRACE", 0.5)
 
 
 @needs_browser
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_hostile_pages_fail_with_the_js_error_or_skip_with_the_reason(pytester):
-    pytester.makeconftest(QUICK_PROBE)
+def test_hostile_pages_fail_with_the_js_error_or_skip_with_the_reason(pytester, quick_probe):
     pytester.makepyfile(test_hostile=HOSTILE)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rsf", "--timeout=120")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rsf", "--timeout=120")
     result.assert_outcomes(failed=6, skipped=3)
     output = result.stdout.str()
     assert "dispatch page: Chromium " in output  # the header names the browser and its adapter
@@ -202,26 +208,13 @@ def test_hostile_pages_fail_with_the_js_error_or_skip_with_the_reason(pytester):
 @needs_browser
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_with_gpu_required_a_page_without_webgpu_is_an_error(pytester):
-    pytester.makeconftest(QUICK_PROBE)
+def test_with_gpu_required_a_page_without_webgpu_is_an_error(pytester, quick_probe):
     pytester.makepyfile(test_hostile=HOSTILE)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpu-required", "-k", "adapter or gpu",
-                                           "--timeout=120")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--gpu-required", "-k", "adapter or gpu",
+                                "--timeout=120")
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(["*navigator.gpu is undefined (--gpu-required)"])
     assert "playwright" not in result.stdout.str()
-
-
-@needs_browser
-@pytest.mark.gpu
-@pytest.mark.slow
-def test_xdist_workers_tell_the_controller_the_page_gpu(pytester):
-    pytester.makepyfile(test_stored=STORED, test_again=STORED)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--dispatch-save",
-                                           "--dispatch-storage=runs", "--timeout=120")
-    result.assert_outcomes(passed=2)
-    folders = [folder.name for folder in (pytester.path / "runs").iterdir()]
-    assert len(folders) == 1 and "webgpu-in-a-page" in folders[0]  # the controller saved under the page's GPU
 
 
 WITHOUT_WEBGPU_FLAG = """#!/bin/sh
@@ -242,8 +235,7 @@ def test_a_browser_whose_webgpu_gives_no_adapter_skips_every_page_test_with_the_
     browser.write_text(WITHOUT_WEBGPU_FLAG.format(browser=find_browser(None)))
     browser.chmod(0o755)
     pytester.makepyfile(test_one=PAGE_TEST)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", f"--gpu-browser={browser}",
-                                           "--timeout=120")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rs", f"--gpu-browser={browser}", "--timeout=120")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["dispatch page: gpu_page: Chromium *: navigator.gpu.requestAdapter() returned "
                                  "null (WebGPU is off in this browser)",
@@ -266,21 +258,6 @@ def test_no_browser_skips_in_one_line_and_fails_with_gpu_required(pytester):
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*no such browser; name a Chromium, Chrome or Firefox executable (--gpu-required)"])
     assert "def gpu_browser" not in result.stdout.str()
-
-
-@needs_browser
-@pytest.mark.gpu
-def test_pages_need_no_browser_driver_package(pytester, monkeypatch):
-    # the fixture speaks Chromium's DevTools protocol on a pipe itself
-    monkeypatch.setitem(__import__("sys").modules, "playwright", None)
-    monkeypatch.setitem(__import__("sys").modules, "playwright.sync_api", None)
-    pytester.makepyfile(test_one=f"""
-        def test_page(gpu_page):
-            gpu_page.open({str(PAGES / "counted")!r})
-            assert gpu_page.count("run", 2).by_kernel == {{"add": 2, "scale": 1}}
-        """)
-    result = pytester.runpytest("-p", "no:cacheprovider", "-rs")
-    result.assert_outcomes(passed=1)
 
 
 def test_page_tests_skip_in_one_line_under_counted_mode(pytester):

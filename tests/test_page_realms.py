@@ -18,6 +18,19 @@ needs_chromium = pytest.mark.skipif(find_browser(None) is None,
 pytestmark = [needs_chromium, pytest.mark.gpu]
 
 
+@pytest.fixture(scope="module")
+def realms(gpu_browser):
+    """The realms page, opened once for the tests that leave it countable (a page's start is its
+    frame's and six workers' devices and pipelines: most of such a test's time). A test that leaves
+    a GPU error, a realm the recorder cannot reach or a wrapper of its own in the page opens its own
+    (``gpu_page``); each count here is a difference, so what an earlier test made is not in it."""
+    from pytest_dispatch.plugin.page import GpuPage
+
+    page = GpuPage(gpu_browser, gpu_browser.required).open(REALMS)
+    yield page
+    page.close()
+
+
 @pytest.mark.parametrize(("function", "adds", "dispatches"), [
     ("run", 2, 2),                 # the page itself
     ("inFrame", 3, 3),             # a same-origin iframe of the page's HTML
@@ -27,19 +40,17 @@ pytestmark = [needs_chromium, pytest.mark.gpu]
     ("inNestedWorker", 2, 2),      # a worker made by a worker
     ("inShortWorker", 2, 2),       # a worker made, used and terminated inside the call
 ])
-def test_each_realm_is_counted_exactly(gpu_page, function, adds, dispatches):
-    gpu_page.open(REALMS)
+def test_each_realm_is_counted_exactly(realms, function, adds, dispatches):
     for _ in range(2):  # the first call may set up; both must be exact
-        counts = gpu_page.count(function, adds)
+        counts = realms.count(function, adds)
         assert counts.by_kernel == {"add": dispatches}
         assert counts.dispatches == dispatches
 
 
-def test_a_worker_blocked_at_the_start_and_end_of_a_count_is_waited_for(gpu_page):
-    gpu_page.open(REALMS)
-    gpu_page.function("inBusyWorker", 1, 0)()
-    blocked = gpu_page.function("() => { inBusyWorker(2, 600); return new Promise((done) => setTimeout(done, 100)); }")
-    with gpu_page.counting() as counts:
+def test_a_worker_blocked_at_the_start_and_end_of_a_count_is_waited_for(realms):
+    realms.function("inBusyWorker", 1, 0)()
+    blocked = realms.function("() => { inBusyWorker(2, 600); return new Promise((done) => setTimeout(done, 100)); }")
+    with realms.counting() as counts:
         blocked()  # returns while the worker is blocked; the count's end must wait for it
     assert counts.by_kernel == {"add": 2}
 
@@ -78,9 +89,8 @@ def test_a_validation_error_fails_the_count_with_the_gpu_s_message(gpu_page):
         "GPUValidationError in the page *realms/index.html (device '?'): *usage*"])
 
 
-def test_workers_scripts_are_served_as_they_are_on_disk(gpu_page):
-    gpu_page.open(REALMS)
-    url = gpu_page.evaluate("new URL('worker.js', location.href).href")
+def test_workers_scripts_are_served_as_they_are_on_disk(realms):
+    url = realms.evaluate("new URL('worker.js', location.href).href")
     request = urllib.request.Request(url, headers={"Sec-Fetch-Dest": "worker"})
     with urllib.request.urlopen(request) as answer:
         assert answer.read() == (REALMS / "worker.js").read_bytes()  # "use strict" and lines kept
@@ -93,10 +103,9 @@ def test_workers_scripts_are_served_as_they_are_on_disk(gpu_page):
     ("inDataWorker", 2),           # a worker from a data URL, made and ended inside the call
     ("inBlankFrame", 2),           # a frame without a URL, through its navigator.gpu
 ])
-def test_workers_of_every_kind_are_counted_exactly(gpu_page, function, adds):
-    gpu_page.open(REALMS)
+def test_workers_of_every_kind_are_counted_exactly(realms, function, adds):
     for _ in range(2):
-        assert gpu_page.count(function, adds).by_kernel == {"add": adds}
+        assert realms.count(function, adds).by_kernel == {"add": adds}
 
 
 def test_a_frame_the_recorder_cannot_reach_is_an_error_naming_it(gpu_page):
@@ -106,19 +115,17 @@ def test_a_frame_the_recorder_cannot_reach_is_an_error_naming_it(gpu_page):
         "(a frame of another origin, say), so its WebGPU calls cannot be counted; *"])
 
 
-def test_a_page_function_that_dispatches_nothing_is_named_in_the_page_s_words(gpu_page, dispatch_meter):
+def test_a_page_function_that_dispatches_nothing_is_named_in_the_page_s_words(realms, dispatch_meter):
     from pytest_dispatch.errors import UsageError
 
-    gpu_page.open(REALMS)
     with pytest.raises(UsageError, match=r"^idle: the measured function made no compute dispatch "
                                                     r"\(in the page and its realms\); "):
-        dispatch_meter.measure(gpu_page.function("async () => null", name="idle"))
+        dispatch_meter.measure(realms.function("async () => null", name="idle"))
 
 
-def test_a_timed_round_that_dispatches_in_a_worker_says_its_sync_does_not_await_it(gpu_page, dispatch_meter):
-    gpu_page.open(REALMS)
-    in_worker = dispatch_meter.measure(gpu_page.function("inBlobWorker", 1), rounds=2, per_round=1, name="worker")
-    in_page = dispatch_meter.measure(gpu_page.function("run", 1), rounds=2, per_round=1, name="page")
+def test_a_timed_round_that_dispatches_in_a_worker_says_its_sync_does_not_await_it(realms, dispatch_meter):
+    in_worker = dispatch_meter.measure(realms.function("inBlobWorker", 1), rounds=2, per_round=1, name="worker")
+    in_page = dispatch_meter.measure(realms.function("run", 1), rounds=2, per_round=1, name="page")
     assert "the timed calls dispatched in worker blob:" in in_worker.sync_method
     assert "whose queue the round's sync does not await" in in_worker.sync_method
     assert "dispatched in" not in in_page.sync_method

@@ -1,7 +1,8 @@
 """The reference model in a browser page: the exported plan and ``web/runner.js``.
 
 The plan tests need no GPU; they check Qwen2.5-0.5B's structure (24 layers). The page tests open
-``write_site``'s folder with ``gpu_page`` (headless Chromium, SwiftShader here) and compare the
+``write_site``'s folder in a page of the ``gpu_page`` fixture's browser (headless Chromium,
+SwiftShader here; one page a folder, shared by the tests that use that folder) and compare the
 page's greedy tokens and counted dispatches with the Python model's on the test adapter, at the
 ``tiny`` config (the same structure in 2 layers: every kernel of every level, a tenth of the
 dispatches for SwiftShader); they skip where Chromium is missing."""
@@ -134,13 +135,27 @@ def site(tmp_path_factory):
     return write_site(tmp_path_factory.mktemp("site"), TINY, seed=0)
 
 
+def opened(gpu_browser, folder):
+    """``folder`` opened in a page of its own, for a module's tests (the page is opened once; each
+    level's model loads, its pipelines compiled, in the test that asks for it)."""
+    from pytest_dispatch.plugin.page import GpuPage
+
+    return GpuPage(gpu_browser, gpu_browser.required).open(folder)
+
+
+@pytest.fixture(scope="module")
+def site_page(gpu_browser, site):
+    page = opened(gpu_browser, site)
+    yield page
+    page.close()
+
+
 @pytest.mark.slow  # a browser, and the model's pipelines compiled by SwiftShader
 @pytest.mark.parametrize("level", TINY_DISPATCHES)
-def test_page_gives_the_python_models_tokens_and_dispatches(gpu_page, gpu_device, site, level):
+def test_page_gives_the_python_models_tokens_and_dispatches(site_page, gpu_device, level):
     expected = ReferenceModel(gpu_device, TINY, level=level, seed=0, max_seq_len=64).generate(PROMPT, N_TOKENS)
-    gpu_page.open(site)
-    assert gpu_page.function("generate", level, PROMPT, N_TOKENS)() == expected
-    counts = gpu_page.count("decodeStep", level)
+    assert site_page.function("generate", level, PROMPT, N_TOKENS)() == expected
+    counts = site_page.count("decodeStep", level)
     assert counts.by_kernel == expected_dispatches(TINY, level)
     assert (counts.dispatches, counts.submits, counts.passes) == (TINY_DISPATCHES[level], 1, 1)
 
@@ -158,37 +173,46 @@ def test_page_step_goes_on_from_position_0_at_a_full_cache(gpu_page, gpu_device,
     assert in_page == expected
 
 
-def changed_plan(folder, change):
-    """``folder``'s site with its fused+ plan.json changed by ``change(plan)``."""
-    site = write_site(folder, "tiny", levels=("fused+",))
-    plan = json.loads((site / "fused+" / "plan.json").read_text())
-    change(plan)
-    (site / "fused+" / "plan.json").write_text(json.dumps(plan))
-    return site
+def too_large(plan):
+    plan["forward"]["grids"][plan["forward"]["grid_class"][0]][4] = [1 << 20, 1, 1]  # n = 5: the prompt
+
+
+def broken_shader(plan):
+    plan["modules"][0]["code"] = "fn main( {"
+
+
+# The tiny fused+ plan, changed: a folder each beside one runner (the page's "level" names the folder).
+CHANGED = {"next-version": lambda plan: plan.update(version=plan["version"] + 1), "broken-shader": broken_shader,
+           "too-large-grid": too_large}
+
+
+@pytest.fixture(scope="module")
+def changed_page(gpu_browser, tmp_path_factory):
+    site = write_site(tmp_path_factory.mktemp("changed"), "tiny", levels=())
+    plan = export_plan("tiny", level="fused+")
+    for folder, change in CHANGED.items():
+        plan.write(site / folder)
+        changed = json.loads((site / folder / "plan.json").read_text())
+        change(changed)
+        (site / folder / "plan.json").write_text(json.dumps(changed))
+    page = opened(gpu_browser, site)
+    yield page
+    page.close()
 
 
 @pytest.mark.slow
-def test_page_refuses_a_plan_of_another_version(gpu_page, tmp_path):
-    gpu_page.open(changed_plan(tmp_path, lambda plan: plan.update(version=plan["version"] + 1)))
+def test_page_refuses_a_plan_of_another_version(changed_page):
     with pytest.raises(pytest.fail.Exception, match="plan.json is of version 2, this runner reads 1"):
-        gpu_page.function("load", "fused+")()
+        changed_page.function("load", "next-version")()
 
 
 @pytest.mark.slow
-def test_page_names_a_shader_the_browser_rejects(gpu_page, tmp_path):
-    def broken(plan):
-        plan["modules"][0]["code"] = "fn main( {"
-
-    gpu_page.open(changed_plan(tmp_path, broken))
+def test_page_names_a_shader_the_browser_rejects(changed_page):
     with pytest.raises(pytest.fail.Exception, match="creating the plan's objects failed"):
-        gpu_page.function("load", "fused+")()
+        changed_page.function("load", "broken-shader")()
 
 
 @pytest.mark.slow
-def test_page_forward_fails_with_webgpus_error(gpu_page, tmp_path):
-    def too_large(plan):
-        plan["forward"]["grids"][plan["forward"]["grid_class"][0]][4] = [1 << 20, 1, 1]  # n = 5: the prompt
-
-    gpu_page.open(changed_plan(tmp_path, too_large))
+def test_page_forward_fails_with_webgpus_error(changed_page):
     with pytest.raises(pytest.fail.Exception, match="a forward of 5 tokens at position 0 failed: .*1048576"):
-        gpu_page.function("generate", "fused+", PROMPT, 2)()
+        changed_page.function("generate", "too-large-grid", PROMPT, 2)()
