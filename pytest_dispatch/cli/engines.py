@@ -35,6 +35,7 @@ WARMUP = 2
 COUNTED = ("dispatch", "submit", "pass", "encoder")  # the columns of counts per call
 SLOPE_DISPATCHES = 10_000  # where every sync waits a poll (Firefox): the second N is this many more
 SEQUENTIAL = "the empty sync subtracted"
+NOISE = "µs per dispatch within the sync's noise"
 DECODE_PROMPT, DECODE_TOKENS = [1, 2, 3, 4, 5], 8  # the decode step's prompt, and the greedy tokens compared
 DECODE_TIMEOUT = 120.0  # seconds a JS call may take: loading a level compiles 24 layers' pipelines on the CPU
 
@@ -77,7 +78,9 @@ class EngineRow:
     gpu: GpuInfo
     sync_method: str
     calls: dict[str, int]  # per call of the workload (N dispatches)
-    sequential_us: float  # median wall µs per dispatch (by ``method``)
+    # median wall µs per dispatch (by ``method``); None where it came out at or below 0: the calls
+    # take less time than the sync varies, and no figure is better than a wrong one
+    sequential_us: float | None
     single_op_us: float | None  # median µs of one dispatch and its sync; None where the sync is a poll
     sync_us: float  # median µs of an empty sync
     method: str = SEQUENTIAL  # how sequential_us was had: the empty sync subtracted, or a slope
@@ -93,6 +96,10 @@ class EngineRow:
                 "tokens": None if self.tokens is None else list(self.tokens)}
 
 
+def _resolved(us: float) -> float | None:
+    return us if us > 0 else None
+
+
 def _refuse_unless_computed(engine: str, values: list[float]) -> None:
     if len(values) < 1 or any(value != float(CHECK_CALLS) for value in values):
         raise Unavailable(f"{engine}: its adapter computes nothing (read back {values} after {CHECK_CALLS} "
@@ -104,7 +111,8 @@ def _row(engine: str, info: GpuInfo, sequential, single, rounds: int, tokens: li
     meter = DispatchMeter()
     seq = meter.measure(sequential, warmup=WARMUP, rounds=rounds, per_round=1, name=f"{engine} sequential")
     one = None if single is None else meter.single_op(single, warmup=WARMUP, rounds=rounds, name=f"{engine} single-op")
-    return EngineRow(engine, info, seq.sync_method, dict(seq.calls), float(np.median(seq.wall_us_per_dispatch)),
+    sequential_us = _resolved(float(np.median(seq.wall_us_per_dispatch)))
+    return EngineRow(engine, info, seq.sync_method, dict(seq.calls), sequential_us,
                      None if one is None else float(np.median(one.wall_us_per_call)), float(np.median(seq.sync_us)),
                      method=SEQUENTIAL if one is not None else f"{SEQUENTIAL} (the poll's noise in it)",
                      tokens=None if tokens is None else tuple(tokens))
@@ -234,7 +242,8 @@ def _slope_row(engine: str, info: GpuInfo, function: Callable[..., Any], n: int,
     timed = [high.timed_round(1) for _ in range(max(1, rounds // 2))]
     high_us = per_call_us([round.wall_ns for round in timed], [round.sync_ns for round in timed], 1)
     slope = (float(np.median(high_us)) - float(np.median(low.wall_us_per_call))) / SLOPE_DISPATCHES
-    return EngineRow(engine, info, low.sync_method, dict(low.calls), slope, None, float(np.median(low.sync_us)),
+    return EngineRow(engine, info, low.sync_method, dict(low.calls), _resolved(slope), None,
+                     float(np.median(low.sync_us)),
                      method=f"slope between N={n} and N={high_n}")
 
 
@@ -255,7 +264,8 @@ def measure(engines: list[str], workload: Workload, rounds: int, root: Path,
                 rows.append(browser_row(engine, workload, rounds))
             else:
                 rows.append(script_row(engine, workload, rounds, root))
-            text = f"{engine}: {rows[-1].sequential_us:.1f} µs per dispatch"
+            us = rows[-1].sequential_us
+            text = f"{engine}: {NOISE if us is None else f'{us:.1f} µs per dispatch'}"
         except Unavailable as error:
             missing.append(str(error))
             text = str(error)
@@ -286,11 +296,15 @@ def render(rows: list[EngineRow], missing: list[str], workload: Workload) -> lis
     for row, name, adapter in zip(rows, names, adapters):
         counts = "/".join(str(count) for count in row.counts())
         single = "-" if row.single_op_us is None else f"{row.single_op_us:.1f}"
-        lines.append(f"{name:<{width}}  {adapter:<{adapter_width}}  {counts:>18}  {row.sequential_us:>10.1f}  "
+        sequential = "-" if row.sequential_us is None else f"{row.sequential_us:.1f}"
+        lines.append(f"{name:<{width}}  {adapter:<{adapter_width}}  {counts:>18}  {sequential:>10}  "
                      f"{single:>10}  {row.sync_us:>9.1f}")
     lines += [f"sync, {row.engine}: {row.sync_method}" for row in rows]
     lines += [f"sequential, {row.engine}: {row.method}; single-op not measured (it would be the sync)"
               for row in rows if row.method != SEQUENTIAL]
+    more = "more --rounds" if workload.decode else "a larger --n"
+    lines += [f"sequential, {row.engine}: {NOISE} (it came out at or below 0): the calls take less time than "
+              f"the sync varies; give {more}" for row in rows if row.sequential_us is None]
     lines += [f"greedy tokens, {row.engine}: {list(row.tokens)}" for row in rows if row.tokens is not None]
     lines += [f"not measured: {line}" for line in missing]
     return lines
