@@ -106,11 +106,16 @@ def test_a_counted_session_saves_and_fails_a_host_side_regression(pytester, monk
 def test_a_counted_ab_job_compares_the_two_trees_exactly(pytester, monkeypatch):
     monkeypatch.delenv(instructions.COUNTED_ENV, raising=False)
     monkeypatch.delenv("EXTRA_WORK", raising=False)
+    # Dawn's Null backend: an A/B job counts whatever implementation it is given, and Null starts
+    # quicker under callgrind than lavapipe (the test above counts wgpu-native on lavapipe)
+    pytest.importorskip("wgpudawn", reason="Dawn (pip install pytest-dispatch[dawn]) counts this A/B job")
+    monkeypatch.setenv("WGPU_BACKEND_TYPE", "Null")
     base, head = pytester.mkdir("base"), pytester.mkdir("head")
     (base / "test_counted_addone.py").write_text(TEST_FILE)
     (head / "test_counted_addone.py").write_text(TEST_FILE.replace('os.environ.get("EXTRA_WORK", "0")', '"2000"'))
     result = pytester.runpytest_subprocess(f"--dispatch-ab={base}", "-o", f"dispatch_ab_head={head}",
-                                           "--dispatch-instructions", "test_counted_addone.py", timeout=600)
+                                           "--dispatch-instructions", "--gpu-impl", "dawn", "test_counted_addone.py",
+                                           timeout=600)
     assert result.ret == 1
     result.stdout.fnmatch_lines(["A/B (counted): base folder */base, head */head*: both sides under callgrind",
                                  "*test_counted_addone.py::test_single_pass: single_pass instructions_per_call "
