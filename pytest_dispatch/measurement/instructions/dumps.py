@@ -149,18 +149,23 @@ def kind_of_entry(function: str) -> str:
     return "other"
 
 
+# Each asked of every call line of a dump, about names that repeat: answered once a name.
+@functools.lru_cache(maxsize=65536)
 def _is_type_lookup(function: str | None) -> bool:
     return function is not None and TYPE_LOOKUP.match(function) is not None
 
 
+@functools.lru_cache(maxsize=65536)
 def _matches(pattern: re.Pattern, function: str | None) -> bool:
     return function is not None and pattern.match(function) is not None
 
 
+@functools.lru_cache(maxsize=65536)
 def _is_allocator(function: str | None) -> bool:
     return function is not None and ALLOCATOR.match(function) is not None
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_wgpu_object(path: str | None) -> bool:
     return path is not None and layer_of(path) == "wgpu"
 
