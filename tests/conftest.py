@@ -38,6 +38,11 @@ import numpy  # noqa: E402,F401
 import scipy.stats  # noqa: E402,F401
 import wgpu.backends.auto  # noqa: E402,F401
 
+try:  # and Dawn's backend, which refuses to be imported twice in a process
+    import wgpudawn.backends.dawn  # noqa: F401
+except ImportError:
+    pass
+
 import pytest_dispatch.judgement.gate  # noqa: E402,F401
 import pytest_dispatch.plugin.reporter  # noqa: E402,F401
 import pytest  # noqa: E402
