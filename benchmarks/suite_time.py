@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--durations", type=int, default=20, help="slowest tests to list (default 20)")
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     command = [sys.executable, "-m", "pytest", *(paths or ["tests"]), "-q", "-p", "no:cacheprovider",
-               "-n", args.workers, f"--durations={args.durations}"]
+               "-n", args.workers, f"--durations={args.durations}", "-rfE"]
     print(f"suite_time: {' '.join(command[2:])}; load before {load()}", flush=True)
     started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(command, capture_output=True, text=True)
@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     lines = done.stdout.splitlines()
     slowest = [line for line in lines if line.split(" ", 1)[0].endswith("s") and " call " in line]
     print("\n".join(slowest))
+    failed = [line for line in lines if line.startswith(("FAILED ", "ERROR "))]  # pytest's -rfE lines
+    if failed:
+        print("\n".join(failed))
     print(lines[-1] if lines else done.stderr[-2000:])
     print(f"suite_time: {seconds:.1f} s wall (target {args.target:g} s), {cpu:.1f} CPU s; load after {load()}")
     if done.returncode not in (0, 5):

@@ -28,3 +28,13 @@ def test_the_run_is_timed_against_the_target_with_its_cpu_seconds(tmp_path, monk
     assert line, out
     assert float(line.group(2)) >= 0.5 and float(line.group(1)) >= 0.5, out
     assert "1 passed" in out
+
+
+def test_a_failed_test_is_named(tmp_path, monkeypatch, capsys):
+    (tmp_path / "test_fails.py").write_text("def test_fails():\n    assert 1 == 2\n\ndef test_passes():\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    main = runpy.run_path(str(ROOT / "benchmarks" / "suite_time.py"))["main"]
+    code = main(["--workers", "0", "--", "test_fails.py"])
+    out = capsys.readouterr().out
+    assert code == 2, out  # pytest itself failed
+    assert "FAILED test_fails.py::test_fails" in out and "test_passes" not in out, out
