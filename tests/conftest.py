@@ -58,6 +58,19 @@ def pytester(pytester, monkeypatch):
     return pytester
 
 
+@pytest.fixture
+def quick_probe(monkeypatch):
+    """For a test's in-process page session: the adapter probe bounded at 0.5 s (a page with an
+    adapter, or none, answered it in 5-60 ms at load 7), and a page that does not answer ended 0.5 s
+    past a time-out (not 2 s): every question such a session does not mean to time out is answered
+    in milliseconds, so the grace only delays ending a blocked page."""
+    import pytest_dispatch.plugin.page as page
+    import pytest_dispatch.plugin.realms as realms
+
+    monkeypatch.setattr(page, "PROBE_TIMEOUT", 0.5)
+    monkeypatch.setattr(realms, "BLOCKED_GRACE", 0.5)
+
+
 # The modules whose tests take tens of seconds to minutes without a GPU (valgrind sessions,
 # A/B jobs, subprocess sessions, simulations), longest first.  They run first, so that under
 # `-n 2` the two workers end together instead of one of them starting a long test at the end;

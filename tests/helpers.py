@@ -1,6 +1,11 @@
-"""Builders the tests share: synthetic measurements and GPUs, no wgpu needed."""
+"""Builders the tests share: synthetic measurements and GPUs, no wgpu needed; a page kept open for
+a module's tests."""
 
 from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -73,3 +78,17 @@ fn=(6) malloc
 
 def environment_size(env: dict[str, str], args: list[str]) -> int:
     return sum(len(k) + len(v) + 2 for k, v in env.items()) + sum(len(a) + 1 for a in args)
+
+
+@contextlib.contextmanager
+def module_page(gpu_browser, folder: Path) -> Iterator:
+    """``folder`` opened in a page of the session's browser, as ``gpu_page`` opens it, but once for
+    a module's tests (its devices and pipelines made once): tests that share it each count a
+    difference, so what an earlier test made is not in their counts."""
+    from pytest_dispatch.plugin.page import GpuPage
+
+    page = GpuPage(gpu_browser, gpu_browser.required).open(folder)
+    try:
+        yield page
+    finally:
+        page.close()

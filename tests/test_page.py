@@ -11,6 +11,8 @@ import pytest
 
 from pytest_dispatch.plugin.page import BROWSERS, find_browser
 
+from helpers import module_page
+
 PAGES = Path(__file__).resolve().parent / "pages"
 
 _MISSING = None if find_browser(None) else f"no Chromium ({', '.join(BROWSERS)}): apt-get install chromium"
@@ -19,13 +21,10 @@ needs_browser = pytest.mark.skipif(_MISSING is not None, reason=str(_MISSING))
 
 @pytest.fixture(scope="module")
 def counted(gpu_browser):
-    """The counted page, opened once for the tests that count it (each count a difference, so what an
-    earlier test made is not in it): its page's, worker's and shared worker's devices made once."""
-    from pytest_dispatch.plugin.page import GpuPage
-
-    page = GpuPage(gpu_browser, gpu_browser.required).open(PAGES / "counted")
-    yield page
-    page.close()
+    """The counted page, opened once for the tests that count it: its page's, worker's and shared
+    worker's devices made once."""
+    with module_page(gpu_browser, PAGES / "counted") as page:
+        yield page
 
 
 @needs_browser
@@ -162,19 +161,6 @@ def test_no_adapter(gpu_page):
 def test_hung_adapter(gpu_page):
     gpu_page.open(PAGES / "hung_adapter")
 """
-
-
-@pytest.fixture
-def quick_probe(monkeypatch):
-    """The adapter probe bounded at 0.5 s (a page with an adapter, or none, answered it in 5-60 ms at
-    load 7), and a page that does not answer ended 0.5 s past a time-out (not 2 s): every question here
-    that is not meant to time out is answered in milliseconds, so the grace only delays ending a
-    blocked page. The session runs in this process (no Python start and imports of its own)."""
-    import pytest_dispatch.plugin.page as page
-    import pytest_dispatch.plugin.realms as realms
-
-    monkeypatch.setattr(page, "PROBE_TIMEOUT", 0.5)
-    monkeypatch.setattr(realms, "BLOCKED_GRACE", 0.5)
 
 
 @needs_browser

@@ -55,16 +55,7 @@ def test_5_skips_with_the_cause(gpu_page):
 """
 
 
-def test_faults_end_in_one_line_each(pytester, monkeypatch):
-    import pytest_dispatch.plugin.page as page
-    import pytest_dispatch.plugin.realms as realms
-
-    # The adapter probe bounded at 0.5 s (a page with an adapter, or none, answered it in 5-60 ms at
-    # load 7), and a page that does not answer ended 0.5 s past a time-out (not 2 s): every question
-    # here that is not meant to time out is answered in milliseconds, so the grace only delays ending
-    # a blocked page. The session runs in this process (no Python start and imports of its own).
-    monkeypatch.setattr(page, "PROBE_TIMEOUT", 0.5)
-    monkeypatch.setattr(realms, "BLOCKED_GRACE", 0.5)
+def test_faults_end_in_one_line_each(pytester, quick_probe):
     pytester.makepyfile(test_faults=FAULTS)
     result = pytester.runpytest("-p", "no:cacheprovider", "-rsf", "--timeout=120")
     result.assert_outcomes(passed=1, failed=2, skipped=2)

@@ -11,6 +11,8 @@ import pytest
 
 from pytest_dispatch.plugin.page import BROWSERS, find_browser
 
+from helpers import module_page
+
 PAGES = Path(__file__).resolve().parent / "pages"
 REALMS = PAGES / "realms"
 needs_chromium = pytest.mark.skipif(find_browser(None) is None,
@@ -24,11 +26,8 @@ def realms(gpu_browser):
     frame's and six workers' devices and pipelines: most of such a test's time). A test that leaves
     a GPU error, a realm the recorder cannot reach or a wrapper of its own in the page opens its own
     (``gpu_page``); each count here is a difference, so what an earlier test made is not in it."""
-    from pytest_dispatch.plugin.page import GpuPage
-
-    page = GpuPage(gpu_browser, gpu_browser.required).open(REALMS)
-    yield page
-    page.close()
+    with module_page(gpu_browser, REALMS) as page:
+        yield page
 
 
 @pytest.mark.parametrize(("function", "adds", "dispatches"), [

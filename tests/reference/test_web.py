@@ -15,6 +15,7 @@ import pytest
 from pytest_dispatch.reference import ENCODINGS, ReferenceModel, expected_dispatches, get_config
 from pytest_dispatch.reference import model as model_module
 from pytest_dispatch.reference.web import DEFAULT_LIMITS, export_plan, limits_from_page, write_site
+from helpers import module_page
 from ._helpers import TINY_DISPATCHES
 
 QWEN = get_config("qwen2.5-0.5b", widths="tiny")  # 24 layers at tiny widths
@@ -135,19 +136,12 @@ def site(tmp_path_factory):
     return write_site(tmp_path_factory.mktemp("site"), TINY, seed=0)
 
 
-def opened(gpu_browser, folder):
-    """``folder`` opened in a page of its own, for a module's tests (the page is opened once; each
-    level's model loads, its pipelines compiled, in the test that asks for it)."""
-    from pytest_dispatch.plugin.page import GpuPage
-
-    return GpuPage(gpu_browser, gpu_browser.required).open(folder)
-
-
 @pytest.fixture(scope="module")
 def site_page(gpu_browser, site):
-    page = opened(gpu_browser, site)
-    yield page
-    page.close()
+    """The levels' site, opened once (each level's model loads, its pipelines compiled, in the test
+    that asks for it)."""
+    with module_page(gpu_browser, site) as page:
+        yield page
 
 
 @pytest.mark.slow  # a browser, and the model's pipelines compiled by SwiftShader
@@ -195,9 +189,8 @@ def changed_page(gpu_browser, tmp_path_factory):
         changed = json.loads((site / folder / "plan.json").read_text())
         change(changed)
         (site / folder / "plan.json").write_text(json.dumps(changed))
-    page = opened(gpu_browser, site)
-    yield page
-    page.close()
+    with module_page(gpu_browser, site) as page:
+        yield page
 
 
 @pytest.mark.slow
