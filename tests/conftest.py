@@ -24,7 +24,7 @@ if NO_ANYIO not in os.environ.get("PYTEST_ADDOPTS", ""):
 
 # Bytecode caches on, whatever the environment says: with PYTHONDONTWRITEBYTECODE set, each of
 # those Python processes would redo pytest's assertion rewrite of the plugins it loads
-# (pytest-benchmark's, xdist's; about 0.05 CPU s a session) and compile this package afresh.
+# (pytest-benchmark's, xdist's; about 0.05 CPU s a session).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 

@@ -10,9 +10,9 @@ there directly, and so is a single-word C type (``char``, ``uint32_t``, ``intptr
 table), ``const`` either side of a name, and a function type whose result and arguments are each
 such a string (``void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)``, a callback's, the
 most costly strings a session's wgpu-py parsed after that); any other string is parsed as before.
-Only wgpu-native's own ``ffi`` is changed:
-every other user of cffi in the process parses as it always did.  Types are resolved before any
-measured call, so no window's count and no round's time changes."""
+Only wgpu-native's own ``ffi`` is changed: every other user of cffi in the process parses as it
+always did.  Types are resolved before any measured call, so no window's count and no round's
+time changes."""
 
 from __future__ import annotations
 
